@@ -1,0 +1,1 @@
+//! tessera-api (skeleton; see DESIGN.md).

@@ -1,0 +1,1 @@
+//! tessera-bench (skeleton; see DESIGN.md).

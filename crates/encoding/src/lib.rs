@@ -1,0 +1,1 @@
+//! tessera-encoding (skeleton; see DESIGN.md).

@@ -1,0 +1,1 @@
+//! tessera-promql (skeleton; see DESIGN.md).

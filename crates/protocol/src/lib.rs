@@ -1,0 +1,1 @@
+//! tessera-protocol (skeleton; see DESIGN.md).

@@ -1,0 +1,1 @@
+//! tessera-tsdb (skeleton; see DESIGN.md).

@@ -1,0 +1,1 @@
+//! tessera-wal (skeleton; see DESIGN.md).
