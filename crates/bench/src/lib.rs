@@ -1,1 +1,3 @@
-//! tessera-bench (skeleton; see DESIGN.md).
+//! `tessera-bench`: load generators and benchmark harnesses (dev-only). Each subcommand lives in its own
+//! module with an `Args` (clap) and a `run` function; `main.rs` only dispatches.
+#![forbid(unsafe_code)]

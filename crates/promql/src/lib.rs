@@ -1,1 +1,9 @@
-//! tessera-promql (skeleton; see DESIGN.md).
+//! `tessera-promql`: our own PromQL — lexer, parser, AST and pretty-printer ([`parser`]), the evaluation
+//! engine ([`engine`]), and the runner of Prometheus' conformance scripts ([`promqltest`]).
+//!
+//! The engine reads only through `tessera_model::storage` (the read interface), never tsdb internals.
+#![forbid(unsafe_code)]
+
+pub mod engine;
+pub mod parser;
+pub mod promqltest;

@@ -1,0 +1,1 @@
+//! PromQL evaluation engine (being written).

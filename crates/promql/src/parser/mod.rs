@@ -1,0 +1,1 @@
+//! PromQL lexer, parser, AST and printer (being written).

@@ -1,0 +1,1 @@
+//! Runner of promqltest conformance scripts (being written).
