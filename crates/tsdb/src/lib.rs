@@ -1,4 +1,7 @@
 //! `tessera-tsdb`: the storage engine (skeleton being filled in; see DESIGN.md "A shard").
 #![deny(unsafe_code)]
 
+pub mod error;
 pub mod index;
+
+pub use error::{Error, Result};
