@@ -1,0 +1,1 @@
+//! Remote read (to be written).

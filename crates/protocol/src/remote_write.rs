@@ -1,0 +1,1002 @@
+//! Remote write 1.0 and 2.0: negotiation, decompression, decoding with validation, and encoding.
+//!
+//! Receiving a request is three calls, in the order the specs imply:
+//! 1. [`negotiate`] the `Content-Type` / `Content-Encoding` headers (415 on failure);
+//! 2. [`decompress`] the snappy *block* body, refusing a declared length over the limit before
+//!    allocating anything (no snappy bomb);
+//! 3. [`decode`] the protobuf into a [`DecodedWrite`]: the valid series, the invalid ones with a
+//!    human-readable reason each (the request is still written, then answered 400 with those reasons,
+//!    because senders never retry a 4xx), metadata, and counts of histograms and exemplars.
+//!
+//! A [`DecodeError`] means the body as a whole is unusable (bad snappy, bad protobuf, a broken 2.0
+//! symbol table): answer 400 and write nothing.
+//!
+//! Decoding goes through [`raw`], byte-typed twins of the upstream messages: prost rejects a whole
+//! message when one `string` field holds invalid UTF-8, so strings are decoded as bytes and checked per
+//! series here. prost allocates only for elements actually present in the buffer (every length prefix is
+//! checked against the remaining input), so a body of N bytes cannot make the decoder allocate much more
+//! than a small multiple of N; a test with a counting allocator pins that down.
+//!
+//! The encoders ([`V1Builder`], [`V2Builder`], [`encode_v1`], [`encode_v2`]) write protobuf directly
+//! from borrowed labels and samples, without building `prost` structs: the B2 load generator shares the
+//! machine with the receiver it measures, so the sender must be cheap.
+
+use crate::prompb;
+use prost::Message;
+use std::collections::HashMap;
+use tessera_model::{Label, Labels, Sample, METRIC_NAME};
+
+/// Content type of a remote-write 1.0 request (`prometheus.WriteRequest`).
+pub const CONTENT_TYPE_V1: &str = "application/x-protobuf";
+/// Content type of a remote-write 2.0 request.
+pub const CONTENT_TYPE_V2: &str = "application/x-protobuf;proto=io.prometheus.write.v2.Request";
+/// The `proto=` parameter values of the two versions.
+pub const PROTO_MSG_V1: &str = "prometheus.WriteRequest";
+pub const PROTO_MSG_V2: &str = "io.prometheus.write.v2.Request";
+/// The only content encoding the specs define.
+pub const CONTENT_ENCODING_SNAPPY: &str = "snappy";
+/// Response headers a 2.0 receiver sets (on every answer, success or not).
+pub const HEADER_SAMPLES_WRITTEN: &str = "X-Prometheus-Remote-Write-Samples-Written";
+pub const HEADER_HISTOGRAMS_WRITTEN: &str = "X-Prometheus-Remote-Write-Histograms-Written";
+pub const HEADER_EXEMPLARS_WRITTEN: &str = "X-Prometheus-Remote-Write-Exemplars-Written";
+/// The header senders set to announce their protocol version ("0.1.0" for 1.0, "2.0.0" for 2.0).
+pub const HEADER_VERSION: &str = "X-Prometheus-Remote-Write-Version";
+pub const VERSION_V1: &str = "0.1.0";
+pub const VERSION_V2: &str = "2.0.0";
+
+/// The protocol version of a request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProtoVersion {
+    V1,
+    V2,
+}
+
+impl ProtoVersion {
+    /// The `Content-Type` a sender of this version sets.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            ProtoVersion::V1 => CONTENT_TYPE_V1,
+            ProtoVersion::V2 => CONTENT_TYPE_V2,
+        }
+    }
+
+    /// The `X-Prometheus-Remote-Write-Version` a sender of this version sets.
+    pub fn version_header(self) -> &'static str {
+        match self {
+            ProtoVersion::V1 => VERSION_V1,
+            ProtoVersion::V2 => VERSION_V2,
+        }
+    }
+}
+
+/// The headers name a media type or encoding we do not speak: answer 415 with this message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnsupportedMediaType(pub String);
+
+/// Mirrors Prometheus' `writeHandler.ServeHTTP` header checks and `parseProtoMsg`:
+/// - a missing or empty `Content-Type` means 1.0 (old senders set none);
+/// - the media type must be `application/x-protobuf`; a `proto=` parameter picks the message
+///   (`prometheus.WriteRequest` → 1.0, `io.prometheus.write.v2.Request` → 2.0, anything else → 415);
+///   no `proto=` parameter means 1.0; a parameter that is not `key=value` → 415;
+/// - a missing `Content-Encoding` is tolerated (Prometheus does so not to break old 1.0 clients: the
+///   body is still read as snappy); any encoding other than `snappy` → 415.
+///
+/// Deviation, on the lenient side: whitespace around parameters and the media type's case are ignored
+/// (RFC 9110 allows both; Prometheus compares raw strings, so `…; proto=…` with a space silently falls
+/// back to 1.0 there).
+pub fn negotiate(content_type: Option<&str>, content_encoding: Option<&str>) -> Result<ProtoVersion, UnsupportedMediaType> {
+    let version = match content_type.map(str::trim).filter(|s| !s.is_empty()) {
+        None => ProtoVersion::V1,
+        Some(ct) => parse_proto_msg(ct)?,
+    };
+    match content_encoding.map(str::trim).filter(|s| !s.is_empty()) {
+        None => {}
+        Some(enc) if enc.eq_ignore_ascii_case(CONTENT_ENCODING_SNAPPY) => {}
+        Some(enc) => {
+            return Err(UnsupportedMediaType(format!(
+                "{enc} encoding (compression) is not accepted by this server; only {CONTENT_ENCODING_SNAPPY} is acceptable"
+            )));
+        }
+    }
+    Ok(version)
+}
+
+/// Mirrors Prometheus' `parseProtoMsg`.
+fn parse_proto_msg(content_type: &str) -> Result<ProtoVersion, UnsupportedMediaType> {
+    let mut parts = content_type.split(';');
+    let media = parts.next().unwrap_or("").trim();
+    if !media.eq_ignore_ascii_case(CONTENT_TYPE_V1) {
+        return Err(UnsupportedMediaType(format!(
+            "expected {CONTENT_TYPE_V1} as the first (media) part, got {content_type} content-type"
+        )));
+    }
+    for p in parts {
+        let p = p.trim();
+        let Some((k, v)) = p.split_once('=') else {
+            return Err(UnsupportedMediaType(format!(
+                "expected parameters to be key-values (RFC 9110), got {p:?} in {content_type} content-type"
+            )));
+        };
+        if v.contains('=') {
+            return Err(UnsupportedMediaType(format!(
+                "expected parameters to be key-values (RFC 9110), got {p:?} in {content_type} content-type"
+            )));
+        }
+        if k.trim().eq_ignore_ascii_case("proto") {
+            let v = v.trim().trim_matches('"');
+            return match v {
+                PROTO_MSG_V1 => Ok(ProtoVersion::V1),
+                PROTO_MSG_V2 => Ok(ProtoVersion::V2),
+                other => Err(UnsupportedMediaType(format!(
+                    "got {content_type} content type; unknown remote write protobuf message {other}, supported: {PROTO_MSG_V1}, {PROTO_MSG_V2}"
+                ))),
+            };
+        }
+    }
+    Ok(ProtoVersion::V1)
+}
+
+/// Per-request limits. The defaults are generous enough for any sane exporter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest decompressed body accepted (checked against snappy's declared length before allocating).
+    pub max_decoded_bytes: usize,
+    pub max_labels_per_series: usize,
+    pub max_label_name_bytes: usize,
+    pub max_label_value_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_decoded_bytes: 64 << 20,
+            max_labels_per_series: 64,
+            max_label_name_bytes: 1024,
+            max_label_value_bytes: 16 * 1024,
+        }
+    }
+}
+
+/// The body as a whole cannot be used: answer 400 with this message and write nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    #[error("snappy: decoded length {declared} bytes exceeds the limit of {limit} bytes")]
+    TooLarge { declared: u64, limit: usize },
+    #[error("snappy: corrupt input ({0})")]
+    Snappy(String),
+    #[error("protobuf: cannot decode {message}: {reason}")]
+    Protobuf { message: &'static str, reason: String },
+    #[error("remote write 2.0: {0}")]
+    Symbols(String),
+}
+
+/// Snappy's densest element is a 3-byte copy that yields 64 bytes, so no valid block decodes to more
+/// than ~21.4 times its size: a larger declared length is corrupt, whatever the limit.
+const SNAPPY_MAX_EXPANSION: u64 = 22;
+
+/// Decompresses a snappy *block* (not framed) body. The declared length is read first and refused when
+/// it exceeds `max_decoded_bytes` or what the body could possibly expand to; only then is the output
+/// buffer allocated.
+pub fn decompress(body: &[u8], max_decoded_bytes: usize) -> Result<Vec<u8>, DecodeError> {
+    let declared = snap::raw::decompress_len(body).map_err(|e| DecodeError::Snappy(e.to_string()))?;
+    if declared as u64 > max_decoded_bytes as u64 {
+        return Err(DecodeError::TooLarge { declared: declared as u64, limit: max_decoded_bytes });
+    }
+    if declared as u64 > (body.len() as u64).saturating_mul(SNAPPY_MAX_EXPANSION) {
+        return Err(DecodeError::Snappy(format!(
+            "declared length {declared} is impossible for a {}-byte body",
+            body.len()
+        )));
+    }
+    let mut out = vec![0u8; declared];
+    let n = snap::raw::Decoder::new().decompress(body, &mut out).map_err(|e| DecodeError::Snappy(e.to_string()))?;
+    out.truncate(n);
+    Ok(out)
+}
+
+/// Compresses with snappy's block format, as remote-write senders do.
+pub fn compress(buf: &[u8]) -> Vec<u8> {
+    // Only fails for inputs over 4 GiB, which no caller builds.
+    snap::raw::Encoder::new().compress_vec(buf).expect("snappy block input under 4 GiB")
+}
+
+/// A metric family's type, as `/api/v1/metadata` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum MetricType {
+    Counter,
+    Gauge,
+    Histogram,
+    GaugeHistogram,
+    Summary,
+    Info,
+    StateSet,
+    #[default]
+    Unknown,
+}
+
+impl MetricType {
+    /// Prometheus' `model.MetricType` strings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+            MetricType::GaugeHistogram => "gaugehistogram",
+            MetricType::Summary => "summary",
+            MetricType::Info => "info",
+            MetricType::StateSet => "stateset",
+            MetricType::Unknown => "unknown",
+        }
+    }
+
+    /// From the wire enum (same numbering in 1.0 and 2.0; 0 is UNKNOWN / UNSPECIFIED). Unknown numbers
+    /// map to `Unknown`, as Go's generated code would keep them opaque.
+    pub fn from_wire(v: i32) -> Self {
+        match v {
+            1 => MetricType::Counter,
+            2 => MetricType::Gauge,
+            3 => MetricType::Histogram,
+            4 => MetricType::GaugeHistogram,
+            5 => MetricType::Summary,
+            6 => MetricType::Info,
+            7 => MetricType::StateSet,
+            _ => MetricType::Unknown,
+        }
+    }
+
+    pub fn to_wire(self) -> i32 {
+        match self {
+            MetricType::Unknown => 0,
+            MetricType::Counter => 1,
+            MetricType::Gauge => 2,
+            MetricType::Histogram => 3,
+            MetricType::GaugeHistogram => 4,
+            MetricType::Summary => 5,
+            MetricType::Info => 6,
+            MetricType::StateSet => 7,
+        }
+    }
+}
+
+/// Metadata of one metric family.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Metadata {
+    pub metric_family_name: String,
+    pub kind: MetricType,
+    pub help: String,
+    pub unit: String,
+}
+
+/// One valid series of a request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteSeries {
+    pub labels: Labels,
+    pub samples: Vec<Sample>,
+    /// Native histogram samples this series carried (not decoded further: storage has no support yet).
+    pub histograms: usize,
+    /// Exemplars this series carried.
+    pub exemplars: usize,
+    /// 2.0's `created_timestamp` (0 on the wire means unset).
+    pub created_timestamp_ms: Option<i64>,
+}
+
+impl WriteSeries {
+    pub fn new(labels: Labels, samples: Vec<Sample>) -> Self {
+        WriteSeries { labels, samples, histograms: 0, exemplars: 0, created_timestamp_ms: None }
+    }
+}
+
+/// A series that was not accepted, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidSeries {
+    /// The labels as well as they could be read (invalid UTF-8 replaced, long text cut).
+    pub labels_text: String,
+    /// Human-readable, e.g. `duplicate label name "job"`.
+    pub reason: String,
+    /// Samples it carried (they were not written).
+    pub samples: usize,
+    pub histograms: usize,
+    pub exemplars: usize,
+}
+
+/// A decoded request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DecodedWrite {
+    /// The valid series, in request order.
+    pub series: Vec<WriteSeries>,
+    /// The invalid series, in request order.
+    pub invalid: Vec<InvalidSeries>,
+    /// Metadata carried by the request (1.0 `metadata` field; 2.0 per-series metadata keyed by the
+    /// series' metric name), deduplicated.
+    pub metadata: Vec<Metadata>,
+    /// Metadata entries that could not be used (e.g. invalid UTF-8), with a reason each.
+    pub invalid_metadata: Vec<String>,
+    /// Native histogram samples the request carried, valid series or not.
+    pub histograms: u64,
+    /// Exemplars the request carried, valid series or not.
+    pub exemplars: u64,
+}
+
+impl DecodedWrite {
+    /// Float samples in the valid series.
+    pub fn valid_samples(&self) -> usize {
+        self.series.iter().map(|s| s.samples.len()).sum()
+    }
+
+    /// Float samples in the invalid series (not written).
+    pub fn invalid_samples(&self) -> usize {
+        self.invalid.iter().map(|s| s.samples).sum()
+    }
+}
+
+/// Decodes an (already decompressed) body and validates it series by series.
+pub fn decode(version: ProtoVersion, buf: &[u8], limits: &Limits) -> Result<DecodedWrite, DecodeError> {
+    match version {
+        ProtoVersion::V1 => decode_v1(buf, limits),
+        ProtoVersion::V2 => decode_v2(buf, limits),
+    }
+}
+
+/// Byte-typed twins of the upstream messages, used only for decoding untrusted bodies (see module docs).
+/// Same field numbers as [`prompb`]; `bytes` and `string` share a wire type.
+pub mod raw {
+    use crate::prompb;
+
+    #[derive(Clone, PartialEq, ::prost::Message)]
+    pub struct Label {
+        #[prost(bytes = "vec", tag = "1")]
+        pub name: Vec<u8>,
+        #[prost(bytes = "vec", tag = "2")]
+        pub value: Vec<u8>,
+    }
+
+    #[derive(Clone, PartialEq, ::prost::Message)]
+    pub struct Exemplar {
+        #[prost(message, repeated, tag = "1")]
+        pub labels: Vec<Label>,
+        #[prost(double, tag = "2")]
+        pub value: f64,
+        #[prost(int64, tag = "3")]
+        pub timestamp: i64,
+    }
+
+    #[derive(Clone, PartialEq, ::prost::Message)]
+    pub struct TimeSeries {
+        #[prost(message, repeated, tag = "1")]
+        pub labels: Vec<Label>,
+        #[prost(message, repeated, tag = "2")]
+        pub samples: Vec<prompb::Sample>,
+        #[prost(message, repeated, tag = "3")]
+        pub exemplars: Vec<Exemplar>,
+        #[prost(message, repeated, tag = "4")]
+        pub histograms: Vec<prompb::Histogram>,
+    }
+
+    #[derive(Clone, PartialEq, ::prost::Message)]
+    pub struct MetricMetadata {
+        #[prost(int32, tag = "1")]
+        pub r#type: i32,
+        #[prost(bytes = "vec", tag = "2")]
+        pub metric_family_name: Vec<u8>,
+        #[prost(bytes = "vec", tag = "4")]
+        pub help: Vec<u8>,
+        #[prost(bytes = "vec", tag = "5")]
+        pub unit: Vec<u8>,
+    }
+
+    #[derive(Clone, PartialEq, ::prost::Message)]
+    pub struct WriteRequest {
+        #[prost(message, repeated, tag = "1")]
+        pub timeseries: Vec<TimeSeries>,
+        #[prost(message, repeated, tag = "3")]
+        pub metadata: Vec<MetricMetadata>,
+    }
+
+    #[derive(Clone, PartialEq, ::prost::Message)]
+    pub struct RequestV2 {
+        #[prost(bytes = "vec", repeated, tag = "4")]
+        pub symbols: Vec<Vec<u8>>,
+        #[prost(message, repeated, tag = "5")]
+        pub timeseries: Vec<prompb::v2::TimeSeries>,
+    }
+}
+
+/// Longest label text quoted in an error message.
+const MAX_LABELS_TEXT: usize = 512;
+
+fn labels_text<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> String {
+    let mut s = String::from("{");
+    for (i, (n, v)) in pairs.enumerate() {
+        if s.len() > MAX_LABELS_TEXT {
+            s.push_str(", …");
+            break;
+        }
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(&String::from_utf8_lossy(n));
+        s.push('=');
+        s.push_str(&tessera_model::labels::go_quote(&String::from_utf8_lossy(v)));
+    }
+    s.push('}');
+    s
+}
+
+fn shorten(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    if s.chars().count() > 64 {
+        let cut: String = s.chars().take(64).collect();
+        format!("{cut}…")
+    } else {
+        s.into_owned()
+    }
+}
+
+/// The checks of Prometheus' write handler (`labels.IsValid`, `HasDuplicateLabelNames`, a present
+/// metric name) plus strict sorting and the size limits. `pairs` are raw bytes; the result owns UTF-8
+/// strings. Returns the reason on failure.
+fn validate_labels<'a>(
+    pairs: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    limits: &Limits,
+) -> Result<Labels, String> {
+    let n = pairs.len();
+    if n > limits.max_labels_per_series {
+        return Err(format!("too many labels ({n} > {})", limits.max_labels_per_series));
+    }
+    let mut out: Vec<Label> = Vec::with_capacity(n);
+    let mut prev: Option<&[u8]> = None;
+    let mut has_name = false;
+    for (name, value) in pairs {
+        if name.is_empty() {
+            return Err("empty label name".to_string());
+        }
+        let Ok(name_str) = std::str::from_utf8(name) else {
+            return Err(format!("invalid UTF-8 in label name {:?}", shorten(name)));
+        };
+        if name.len() > limits.max_label_name_bytes {
+            return Err(format!(
+                "label name too long ({} > {} bytes): {:?}",
+                name.len(),
+                limits.max_label_name_bytes,
+                shorten(name)
+            ));
+        }
+        let Ok(value_str) = std::str::from_utf8(value) else {
+            return Err(format!("invalid UTF-8 in label value of {name_str:?}"));
+        };
+        if value.len() > limits.max_label_value_bytes {
+            return Err(format!(
+                "label value too long ({} > {} bytes) for label {name_str:?}",
+                value.len(),
+                limits.max_label_value_bytes
+            ));
+        }
+        if let Some(p) = prev {
+            match name.cmp(p) {
+                std::cmp::Ordering::Equal => return Err(format!("duplicate label name {name_str:?}")),
+                std::cmp::Ordering::Less => {
+                    return Err(format!("label names not sorted: {name_str:?} after {:?}", shorten(p)));
+                }
+                std::cmp::Ordering::Greater => {}
+            }
+        }
+        prev = Some(name);
+        if name_str == METRIC_NAME {
+            if value.is_empty() {
+                return Err("empty metric name".to_string());
+            }
+            has_name = true;
+        }
+        // An empty value means "absent" (Prometheus semantics): dropped, not stored.
+        if !value.is_empty() {
+            out.push(Label { name: name_str.to_owned(), value: value_str.to_owned() });
+        }
+    }
+    if !has_name {
+        return Err(format!("missing metric name (no {METRIC_NAME} label)"));
+    }
+    Ok(Labels::from_vec_unchecked(out))
+}
+
+fn proto_err(message: &'static str) -> impl FnOnce(prost::DecodeError) -> DecodeError {
+    move |e| DecodeError::Protobuf { message, reason: e.to_string() }
+}
+
+/// Mirrors Prometheus' `writeHandler.write` (1.0).
+fn decode_v1(buf: &[u8], limits: &Limits) -> Result<DecodedWrite, DecodeError> {
+    let req = raw::WriteRequest::decode(buf).map_err(proto_err("prometheus.WriteRequest"))?;
+    let mut out = DecodedWrite { series: Vec::with_capacity(req.timeseries.len()), ..Default::default() };
+    for ts in req.timeseries {
+        let histograms = ts.histograms.len();
+        let exemplars = ts.exemplars.len();
+        out.histograms += histograms as u64;
+        out.exemplars += exemplars as u64;
+        let pairs = ts.labels.iter().map(|l| (l.name.as_slice(), l.value.as_slice()));
+        match validate_labels(pairs.clone(), limits) {
+            Ok(labels) => out.series.push(WriteSeries {
+                labels,
+                samples: ts.samples.iter().map(|s| Sample::new(s.timestamp, s.value)).collect(),
+                histograms,
+                exemplars,
+                created_timestamp_ms: None,
+            }),
+            Err(reason) => out.invalid.push(InvalidSeries {
+                labels_text: labels_text(pairs),
+                reason,
+                samples: ts.samples.len(),
+                histograms,
+                exemplars,
+            }),
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for md in req.metadata {
+        let (Ok(name), Ok(help), Ok(unit)) = (
+            String::from_utf8(md.metric_family_name.clone()),
+            String::from_utf8(md.help),
+            String::from_utf8(md.unit),
+        ) else {
+            out.invalid_metadata.push(format!(
+                "metadata for {:?}: invalid UTF-8",
+                String::from_utf8_lossy(&md.metric_family_name)
+            ));
+            continue;
+        };
+        let m = Metadata { metric_family_name: name, kind: MetricType::from_wire(md.r#type), help, unit };
+        if seen.insert(m.clone()) {
+            out.metadata.push(m);
+        }
+    }
+    Ok(out)
+}
+
+/// Mirrors Prometheus' `writeHandler.writeV2` / `appendV2` (2.0).
+fn decode_v2(buf: &[u8], limits: &Limits) -> Result<DecodedWrite, DecodeError> {
+    let req = raw::RequestV2::decode(buf).map_err(proto_err("io.prometheus.write.v2.Request"))?;
+    if let Some(first) = req.symbols.first()
+        && !first.is_empty()
+    {
+        return Err(DecodeError::Symbols(format!(
+            "symbols[0] must be the empty string, got {:?}",
+            shorten(first)
+        )));
+    }
+    if req.symbols.is_empty() && !req.timeseries.is_empty() {
+        return Err(DecodeError::Symbols("series present but the symbol table is empty".to_string()));
+    }
+    let syms = &req.symbols;
+    let sym = |r: u32| -> Option<&[u8]> { syms.get(r as usize).map(Vec::as_slice) };
+    let mut out = DecodedWrite { series: Vec::with_capacity(req.timeseries.len()), ..Default::default() };
+    let mut seen = std::collections::HashSet::new();
+    for ts in req.timeseries {
+        let histograms = ts.histograms.len();
+        let exemplars = ts.exemplars.len();
+        out.histograms += histograms as u64;
+        out.exemplars += exemplars as u64;
+        let result = (|| -> Result<(Labels, Option<Metadata>), String> {
+            let refs = &ts.labels_refs;
+            if refs.len() % 2 != 0 {
+                return Err(format!("labels_refs has odd length {}", refs.len()));
+            }
+            if let Some(&bad) = refs.iter().find(|&&r| r as usize >= syms.len()) {
+                return Err(format!("label symbol ref {bad} out of range ({} symbols)", syms.len()));
+            }
+            let pairs = refs.chunks_exact(2).map(|p| (syms[p[0] as usize].as_slice(), syms[p[1] as usize].as_slice()));
+            let labels = validate_labels(pairs, limits)?;
+            for ex in &ts.exemplars {
+                if ex.labels_refs.len() % 2 != 0 {
+                    return Err(format!("exemplar labels_refs has odd length {}", ex.labels_refs.len()));
+                }
+                if let Some(&bad) = ex.labels_refs.iter().find(|&&r| r as usize >= syms.len()) {
+                    return Err(format!("exemplar label symbol ref {bad} out of range ({} symbols)", syms.len()));
+                }
+            }
+            let md = match ts.metadata {
+                None => None,
+                Some(m) => {
+                    let help = sym(m.help_ref)
+                        .ok_or_else(|| format!("metadata help_ref {} out of range ({} symbols)", m.help_ref, syms.len()))?;
+                    let unit = sym(m.unit_ref)
+                        .ok_or_else(|| format!("metadata unit_ref {} out of range ({} symbols)", m.unit_ref, syms.len()))?;
+                    let help = std::str::from_utf8(help).map_err(|_| "invalid UTF-8 in metadata help".to_string())?;
+                    let unit = std::str::from_utf8(unit).map_err(|_| "invalid UTF-8 in metadata unit".to_string())?;
+                    let kind = MetricType::from_wire(m.r#type);
+                    // A zero Metadata (type UNSPECIFIED, no help, no unit) is what senders send when
+                    // they know nothing: not worth storing.
+                    if kind == MetricType::Unknown && help.is_empty() && unit.is_empty() {
+                        None
+                    } else {
+                        Some(Metadata {
+                            metric_family_name: labels.metric_name().to_owned(),
+                            kind,
+                            help: help.to_owned(),
+                            unit: unit.to_owned(),
+                        })
+                    }
+                }
+            };
+            Ok((labels, md))
+        })();
+        match result {
+            Ok((labels, md)) => {
+                if let Some(m) = md
+                    && seen.insert(m.clone())
+                {
+                    out.metadata.push(m);
+                }
+                out.series.push(WriteSeries {
+                    labels,
+                    samples: ts.samples.iter().map(|s| Sample::new(s.timestamp, s.value)).collect(),
+                    histograms,
+                    exemplars,
+                    created_timestamp_ms: (ts.created_timestamp != 0).then_some(ts.created_timestamp),
+                });
+            }
+            Err(reason) => {
+                let refs = &ts.labels_refs;
+                let pairs = refs.chunks_exact(2).map(|p| (sym(p[0]).unwrap_or(b"?"), sym(p[1]).unwrap_or(b"?")));
+                out.invalid.push(InvalidSeries {
+                    labels_text: labels_text(pairs),
+                    reason,
+                    samples: ts.samples.len(),
+                    histograms,
+                    exemplars,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Encoding (senders). Protobuf written by hand from borrowed data; checked against prost in the tests.
+
+fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn uvarint_len(v: u64) -> usize {
+    // 1 byte per started group of 7 bits; 0 takes one byte.
+    ((64 - (v | 1).leading_zeros() as usize) + 6) / 7
+}
+
+/// Field key: `tag << 3 | wire_type`.
+fn put_key(out: &mut Vec<u8>, tag: u32, wire_type: u8) {
+    put_uvarint(out, ((tag as u64) << 3) | wire_type as u64);
+}
+
+const WT_VARINT: u8 = 0;
+const WT_FIXED64: u8 = 1;
+const WT_LEN: u8 = 2;
+
+fn len_field_len(tag: u32, len: usize) -> usize {
+    uvarint_len(((tag as u64) << 3) | 2) + uvarint_len(len as u64) + len
+}
+
+fn put_bytes_field(out: &mut Vec<u8>, tag: u32, b: &[u8]) {
+    put_key(out, tag, WT_LEN);
+    put_uvarint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+/// Encoded length of a `Sample` message body (`value` double, `timestamp` int64; zero fields omitted,
+/// as proto3 encoders do).
+fn sample_body_len(s: &Sample) -> usize {
+    let mut n = 0;
+    if s.v.to_bits() != 0 {
+        n += 1 + 8;
+    }
+    if s.t != 0 {
+        n += 1 + uvarint_len(s.t as u64);
+    }
+    n
+}
+
+fn put_sample(out: &mut Vec<u8>, tag: u32, s: &Sample) {
+    put_key(out, tag, WT_LEN);
+    put_uvarint(out, sample_body_len(s) as u64);
+    if s.v.to_bits() != 0 {
+        put_key(out, 1, WT_FIXED64);
+        out.extend_from_slice(&s.v.to_le_bytes());
+    }
+    if s.t != 0 {
+        put_key(out, 2, WT_VARINT);
+        put_uvarint(out, s.t as u64);
+    }
+}
+
+fn label_body_len(l: &Label) -> usize {
+    let mut n = 0;
+    if !l.name.is_empty() {
+        n += len_field_len(1, l.name.len());
+    }
+    if !l.value.is_empty() {
+        n += len_field_len(2, l.value.len());
+    }
+    n
+}
+
+/// Builds a remote-write 1.0 `prometheus.WriteRequest` incrementally (series, then metadata). The bytes
+/// are exactly what prost (and Go's generated code) would write for the same message.
+#[derive(Debug, Default, Clone)]
+pub struct V1Builder {
+    buf: Vec<u8>,
+    metadata: Vec<u8>,
+    series: usize,
+    samples: usize,
+}
+
+impl V1Builder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends one `TimeSeries` with float samples.
+    pub fn add_series(&mut self, labels: &Labels, samples: &[Sample]) {
+        let labels_len: usize = labels.iter().map(|l| len_field_len(1, label_body_len(l))).sum();
+        let samples_len: usize = samples.iter().map(|s| len_field_len(2, sample_body_len(s))).sum();
+        put_key(&mut self.buf, 1, WT_LEN);
+        put_uvarint(&mut self.buf, (labels_len + samples_len) as u64);
+        for l in labels {
+            put_key(&mut self.buf, 1, WT_LEN);
+            put_uvarint(&mut self.buf, label_body_len(l) as u64);
+            if !l.name.is_empty() {
+                put_bytes_field(&mut self.buf, 1, l.name.as_bytes());
+            }
+            if !l.value.is_empty() {
+                put_bytes_field(&mut self.buf, 2, l.value.as_bytes());
+            }
+        }
+        for s in samples {
+            put_sample(&mut self.buf, 2, s);
+        }
+        self.series += 1;
+        self.samples += samples.len();
+    }
+
+    /// Appends one `MetricMetadata`.
+    pub fn add_metadata(&mut self, md: &Metadata) {
+        let t = md.kind.to_wire();
+        let mut body = 0;
+        if t != 0 {
+            body += 1 + uvarint_len(t as u64);
+        }
+        for (tag, s) in [(2, &md.metric_family_name), (4, &md.help), (5, &md.unit)] {
+            if !s.is_empty() {
+                body += len_field_len(tag, s.len());
+            }
+        }
+        let m = &mut self.metadata;
+        put_key(m, 3, WT_LEN);
+        put_uvarint(m, body as u64);
+        if t != 0 {
+            put_key(m, 1, WT_VARINT);
+            put_uvarint(m, t as u64);
+        }
+        for (tag, s) in [(2, &md.metric_family_name), (4, &md.help), (5, &md.unit)] {
+            if !s.is_empty() {
+                put_bytes_field(m, tag, s.as_bytes());
+            }
+        }
+    }
+
+    pub fn series(&self) -> usize {
+        self.series
+    }
+
+    pub fn samples(&self) -> usize {
+        self.samples
+    }
+
+    /// The uncompressed protobuf.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.buf.extend_from_slice(&self.metadata);
+        self.buf
+    }
+
+    /// Empties the builder, keeping its buffers' capacity.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.metadata.clear();
+        self.series = 0;
+        self.samples = 0;
+    }
+
+    /// Writes the request into `out` (cleared first) and clears the builder, for reuse in loops.
+    pub fn finish_into(&mut self, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(&self.buf);
+        out.extend_from_slice(&self.metadata);
+        self.clear();
+    }
+}
+
+/// Builds a remote-write 2.0 `io.prometheus.write.v2.Request` incrementally, interning strings into the
+/// symbol table (index 0 is the empty string, as the spec requires).
+#[derive(Debug, Clone)]
+pub struct V2Builder {
+    symbols: Vec<String>,
+    index: HashMap<String, u32>,
+    series_buf: Vec<u8>,
+    refs: Vec<u32>,
+    series: usize,
+    samples: usize,
+}
+
+impl Default for V2Builder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl V2Builder {
+    pub fn new() -> Self {
+        let mut index = HashMap::new();
+        index.insert(String::new(), 0);
+        V2Builder { symbols: vec![String::new()], index, series_buf: Vec::new(), refs: Vec::new(), series: 0, samples: 0 }
+    }
+
+    fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&r) = self.index.get(s) {
+            return r;
+        }
+        let r = u32::try_from(self.symbols.len()).expect("fewer than 2^32 symbols in one request");
+        self.symbols.push(s.to_owned());
+        self.index.insert(s.to_owned(), r);
+        r
+    }
+
+    /// Appends one `TimeSeries`; `metadata` (if any) travels with it, as 2.0 senders do.
+    pub fn add_series(&mut self, labels: &Labels, samples: &[Sample], metadata: Option<&Metadata>, created_timestamp_ms: Option<i64>) {
+        let mut refs = std::mem::take(&mut self.refs);
+        refs.clear();
+        for l in labels {
+            refs.push(self.intern(&l.name));
+            refs.push(self.intern(&l.value));
+        }
+        let md = metadata.map(|m| (m.kind.to_wire(), self.intern(&m.help), self.intern(&m.unit)));
+        let refs_body: usize = refs.iter().map(|&r| uvarint_len(r as u64)).sum();
+        let mut body = 0;
+        if !refs.is_empty() {
+            body += len_field_len(1, refs_body);
+        }
+        body += samples.iter().map(|s| len_field_len(2, sample_body_len(s))).sum::<usize>();
+        let md_body = md.map(|(t, h, u)| {
+            (if t != 0 { 1 + uvarint_len(t as u64) } else { 0 })
+                + (if h != 0 { 1 + uvarint_len(h as u64) } else { 0 })
+                + (if u != 0 { 1 + uvarint_len(u as u64) } else { 0 })
+        });
+        if let Some(n) = md_body {
+            body += len_field_len(5, n);
+        }
+        let ct = created_timestamp_ms.unwrap_or(0);
+        if ct != 0 {
+            body += 1 + uvarint_len(ct as u64);
+        }
+        let b = &mut self.series_buf;
+        put_key(b, 5, WT_LEN);
+        put_uvarint(b, body as u64);
+        if !refs.is_empty() {
+            put_key(b, 1, WT_LEN);
+            put_uvarint(b, refs_body as u64);
+            for &r in &refs {
+                put_uvarint(b, r as u64);
+            }
+        }
+        for s in samples {
+            put_sample(b, 2, s);
+        }
+        if let (Some((t, h, u)), Some(n)) = (md, md_body) {
+            put_key(b, 5, WT_LEN);
+            put_uvarint(b, n as u64);
+            for (tag, v) in [(1u32, t as u32), (3, h), (4, u)] {
+                if v != 0 {
+                    put_key(b, tag, WT_VARINT);
+                    put_uvarint(b, v as u64);
+                }
+            }
+        }
+        if ct != 0 {
+            put_key(b, 6, WT_VARINT);
+            put_uvarint(b, ct as u64);
+        }
+        self.refs = refs;
+        self.series += 1;
+        self.samples += samples.len();
+    }
+
+    pub fn series(&self) -> usize {
+        self.series
+    }
+
+    pub fn samples(&self) -> usize {
+        self.samples
+    }
+
+    /// Writes the request (symbols first, then series, as upstream's field order has it) into `out`
+    /// (cleared first) and resets the builder, keeping capacity.
+    pub fn finish_into(&mut self, out: &mut Vec<u8>) {
+        out.clear();
+        for s in &self.symbols {
+            // Repeated strings are written even when empty (symbols[0] must be present).
+            put_bytes_field(out, 4, s.as_bytes());
+        }
+        out.extend_from_slice(&self.series_buf);
+        self.symbols.truncate(1);
+        self.index.clear();
+        self.index.insert(String::new(), 0);
+        self.series_buf.clear();
+        self.series = 0;
+        self.samples = 0;
+    }
+
+    /// The uncompressed protobuf.
+    pub fn finish(mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.finish_into(&mut out);
+        out
+    }
+}
+
+/// Encodes a 1.0 request (uncompressed protobuf).
+pub fn encode_v1(series: &[WriteSeries], metadata: &[Metadata]) -> Vec<u8> {
+    let mut b = V1Builder::new();
+    for s in series {
+        b.add_series(&s.labels, &s.samples);
+    }
+    for m in metadata {
+        b.add_metadata(m);
+    }
+    b.finish()
+}
+
+/// Encodes a 2.0 request (uncompressed protobuf). Each metadata entry travels with the series of its
+/// metric family; `created_timestamp_ms` is kept per series.
+pub fn encode_v2(series: &[WriteSeries], metadata: &[Metadata]) -> Vec<u8> {
+    let mut b = V2Builder::new();
+    for s in series {
+        let md = metadata.iter().find(|m| m.metric_family_name == s.labels.metric_name());
+        b.add_series(&s.labels, &s.samples, md, s.created_timestamp_ms);
+    }
+    b.finish()
+}
+
+/// Decodes a 1.0 body with the `String`-typed upstream messages (for tests and tools that want the raw
+/// message rather than a validated [`DecodedWrite`]).
+pub fn decode_v1_message(buf: &[u8]) -> Result<prompb::WriteRequest, DecodeError> {
+    prompb::WriteRequest::decode(buf).map_err(proto_err("prometheus.WriteRequest"))
+}
+
+/// Decodes a 2.0 body with the `String`-typed upstream messages.
+pub fn decode_v2_message(buf: &[u8]) -> Result<prompb::v2::Request, DecodeError> {
+    prompb::v2::Request::decode(buf).map_err(proto_err("io.prometheus.write.v2.Request"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uvarint_len_matches_encoding() {
+        for v in [0u64, 1, 127, 128, 16383, 16384, u32::MAX as u64, u64::MAX, 1_700_000_000_000] {
+            let mut b = Vec::new();
+            put_uvarint(&mut b, v);
+            assert_eq!(b.len(), uvarint_len(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn negative_timestamps_encode_as_ten_byte_varints() {
+        let s = Sample::new(-1, 1.0);
+        let mut b = Vec::new();
+        put_sample(&mut b, 2, &s);
+        let decoded = prompb::Sample::decode(&b[2..]).expect("decodes");
+        assert_eq!(decoded.timestamp, -1);
+    }
+}
