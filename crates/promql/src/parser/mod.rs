@@ -1,10 +1,28 @@
-//! PromQL lexer, parser, AST and printer.
+//! PromQL lexer, parser, AST and printer — our own implementation of Prometheus 3's language, including
+//! the experimental parts the conformance scripts enable (duration expressions, `anchored`/`smoothed`,
+//! fill modifiers, experimental functions and aggregators).
 //!
-//! - [`ast`]: the syntax tree ([`Expr`]) mirroring Prometheus' `promql/parser/ast.go`.
-//! - [`functions`]: the function table.
+//! - [`ast`]: the syntax tree ([`Expr`]) mirroring upstream `promql/parser/ast.go`, plus
+//!   [`resolve_durations`] which folds duration expressions for one query.
+//! - [`functions`]: the function table (signatures, experimental flags).
+//! - `lexer`: a port of upstream's lexer state machine (`lex.go`) so the same inputs lex the same way.
+//! - `parse`: precedence-climbing parser plus upstream's `checkAST` type checks; [`parse`] is the entry.
+//! - `printer`: `Display for Expr` = upstream `String()` (used by `/api/v1/format_query`).
+//!
+//! Key decision: a hand-written parser instead of a generated one, matching upstream's error *messages*
+//! (the conformance scripts and API clients compare them) rather than its yacc state machine; where a
+//! syntax error could be described in several ways we pick upstream's wording for the common cases.
 
 pub mod ast;
 pub mod functions;
+mod lexer;
+mod parse;
+mod printer;
 
 pub use ast::*;
 pub use functions::{FUNCTIONS, Function, get_function};
+pub use parse::{ParseError, parse, parse_duration, parse_metric_selector};
+pub use printer::{format_duration_ms, format_float_f, format_matcher};
+
+#[cfg(test)]
+mod tests;
