@@ -1,1 +1,26 @@
-//! tessera-encoding (skeleton; see DESIGN.md).
+//! `tessera-encoding`: the byte-level codecs every other Tessera crate stores and ships samples with.
+//!
+//! - [`bstream`]: MSB-first bit writer (appending to a caller's `Vec<u8>`) and bit reader (over `&[u8]`).
+//! - [`varint`]: Go-compatible uvarint / zig-zag varint, appended to a `Vec<u8>`, read from a slice with
+//!   the unread tail returned.
+//! - [`crc`]: CRC32-Castagnoli, as Prometheus checksums chunks, index sections, WAL records and frames.
+//! - [`xor`]: Prometheus' XOR float chunk, byte for byte ([`XorEncoder`], [`XorIter`], [`encode_xor`],
+//!   [`decode_xor_into`]).
+//! - [`decode_chunk_range_into`]: decode any [`tessera_model::ChunkRef`] by its encoding byte.
+//!
+//! Key decision: the head writes exactly Prometheus' XOR chunk bytes (checked against vectors produced by
+//! Prometheus' own Go code), so a chunk leaves through remote read or lands in a block unchanged. Decoders
+//! treat bytes as untrusted: any truncation or impossible field is a typed [`ChunkError`], never a panic
+//! and never an unbounded loop (the header's sample count bounds every decode).
+#![forbid(unsafe_code)]
+
+pub mod bstream;
+mod chunk;
+pub mod crc;
+mod error;
+pub mod varint;
+pub mod xor;
+
+pub use chunk::decode_chunk_range_into;
+pub use error::ChunkError;
+pub use xor::{decode_xor_into, decode_xor_range_into, encode_xor, XorEncoder, XorIter, XOR_HEADER_BYTES};

@@ -1,0 +1,688 @@
+//! Prometheus' XOR float chunk (`chunkenc.EncXOR`), byte for byte.
+//!
+//! Layout (mirrors `tsdb/chunkenc/xor.go`, `xorAppender.Append` / `xorIterator.Next`):
+//! ```text
+//! ┌──────────────────┬───────────────┬──────────────┬──────────────────┬──────────────────────────────┐
+//! │ count: u16 (BE)  │ t0: varint    │ v0: 64 bits  │ t1-t0: uvarint   │ v1: xor │ then per sample:    │
+//! │                  │ (zig-zag)     │ (raw f64)    │                  │         │ dod bucket, v: xor  │
+//! └──────────────────┴───────────────┴──────────────┴──────────────────┴──────────────────────────────┘
+//! delta of delta (dod = (tₙ-tₙ₋₁) - (tₙ₋₁-tₙ₋₂)):
+//!   0                          '0'
+//!   in [-8191, 8192]           '10'   + 14 bits two's complement
+//!   in [-65535, 65536]         '110'  + 17 bits
+//!   in [-524287, 524288]       '1110' + 20 bits
+//!   otherwise                  '1111' + 64 bits
+//! value (x = bits(vₙ) ^ bits(vₙ₋₁)):
+//!   x == 0                                   '0'
+//!   fits the previous leading/trailing window '10' + (64-lead-trail) bits of x>>trail
+//!   otherwise                                 '11' + lead (5 bits, capped at 31) + sigbits (6 bits,
+//!                                             64 written as 0) + sigbits bits of x>>trail
+//! ```
+//! Bits are MSB first ([`crate::bstream`]); the last byte is zero-padded.
+//!
+//! [`XorEncoder`] owns its chunk bytes and keeps them complete after every append (the header count is
+//! rewritten in place), so [`XorEncoder::bytes`] can be handed out at any time. [`XorIter`] decodes without
+//! allocating; [`decode_xor_into`] is the bulk path PromQL and the compactor use.
+//!
+//! Key decision: the decoder treats its input as untrusted. Every read is bounds-checked through
+//! [`BitReader`], which reports running out of data instead of panicking, and the loop is bounded by the
+//! header's sample count, so a corrupt chunk ends in a [`ChunkError`], never a panic or a hang.
+
+use crate::bstream::{BitReader, BitWriter};
+use crate::error::ChunkError;
+use crate::varint;
+use tessera_model::Sample;
+
+/// Bytes of the sample-count header.
+pub const XOR_HEADER_BYTES: usize = 2;
+
+/// Sentinel for "no leading/trailing window chosen yet" (Prometheus uses 0xff too).
+const NO_WINDOW: u8 = 0xff;
+
+/// Appends float samples to one XOR chunk. See the module docs for the format.
+#[derive(Debug, Clone)]
+pub struct XorEncoder {
+    /// Complete chunk bytes: header then bit stream, last byte zero-padded.
+    buf: Vec<u8>,
+    /// Unused low bits in the last byte of `buf`.
+    free_bits: u32,
+    num: u16,
+    first_t: i64,
+    t: i64,
+    v_bits: u64,
+    t_delta: u64,
+    leading: u8,
+    trailing: u8,
+}
+
+impl Default for XorEncoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl XorEncoder {
+    /// An empty chunk (2 header bytes saying 0 samples).
+    pub fn new() -> Self {
+        Self::with_capacity(128)
+    }
+
+    /// An empty chunk whose buffer can hold `bytes` bytes before growing (the header included).
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut buf = Vec::with_capacity(bytes.max(XOR_HEADER_BYTES));
+        buf.extend_from_slice(&[0, 0]);
+        Self {
+            buf,
+            free_bits: 0,
+            num: 0,
+            first_t: 0,
+            t: 0,
+            v_bits: 0,
+            t_delta: 0,
+            leading: NO_WINDOW,
+            trailing: 0,
+        }
+    }
+
+    /// Number of samples appended (what the header says).
+    #[inline]
+    pub fn num_samples(&self) -> u16 {
+        self.num
+    }
+
+    /// True when no more samples fit (the header count is a u16).
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.num == u16::MAX
+    }
+
+    /// The complete chunk bytes, count header included; valid after every append.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Bits used, header included (the last byte's zero padding excluded).
+    #[inline]
+    pub fn bit_len(&self) -> usize {
+        self.buf.len() * 8 - self.free_bits as usize
+    }
+
+    /// Gives up the chunk bytes (e.g. to freeze them into a `bytes::Bytes`).
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+
+    pub fn first_t(&self) -> Option<i64> {
+        (self.num > 0).then_some(self.first_t)
+    }
+
+    pub fn last_t(&self) -> Option<i64> {
+        (self.num > 0).then_some(self.t)
+    }
+
+    pub fn last_v(&self) -> Option<f64> {
+        (self.num > 0).then_some(f64::from_bits(self.v_bits))
+    }
+
+    /// Heap bytes held (the buffer's capacity), for memory accounting.
+    #[inline]
+    pub fn size_bytes(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Drops excess buffer capacity (for chunks that will not grow any more).
+    pub fn shrink_to_fit(&mut self) {
+        self.buf.shrink_to_fit();
+    }
+
+    /// Empties the chunk, keeping the buffer's capacity for reuse.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.buf.extend_from_slice(&[0, 0]);
+        self.free_bits = 0;
+        self.num = 0;
+        self.first_t = 0;
+        self.t = 0;
+        self.v_bits = 0;
+        self.t_delta = 0;
+        self.leading = NO_WINDOW;
+        self.trailing = 0;
+    }
+
+    /// Appends one sample. The caller guarantees `t` is greater than the previous sample's timestamp
+    /// (the format itself survives any order, but readers rely on it).
+    ///
+    /// # Panics
+    /// If the chunk already holds `u16::MAX` samples ([`XorEncoder::is_full`]); callers cut chunks long
+    /// before that (Prometheus at 120 samples).
+    #[inline]
+    pub fn append(&mut self, t: i64, v: f64) {
+        assert!(self.num < u16::MAX, "XOR chunk full: the sample count header is a u16");
+        let v_bits = v.to_bits();
+        match self.num {
+            0 => {
+                // The header is 2 whole bytes, so the stream is byte aligned here.
+                varint::put_varint(&mut self.buf, t);
+                self.buf.extend_from_slice(&v_bits.to_be_bytes());
+                self.free_bits = 0;
+                self.first_t = t;
+                self.t_delta = 0;
+            }
+            1 => {
+                // Still byte aligned: the first sample is whole bytes.
+                let t_delta = t.wrapping_sub(self.t) as u64;
+                varint::put_uvarint(&mut self.buf, t_delta);
+                self.free_bits = 0;
+                self.t_delta = t_delta;
+                let mut w = BitWriter::resume(&mut self.buf, 0);
+                write_value(&mut w, &mut self.leading, &mut self.trailing, self.v_bits, v_bits);
+                self.free_bits = w.free_bits();
+            }
+            _ => {
+                let t_delta = t.wrapping_sub(self.t) as u64;
+                let dod = t_delta.wrapping_sub(self.t_delta) as i64;
+                let mut w = BitWriter::resume(&mut self.buf, self.free_bits);
+                write_dod(&mut w, dod);
+                write_value(&mut w, &mut self.leading, &mut self.trailing, self.v_bits, v_bits);
+                self.free_bits = w.free_bits();
+                self.t_delta = t_delta;
+            }
+        }
+        self.t = t;
+        self.v_bits = v_bits;
+        self.num += 1;
+        self.buf[..XOR_HEADER_BYTES].copy_from_slice(&self.num.to_be_bytes());
+    }
+
+    /// Reopens an existing XOR chunk to append more samples (WAL replay, out-of-order merging).
+    ///
+    /// The state is rebuilt by decoding every sample, like Prometheus' `XORChunk.Appender`, except that a
+    /// chunk whose value deltas were all zero so far keeps "no window chosen" (Prometheus would resume with
+    /// a 0/0 window): reopen-then-append therefore gives exactly the bytes of appending everything at once.
+    /// Bytes after the last sample's bits (padding, garbage) are dropped.
+    pub fn from_bytes(data: &[u8]) -> Result<Self, ChunkError> {
+        let mut it = XorIter::new(data);
+        while let Some(r) = it.next() {
+            r?;
+        }
+        let mut enc = Self::with_capacity(data.len().max(128));
+        if it.num_read == 0 {
+            return Ok(enc);
+        }
+        let bit_len = it.bit_end();
+        let byte_len = bit_len.div_ceil(8);
+        enc.buf.clear();
+        enc.buf.extend_from_slice(&data[..byte_len]);
+        enc.free_bits = (byte_len * 8 - bit_len) as u32;
+        if enc.free_bits > 0 {
+            let last = enc.buf.last_mut().expect("byte_len >= 2");
+            *last &= !((1u8 << enc.free_bits) - 1);
+        }
+        enc.num = it.num_read;
+        enc.first_t = it.first_t;
+        enc.t = it.t;
+        enc.v_bits = it.v_bits;
+        enc.t_delta = it.t_delta;
+        if it.window_seen {
+            enc.leading = (64 - it.trailing - it.sig) as u8;
+            enc.trailing = it.trailing as u8;
+        }
+        Ok(enc)
+    }
+}
+
+/// True when `x` fits the `nbits` bucket: Prometheus' `bitRange`, the asymmetric range
+/// `[-(2^(nbits-1) - 1), 2^(nbits-1)]`.
+#[inline(always)]
+fn bit_range(x: i64, nbits: u32) -> bool {
+    let half = 1i64 << (nbits - 1);
+    -(half - 1) <= x && x <= half
+}
+
+/// Writes a delta of delta with its bucket prefix (`xorAppender.Append`).
+#[inline(always)]
+fn write_dod(w: &mut BitWriter<'_>, dod: i64) {
+    let d = dod as u64;
+    if dod == 0 {
+        w.write_bit(false);
+    } else if bit_range(dod, 14) {
+        w.write_bits(0b10 << 14 | (d & 0x3fff), 16);
+    } else if bit_range(dod, 17) {
+        w.write_bits(0b110 << 17 | (d & 0x1_ffff), 20);
+    } else if bit_range(dod, 20) {
+        w.write_bits(0b1110 << 20 | (d & 0xf_ffff), 24);
+    } else {
+        w.write_bits(0b1111, 4);
+        w.write_bits(d, 64);
+    }
+}
+
+/// Writes a value as its XOR with the previous one (`xorAppender.writeVDelta`).
+#[inline(always)]
+fn write_value(w: &mut BitWriter<'_>, leading_st: &mut u8, trailing_st: &mut u8, prev: u64, cur: u64) {
+    let delta = prev ^ cur;
+    if delta == 0 {
+        w.write_bit(false);
+        return;
+    }
+    // Capped so it fits the 5-bit field; the extra zero bits are then part of the significant bits.
+    let leading = delta.leading_zeros().min(31);
+    let trailing = delta.trailing_zeros();
+    let (pl, pt) = (u32::from(*leading_st), u32::from(*trailing_st));
+    if *leading_st != NO_WINDOW && leading >= pl && trailing >= pt {
+        // Control '10' then the bits inside the previous window.
+        let sig = 64 - pl - pt;
+        let payload = delta >> pt;
+        if sig <= 62 {
+            w.write_bits(0b10 << sig | payload, sig + 2);
+        } else {
+            w.write_bits(0b10, 2);
+            w.write_bits(payload, sig);
+        }
+    } else {
+        *leading_st = leading as u8;
+        *trailing_st = trailing as u8;
+        let sig = 64 - leading - trailing;
+        // '11', 5 bits of leading, 6 bits of sigbits (64 wraps to 0, which can never mean 0 bits).
+        let head = 0b11 << 11 | u64::from(leading) << 6 | u64::from(sig & 63);
+        let payload = delta >> trailing;
+        if sig <= 51 {
+            w.write_bits(head << sig | payload, sig + 13);
+        } else {
+            w.write_bits(head, 13);
+            w.write_bits(payload, sig);
+        }
+    }
+}
+
+/// Bucket payload sizes indexed by the number of leading 1s of the dod prefix (0..=4).
+const DOD_BITS: [u32; 5] = [0, 14, 17, 20, 64];
+
+/// Decodes an XOR chunk sample by sample, without allocating (`xorIterator`).
+///
+/// Yields `Ok((t, v))` for each sample, or one `Err` and then `None` if the bytes are corrupt. Reusable
+/// across chunks with [`XorIter::reset`].
+#[derive(Debug, Clone)]
+pub struct XorIter<'a> {
+    data: &'a [u8],
+    /// Bit stream after the first two samples' byte-aligned fields (valid once `num_read >= 2`, or
+    /// positioned at the second sample's xor once `num_read` is being advanced past 1).
+    br: BitReader<'a>,
+    /// Byte offset in `data` at which `br` starts, for error offsets.
+    br_base: usize,
+    /// Byte offset of the next byte-aligned field while `num_read < 2`.
+    pos: usize,
+    num_total: u16,
+    num_read: u16,
+    first_t: i64,
+    t: i64,
+    v_bits: u64,
+    t_delta: u64,
+    trailing: u32,
+    /// Significant bits of the current window; Prometheus' reader starts from a 0/0 window (64 bits).
+    sig: u32,
+    /// Whether a '11' window header has been read (only `from_bytes` cares).
+    window_seen: bool,
+    /// Set after the first error: the iterator is fused.
+    failed: bool,
+    /// Error to report on the first `next` (header missing).
+    pending: Option<ChunkError>,
+}
+
+impl<'a> XorIter<'a> {
+    pub fn new(data: &'a [u8]) -> Self {
+        let mut it = Self {
+            data: &[],
+            br: BitReader::new(&[]),
+            br_base: 0,
+            pos: XOR_HEADER_BYTES,
+            num_total: 0,
+            num_read: 0,
+            first_t: 0,
+            t: 0,
+            v_bits: 0,
+            t_delta: 0,
+            trailing: 0,
+            sig: 64,
+            window_seen: false,
+            failed: false,
+            pending: None,
+        };
+        it.reset(data);
+        it
+    }
+
+    /// Restarts on another chunk's bytes, keeping nothing from the previous one.
+    pub fn reset(&mut self, data: &'a [u8]) {
+        self.data = data;
+        self.br = BitReader::new(&[]);
+        self.br_base = 0;
+        self.pos = XOR_HEADER_BYTES;
+        self.num_read = 0;
+        self.first_t = 0;
+        self.t = 0;
+        self.v_bits = 0;
+        self.t_delta = 0;
+        self.trailing = 0;
+        self.sig = 64;
+        self.window_seen = false;
+        self.failed = false;
+        match data.get(..XOR_HEADER_BYTES) {
+            Some(h) => {
+                self.num_total = u16::from_be_bytes([h[0], h[1]]);
+                self.pending = None;
+            }
+            None => {
+                self.num_total = 0;
+                self.pending = Some(ChunkError::Truncated { offset: data.len() });
+            }
+        }
+    }
+
+    /// The sample count the header announces (0 if there is no header).
+    pub fn num_samples(&self) -> u16 {
+        self.num_total
+    }
+
+    /// The sample the last successful `next`/`seek` returned.
+    pub fn at(&self) -> Option<(i64, f64)> {
+        (self.num_read > 0 && !self.failed).then(|| (self.t, f64::from_bits(self.v_bits)))
+    }
+
+    /// Advances to the first sample with timestamp `>= t` and returns it. If the current sample (from a
+    /// previous `next`/`seek`) already qualifies it is returned again, as Prometheus' `Seek` does.
+    /// `None` when no sample qualifies.
+    pub fn seek(&mut self, t: i64) -> Option<Result<(i64, f64), ChunkError>> {
+        if let Some(cur) = self.at()
+            && cur.0 >= t
+        {
+            return Some(Ok(cur));
+        }
+        loop {
+            match self.next()? {
+                Ok(s) if s.0 < t => continue,
+                r => return Some(r),
+            }
+        }
+    }
+
+    /// Bit offset in `data` just after the last sample read.
+    fn bit_end(&self) -> usize {
+        if self.num_read >= 2 { self.br_base * 8 + self.br.bit_position() } else { self.pos * 8 }
+    }
+
+    #[inline]
+    fn truncated(&self) -> ChunkError {
+        ChunkError::Truncated { offset: self.br_base + self.br.bit_position() / 8 }
+    }
+
+    #[cold]
+    fn read_first(&mut self) -> Result<(), ChunkError> {
+        let start = self.pos;
+        let rest = &self.data[start..];
+        let (t, rest) = varint::read_varint(rest).map_err(|e| match e {
+            varint::VarintError::Overflow => ChunkError::Corrupt { offset: start, reason: "first timestamp varint overflows 64 bits" },
+            _ => ChunkError::Truncated { offset: self.data.len() },
+        })?;
+        let Some(v) = rest.get(..8) else {
+            return Err(ChunkError::Truncated { offset: self.data.len() });
+        };
+        self.t = t;
+        self.first_t = t;
+        self.v_bits = u64::from_be_bytes(v.try_into().expect("8 bytes"));
+        self.pos = self.data.len() - rest.len() + 8;
+        Ok(())
+    }
+
+    #[cold]
+    fn read_second(&mut self) -> Result<(), ChunkError> {
+        let start = self.pos;
+        let (t_delta, rest) = varint::read_uvarint(&self.data[start..]).map_err(|e| match e {
+            varint::VarintError::Overflow => ChunkError::Corrupt { offset: start, reason: "second timestamp delta overflows 64 bits" },
+            _ => ChunkError::Truncated { offset: self.data.len() },
+        })?;
+        self.t_delta = t_delta;
+        self.t = self.t.wrapping_add(t_delta as i64);
+        self.br_base = self.data.len() - rest.len();
+        self.pos = self.br_base;
+        self.br = BitReader::new(rest);
+        self.read_value()
+    }
+
+    /// Reads a delta-of-delta (`xorIterator.Next`).
+    #[inline(always)]
+    fn read_dod(&mut self) -> Result<(), ChunkError> {
+        let prefix = self.br.peek_bits(4) as u32;
+        // Number of leading 1s in the 4-bit prefix (0..=4): the bucket.
+        let ones = (!(prefix << 28)).leading_zeros();
+        if ones == 0 {
+            self.br.skip_bits(1).ok_or_else(|| self.truncated())?;
+        } else {
+            self.br.skip_bits((ones + 1).min(4)).ok_or_else(|| self.truncated())?;
+            let sz = DOD_BITS[ones as usize];
+            let mut bits = self.br.read_bits(sz).ok_or_else(|| self.truncated())?;
+            if sz < 64 && bits > 1 << (sz - 1) {
+                // Negative values come back as large unsigned ones.
+                bits = bits.wrapping_sub(1 << sz);
+            }
+            self.t_delta = self.t_delta.wrapping_add(bits);
+        }
+        self.t = self.t.wrapping_add(self.t_delta as i64);
+        Ok(())
+    }
+
+    /// Reads an XOR'ed value (`xorIterator.readValue`).
+    #[inline(always)]
+    fn read_value(&mut self) -> Result<(), ChunkError> {
+        let control = self.br.peek_bits(2);
+        if control < 0b10 {
+            self.br.skip_bits(1).ok_or_else(|| self.truncated())?;
+            return Ok(());
+        }
+        if control == 0b11 {
+            let head = self.br.read_bits(13).ok_or_else(|| self.truncated())?;
+            let leading = ((head >> 6) & 31) as u32;
+            let mut sig = (head & 63) as u32;
+            if sig == 0 {
+                sig = 64;
+            }
+            if leading + sig > 64 {
+                return Err(ChunkError::Corrupt {
+                    offset: self.br_base + self.br.bit_position() / 8,
+                    reason: "xor leading zeros plus significant bits exceed 64",
+                });
+            }
+            self.trailing = 64 - leading - sig;
+            self.sig = sig;
+            self.window_seen = true;
+        } else {
+            self.br.skip_bits(2).ok_or_else(|| self.truncated())?;
+        }
+        let bits = self.br.read_bits(self.sig).ok_or_else(|| self.truncated())?;
+        self.v_bits ^= bits << self.trailing;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn advance(&mut self) -> Result<(), ChunkError> {
+        match self.num_read {
+            0 => self.read_first(),
+            1 => self.read_second(),
+            _ => {
+                self.read_dod()?;
+                self.read_value()
+            }
+        }
+    }
+}
+
+impl Iterator for XorIter<'_> {
+    type Item = Result<(i64, f64), ChunkError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.num_read == self.num_total || self.failed {
+            if let Some(e) = self.pending.take() {
+                self.failed = true;
+                return Some(Err(e));
+            }
+            return None;
+        }
+        match self.advance() {
+            Ok(()) => {
+                self.num_read += 1;
+                Some(Ok((self.t, f64::from_bits(self.v_bits))))
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = usize::from(self.num_total - self.num_read);
+        (0, Some(left + usize::from(self.pending.is_some())))
+    }
+}
+
+/// Decodes every sample of an XOR chunk, appending to `out`. On error `out` is restored to its length
+/// before the call.
+pub fn decode_xor_into(data: &[u8], out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+    decode_xor_range_into(data, i64::MIN, i64::MAX, out)
+}
+
+/// Decodes an XOR chunk, appending the samples with `mint_ms <= t <= maxt_ms` (inclusive) to `out`; stops
+/// at the first sample after `maxt_ms`. On error `out` is restored to its length before the call.
+pub fn decode_xor_range_into(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+    let before = out.len();
+    let mut it = XorIter::new(data);
+    out.reserve(usize::from(it.num_total));
+    let res = (|| {
+        while let Some(r) = it.next() {
+            let (t, v) = r?;
+            if t > maxt_ms {
+                break;
+            }
+            if t >= mint_ms {
+                out.push(Sample { t, v });
+            }
+        }
+        Ok(())
+    })();
+    if res.is_err() {
+        out.truncate(before);
+    }
+    res
+}
+
+/// Encodes samples into one XOR chunk. Timestamps must be strictly increasing.
+///
+/// # Panics
+/// With more than `u16::MAX` samples (one chunk cannot count them).
+pub fn encode_xor(samples: &[Sample]) -> Vec<u8> {
+    let mut enc = XorEncoder::with_capacity(XOR_HEADER_BYTES + 16 + samples.len() * 9);
+    for s in samples {
+        enc.append(s.t, s.v);
+    }
+    enc.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(data: &[u8]) -> Result<Vec<(i64, u64)>, ChunkError> {
+        XorIter::new(data).map(|r| r.map(|(t, v)| (t, v.to_bits()))).collect()
+    }
+
+    #[test]
+    fn empty_chunk_is_just_the_header() {
+        let enc = XorEncoder::new();
+        assert_eq!(enc.bytes(), &[0, 0]);
+        assert_eq!(enc.first_t(), None);
+        assert_eq!(decode(enc.bytes()), Ok(vec![]));
+    }
+
+    #[test]
+    fn dod_bucket_boundaries_round_trip() {
+        // Exercise both edges of every bucket, including Prometheus' asymmetric +2^(n-1).
+        let mut dods = vec![0i64];
+        for n in [14u32, 17, 20] {
+            let h = 1i64 << (n - 1);
+            dods.extend([h, h + 1, -(h - 1), -h]);
+        }
+        dods.extend([i64::MAX / 4, i64::MIN / 4]);
+        let mut t = 0i64;
+        let mut delta = 10_000_000i64;
+        let mut samples = vec![Sample::new(t, 1.0)];
+        t += delta;
+        samples.push(Sample::new(t, 2.0));
+        for d in dods {
+            delta += d;
+            t = t.wrapping_add(delta);
+            samples.push(Sample::new(t, 3.0));
+            delta -= d; // back to a sane delta to keep timestamps in range
+            t = t.wrapping_add(delta);
+            samples.push(Sample::new(t, 4.0));
+        }
+        let bytes = encode_xor(&samples);
+        let got = decode(&bytes).expect("valid");
+        let want: Vec<(i64, u64)> = samples.iter().map(|s| (s.t, s.v.to_bits())).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn short_inputs_are_errors() {
+        assert_eq!(decode(&[]), Err(ChunkError::Truncated { offset: 0 }));
+        assert_eq!(decode(&[0]), Err(ChunkError::Truncated { offset: 1 }));
+        assert!(matches!(decode(&[0, 1, 0x80]), Err(ChunkError::Truncated { .. })));
+        assert!(matches!(decode(&[0, 1, 2, 0, 0]), Err(ChunkError::Truncated { .. })));
+    }
+
+    #[test]
+    fn impossible_window_is_corrupt() {
+        let mut enc = XorEncoder::new();
+        enc.append(0, 1.0);
+        enc.append(1, 2.0);
+        let mut bytes = enc.bytes().to_vec();
+        // Sample 1's value starts right after t0 varint (1 byte), v0 (8 bytes), delta uvarint (1 byte):
+        // write '11' + leading 31 + sigbits 63 => 31 + 63 > 64.
+        let at = 2 + 1 + 8 + 1;
+        let head: u64 = 0b11 << 11 | 31 << 6 | 63;
+        bytes.truncate(at);
+        let mut w = BitWriter::new(&mut bytes);
+        w.write_bits(head, 13);
+        w.write_bits(0, 63);
+        assert!(matches!(decode(&bytes), Err(ChunkError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn seek_finds_first_at_or_after() {
+        let samples: Vec<Sample> = (0..10).map(|i| Sample::new(i * 10, i as f64)).collect();
+        let bytes = encode_xor(&samples);
+        let mut it = XorIter::new(&bytes);
+        assert_eq!(it.seek(25).map(|r| r.expect("ok").0), Some(30));
+        // Already there: returned again.
+        assert_eq!(it.seek(30).map(|r| r.expect("ok").0), Some(30));
+        assert_eq!(it.next().map(|r| r.expect("ok").0), Some(40));
+        assert_eq!(it.seek(1000), None);
+        it.reset(&bytes);
+        assert_eq!(it.seek(i64::MIN).map(|r| r.expect("ok").0), Some(0));
+    }
+
+    #[test]
+    fn range_decode_filters_inclusively() {
+        let samples: Vec<Sample> = (0..10).map(|i| Sample::new(i * 10, i as f64)).collect();
+        let bytes = encode_xor(&samples);
+        let mut out = vec![Sample::new(-1, 0.0)];
+        decode_xor_range_into(&bytes, 20, 50, &mut out).expect("valid");
+        let ts: Vec<i64> = out.iter().map(|s| s.t).collect();
+        assert_eq!(ts, vec![-1, 20, 30, 40, 50]);
+        // A corrupt chunk leaves `out` untouched.
+        let mut out = vec![Sample::new(-1, 0.0)];
+        assert!(decode_xor_into(&bytes[..bytes.len() - 3], &mut out).is_err());
+        assert_eq!(out.len(), 1);
+    }
+}
