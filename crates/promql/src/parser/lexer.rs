@@ -459,6 +459,13 @@ impl<'a> Lexer<'a> {
     fn accept_run(&mut self, valid: &str) {
         while self.accept(valid) {}
     }
+    /// Upstream's `errorf` right after `emit` overwrites the emitted item: the error replaces the token
+    /// and is positioned after it.
+    fn error_after_emit(&mut self, msg: String) -> State {
+        self.out.pop();
+        self.errorf(msg)
+    }
+
     fn errorf(&mut self, msg: String) -> State {
         self.out.push(Token { kind: Kind::Error, pos: self.start, val: msg });
         State::Done
@@ -573,7 +580,7 @@ impl<'a> Lexer<'a> {
                 self.emit(Kind::RightParen);
                 self.paren_depth -= 1;
                 if self.paren_depth < 0 {
-                    return self.errorf(format!("unexpected right parenthesis {}", go_quote_rune(r)));
+                    return self.error_after_emit(format!("unexpected right parenthesis {}", go_quote_rune(r)));
                 }
             }
             Some('{') => {
@@ -895,10 +902,10 @@ impl<'a> Lexer<'a> {
             Some(':') => {
                 self.emit(Kind::Colon);
                 if !self.got_duration {
-                    return self.errorf("unexpected colon before duration in duration expression".into());
+                    return self.error_after_emit("unexpected colon before duration in duration expression".into());
                 }
                 if self.got_colon {
-                    return self.errorf("unexpected repeated colon in duration expression".into());
+                    return self.error_after_emit("unexpected repeated colon in duration expression".into());
                 }
                 self.got_colon = true;
                 State::DurationExpr
@@ -912,7 +919,7 @@ impl<'a> Lexer<'a> {
                 self.emit(Kind::RightParen);
                 self.paren_depth -= 1;
                 if self.paren_depth < 0 {
-                    return self.errorf(format!("unexpected right parenthesis {}", go_quote_rune(r)));
+                    return self.error_after_emit(format!("unexpected right parenthesis {}", go_quote_rune(r)));
                 }
                 State::DurationExpr
             }

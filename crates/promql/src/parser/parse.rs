@@ -184,10 +184,12 @@ fn parse_number(s: &str) -> Option<f64> {
     if let Some(hex) = clean.strip_prefix("0x").or_else(|| clean.strip_prefix("0X")) {
         return u64::from_str_radix(hex, 16).ok().map(|v| v as f64);
     }
-    if clean.len() > 1 && clean.starts_with('0') && clean.bytes().all(|c| c.is_ascii_digit()) {
-        if let Ok(v) = i64::from_str_radix(&clean[1..], 8) {
-            return Some(v as f64);
-        }
+    if clean.len() > 1
+        && clean.starts_with('0')
+        && clean.bytes().all(|c| c.is_ascii_digit())
+        && let Ok(v) = i64::from_str_radix(&clean[1..], 8)
+    {
+        return Some(v as f64);
     }
     clean.parse::<f64>().ok()
 }
@@ -323,7 +325,9 @@ fn aggregate_op(k: Kind) -> Option<AggregateOp> {
 
 /// Upstream `durationLiteralOutOfRange`.
 fn duration_out_of_range(secs: f64) -> bool {
-    secs > 9_223_372_036.854_775_808 || secs < -9_223_372_036.854_775_808
+    // 2^63 ns in seconds.
+    const LIMIT: f64 = 9_223_372_036.854_775;
+    !(-LIMIT..=LIMIT).contains(&secs)
 }
 
 /// Seconds to ms the way upstream does: `time.Duration(math.Round(secs*1e9))` truncated to ms.
@@ -332,15 +336,21 @@ fn secs_to_ms(secs: f64) -> i64 {
     (ns / 1e6).trunc() as i64
 }
 
+/// Deepest nesting of expressions accepted. Upstream's yacc parser has an explicit stack and no limit;
+/// ours recurses, so an unbounded `((((...` from an HTTP client must become an error, not a stack
+/// overflow. Real queries nest a few dozen levels at most.
+const MAX_DEPTH: usize = 400;
+
 struct Parser<'a> {
     input: &'a str,
     toks: Vec<Token>,
     i: usize,
+    depth: usize,
 }
 
 impl<'a> Parser<'a> {
     fn new(input: &'a str) -> Self {
-        Parser { input, toks: lex(input), i: 0 }
+        Parser { input, toks: lex(input), i: 0, depth: 0 }
     }
 
     fn peek(&self) -> &Token {
@@ -395,11 +405,26 @@ impl<'a> Parser<'a> {
         if self.peek().kind == Kind::Eof { Ok(()) } else { Err(self.unexpected("", "")) }
     }
 
+    fn enter(&mut self) -> PResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            let t = self.peek();
+            return Err(self.err(PosRange { start: t.pos, end: t.end() }, "expression nesting too deep"));
+        }
+        Ok(())
+    }
+
     /// Binary expressions with operators of at least `min_prec` (precedence climbing).
     fn expr(&mut self, min_prec: u8) -> PResult<(Expr, PosTree)> {
+        self.enter()?;
+        let r = self.expr_inner(min_prec);
+        self.depth -= 1;
+        r
+    }
+
+    fn expr_inner(&mut self, min_prec: u8) -> PResult<(Expr, PosTree)> {
         let (mut lhs, mut lpt) = self.unary()?;
-        loop {
-            let Some(op) = binary_op(self.peek().kind) else { break };
+        while let Some(op) = binary_op(self.peek().kind) {
             let prec = op.precedence();
             if prec < min_prec {
                 break;
@@ -568,6 +593,10 @@ impl<'a> Parser<'a> {
             return Ok((NumberLiteral { val: ns as f64 / 1e9, duration: true }, r));
         }
         match parse_number(&t.val) {
+            Some(v) if v.is_infinite() && !t.val.to_ascii_lowercase().contains("inf") => Err(self.err(
+                r,
+                format!("error parsing number: strconv.ParseFloat: parsing {}: value out of range", go_quote_str(&t.val)),
+            )),
             Some(v) => Ok((NumberLiteral { val: v, duration: false }, r)),
             None => Err(self.err(r, format!("error parsing number: strconv.ParseFloat: parsing {}: invalid syntax", go_quote_str(&t.val)))),
         }
@@ -810,6 +839,10 @@ impl<'a> Parser<'a> {
     fn range_or_subquery(&mut self, e: Expr, pt: PosTree) -> PResult<(Expr, PosTree)> {
         let open = self.advance();
         if !self.starts_duration() {
+            if matches!(self.peek().kind, Kind::Step | Kind::Range | Kind::MinOf | Kind::MaxOf) {
+                // yacc shifts the keyword and fails on the token after it.
+                self.advance();
+            }
             return Err(self.unexpected("subquery or range selector", "number, duration, step(), or range()"));
         }
         let range = self.positive_duration()?;
@@ -866,18 +899,11 @@ impl<'a> Parser<'a> {
     }
 
     fn starts_duration(&self) -> bool {
-        matches!(
-            self.peek().kind,
-            Kind::Number
-                | Kind::Duration
-                | Kind::Step
-                | Kind::Range
-                | Kind::MinOf
-                | Kind::MaxOf
-                | Kind::LeftParen
-                | Kind::Add
-                | Kind::Sub
-        )
+        match self.peek().kind {
+            Kind::Number | Kind::Duration | Kind::LeftParen | Kind::Add | Kind::Sub => true,
+            Kind::Step | Kind::Range | Kind::MinOf | Kind::MaxOf => self.peek_kind_at(1) == Kind::LeftParen,
+            _ => false,
+        }
     }
 
     /// A full duration expression that must be positive when it is a literal (`positive_duration_expr`).
@@ -893,6 +919,13 @@ impl<'a> Parser<'a> {
 
     /// Duration expressions with the binary precedences of PromQL (`duration_expr`).
     fn duration_expr(&mut self, min_prec: u8) -> PResult<DurationExpr> {
+        self.enter()?;
+        let r = self.duration_expr_inner(min_prec);
+        self.depth -= 1;
+        r
+    }
+
+    fn duration_expr_inner(&mut self, min_prec: u8) -> PResult<DurationExpr> {
         let mut lhs = self.duration_unary()?;
         loop {
             let op = match self.peek().kind {
@@ -1151,11 +1184,12 @@ fn matcher_error_message(e: &tessera_model::MatcherError) -> String {
 /// (set operators become many-to-many; dropped when not both sides are vectors) and the `info()` flag.
 pub(crate) fn check(input: &str, e: &mut Expr, pt: &PosTree) -> Result<ValueType, ParseError> {
     let err = |r: PosRange, msg: String| ParseError::new(input, r, msg);
-    let kid = |i: usize| pt.kids.get(i).cloned().unwrap_or_else(|| PosTree::leaf(pt.r));
+    // The parser builds one PosTree child per AST child; falling back to the parent is only defensive.
+    let kid = |i: usize| pt.kids.get(i).unwrap_or(pt);
     match e {
         Expr::NumberLiteral(_) | Expr::StringLiteral(_) => {}
         Expr::Aggregate(a) => {
-            expect_type(input, &mut a.expr, &kid(0), ValueType::Vector, "aggregation expression")?;
+            expect_type(input, &mut a.expr, kid(0), ValueType::Vector, "aggregation expression")?;
             match a.op {
                 AggregateOp::Topk
                 | AggregateOp::Bottomk
@@ -1163,20 +1197,20 @@ pub(crate) fn check(input: &str, e: &mut Expr, pt: &PosTree) -> Result<ValueType
                 | AggregateOp::Limitk
                 | AggregateOp::LimitRatio => {
                     if let Some(p) = &mut a.param {
-                        expect_type(input, p, &kid(1), ValueType::Scalar, "aggregation parameter")?;
+                        expect_type(input, p, kid(1), ValueType::Scalar, "aggregation parameter")?;
                     }
                 }
                 AggregateOp::CountValues => {
                     if let Some(p) = &mut a.param {
-                        expect_type(input, p, &kid(1), ValueType::String, "aggregation parameter")?;
+                        expect_type(input, p, kid(1), ValueType::String, "aggregation parameter")?;
                     }
                 }
                 _ => {}
             }
         }
         Expr::Binary(b) => {
-            let lt = check(input, &mut b.lhs, &kid(0))?;
-            let rt = check(input, &mut b.rhs, &kid(1))?;
+            let lt = check(input, &mut b.lhs, kid(0))?;
+            let rt = check(input, &mut b.rhs, kid(1))?;
             let op_r = PosRange { start: pt.op, end: pt.op + b.op.as_str().len() };
             if b.return_bool && !b.op.is_comparison() {
                 return Err(err(op_r, "bool modifier can only be used on comparison operators".into()));
@@ -1289,7 +1323,7 @@ pub(crate) fn check(input: &str, e: &mut Expr, pt: &PosTree) -> Result<ValueType
                 };
                 let want = c.func.arg_types[ti];
                 let apt = kid(i);
-                let t = check(input, arg, &apt)?;
+                let t = check(input, arg, apt)?;
                 if t != want {
                     return Err(err(
                         apt.r,
@@ -1303,10 +1337,10 @@ pub(crate) fn check(input: &str, e: &mut Expr, pt: &PosTree) -> Result<ValueType
             }
         }
         Expr::Paren(p) => {
-            check(input, &mut p.expr, &kid(0))?;
+            check(input, &mut p.expr, kid(0))?;
         }
         Expr::Unary(u) => {
-            let t = check(input, &mut u.expr, &kid(0))?;
+            let t = check(input, &mut u.expr, kid(0))?;
             if t != ValueType::Scalar && t != ValueType::Vector {
                 return Err(err(
                     pt.r,
@@ -1318,12 +1352,12 @@ pub(crate) fn check(input: &str, e: &mut Expr, pt: &PosTree) -> Result<ValueType
             }
         }
         Expr::Subquery(s) => {
-            let t = check(input, &mut s.expr, &kid(0))?;
+            let t = check(input, &mut s.expr, kid(0))?;
             if t != ValueType::Vector {
                 return Err(err(pt.r, format!("subquery is only allowed on instant vector, got {} instead", t.as_str())));
             }
         }
-        Expr::MatrixSelector(m) => check_vs(input, &m.vs, &kid(0))?,
+        Expr::MatrixSelector(m) => check_vs(input, &m.vs, kid(0))?,
         Expr::VectorSelector(vs) => check_vs(input, vs, pt)?,
     }
     Ok(e.value_type())

@@ -19,7 +19,7 @@ pub fn format_duration_ms(ms: i64) -> String {
     }
     let mut ms = ms.unsigned_abs();
     let mut unit = |name: &str, mult: u64, exact: bool| {
-        if exact && ms % mult != 0 {
+        if exact && !ms.is_multiple_of(mult) {
             return;
         }
         let v = ms / mult;

@@ -84,3 +84,349 @@ fn conformance_expressions_parse() {
     assert!(failures.is_empty(), "{} expressions failed to parse:\n{}", failures.len(), failures.join("\n"));
     assert!(roundtrip_failures.is_empty(), "{} did not round-trip:\n{}", roundtrip_failures.len(), roundtrip_failures.join("\n"));
 }
+
+/// Parses and prints in canonical form.
+fn canon(input: &str) -> String {
+    match parse(input) {
+        Ok(e) => e.to_string(),
+        Err(e) => panic!("{input:?} failed to parse: {e}"),
+    }
+}
+
+fn error(input: &str) -> String {
+    match parse(input) {
+        Ok(e) => panic!("{input:?} parsed as {e}, expected an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn canonical_printing() {
+    let cases = [
+        ("1 + 2 * 3", "1 + 2 * 3"),
+        ("(1 + 2) * 3", "(1 + 2) * 3"),
+        ("-1", "-1"),
+        ("- -1", "1"),
+        ("0x1F", "31"),
+        ("010", "8"),
+        ("1e3", "1000"),
+        ("Inf", "+Inf"),
+        ("-inf", "-Inf"),
+        ("nAn", "NaN"),
+        ("1_000", "1000"),
+        (".5", "0.5"),
+        ("5m", "5m"),
+        ("90s", "1m30s"),
+        ("'a\\'b'", "\"a'b\""),
+        ("`raw\\n`", "\"raw\\\\n\""),
+        ("\"\\u00e9\\x41\"", "\"éA\""),
+        ("foo", "foo"),
+        ("foo{}", "foo"),
+        ("foo{b=\"2\", a!~\"x|y\",}", "foo{a!~\"x|y\",b=\"2\"}"),
+        ("{\"my.metric\", \"label.name\"=\"x\"}", "{\"label.name\"=\"x\",__name__=\"my.metric\"}"),
+        ("sum", "sum"),
+        ("by{a=\"b\"}", "by{a=\"b\"}"),
+        ("foo offset 5m", "foo offset 5m"),
+        ("foo offset -1h30m", "foo offset -1h30m"),
+        ("foo @ 100", "foo @ 100.000"),
+        ("foo @ start() offset 1m", "foo @ start() offset 1m"),
+        ("foo[5m] @ end()", "foo[5m] @ end()"),
+        ("rate(foo[1800])", "rate(foo[30m])"),
+        ("rate(foo[5m*2])", "rate(foo[5m * 2])"),
+        ("foo[(1h+5m)]", "foo[(1h + 5m)]"),
+        ("foo offset (1h + 5m)", "foo offset (1h + 5m)"),
+        ("foo offset -step()", "foo offset -step()"),
+        ("foo[min_of(step()+1,1h)]", "foo[min_of(step() + 1, 1h)]"),
+        ("foo[5m] anchored", "foo[5m] anchored"),
+        ("foo[5m] smoothed offset 1m", "foo[5m] smoothed offset 1m"),
+        ("rate(foo[5m])[30m:1m]", "rate(foo[5m])[30m:1m]"),
+        ("foo[30m:]", "foo[30m:]"),
+        ("foo[30m:step()]", "foo[30m:step()]"),
+        ("sum by (a, b) (foo)", "sum by (a, b) (foo)"),
+        ("sum(foo) without (a)", "sum without (a) (foo)"),
+        ("sum by () (foo)", "sum(foo)"),
+        ("SUM BY (a) (foo)", "sum by (a) (foo)"),
+        ("topk(5, foo)", "topk(5, foo)"),
+        ("count_values(\"v\", foo)", "count_values(\"v\", foo)"),
+        ("a > bool b", "a > bool b"),
+        ("a + on(b) group_left(c) d", "a + on (b) group_left (c) d"),
+        ("a + ignoring(b) group_right d", "a + ignoring (b) group_right () d"),
+        ("a - on() c", "a - on () c"),
+        ("a and b", "a and b"),
+        ("a + fill(0) b", "a + fill (0) b"),
+        ("a + fill_left(1) fill_right(-2) b", "a + fill_left (1) fill_right (-2) b"),
+        ("a + on(x) fill_right(5m) b", "a + on (x) fill_right (300) b"),
+        ("fill_left + fill", "fill_left + fill"),
+        ("a ^ b ^ c", "a ^ b ^ c"),
+        ("label_replace(up, \"a\", \"$1\", \"b\", \"(.*)\")", "label_replace(up, \"a\", \"$1\", \"b\", \"(.*)\")"),
+        ("a:b:c # comment", "a:b:c"),
+        ("time()", "time()"),
+        ("step()", "step()"),
+        ("start", "start"),
+    ];
+    for (input, want) in cases {
+        assert_eq!(canon(input), want, "input {input:?}");
+    }
+}
+
+#[test]
+fn precedence_and_associativity() {
+    let Ok(Expr::Binary(b)) = parse("a ^ b ^ c") else { panic!("not binary") };
+    assert!(matches!(*b.rhs, Expr::Binary(_)), "^ is right-associative");
+    let Ok(Expr::Binary(b)) = parse("a - b - c") else { panic!("not binary") };
+    assert!(matches!(*b.lhs, Expr::Binary(_)), "- is left-associative");
+    let Ok(Expr::Binary(b)) = parse("a or b and c") else { panic!("not binary") };
+    assert_eq!(b.op, BinaryOp::Or);
+    let Ok(Expr::Binary(b)) = parse("a + b * c == d") else { panic!("not binary") };
+    assert_eq!(b.op, BinaryOp::Eql);
+    // Unary minus binds like `*`, but its operand includes `^`.
+    let Ok(Expr::Unary(u)) = parse("-a ^ 2") else { panic!("not unary") };
+    assert!(matches!(*u.expr, Expr::Binary(ref x) if x.op == BinaryOp::Pow));
+    let Ok(Expr::Binary(b)) = parse("-a * 2") else { panic!("not binary") };
+    assert!(matches!(*b.lhs, Expr::Unary(_)));
+    // `-2 ^ 2` is -(2^2).
+    let Ok(Expr::Unary(_)) = parse("-2 ^ 2") else { panic!("not unary") };
+    // Modifiers bind to the nearest selector; `offset` takes no bare binary duration expression.
+    let Ok(Expr::Binary(b)) = parse("a + b offset 5m") else { panic!("not binary") };
+    assert!(matches!(*b.rhs, Expr::VectorSelector(ref vs) if vs.original_offset_ms == 300_000));
+    let Ok(Expr::Binary(b)) = parse("foo offset 100 + 2") else { panic!("not binary") };
+    assert!(matches!(*b.lhs, Expr::VectorSelector(ref vs) if vs.original_offset_ms == 100_000));
+    let Ok(Expr::Binary(b)) = parse("foo offset -2 ^ 2") else { panic!("not binary") };
+    assert!(matches!(*b.lhs, Expr::VectorSelector(ref vs) if vs.original_offset_ms == -2000));
+}
+
+#[test]
+fn ast_shapes() {
+    let Ok(Expr::VectorSelector(vs)) = parse("foo{a=\"b\"}") else { panic!("not a selector") };
+    assert_eq!(vs.name.as_deref(), Some("foo"));
+    assert_eq!(vs.matchers.len(), 2);
+    assert_eq!(vs.matchers[1].name, "__name__");
+    let Ok(Expr::MatrixSelector(ms)) = parse("foo[1m30s] offset 1m @ 1.5") else { panic!("not a matrix") };
+    assert_eq!(ms.range_ms, 90_000);
+    assert_eq!(ms.vs.original_offset_ms, 60_000);
+    assert_eq!(ms.vs.at, Some(AtModifier::Timestamp(1500)));
+    let Ok(Expr::Subquery(sq)) = parse("foo[1h:step()*2] offset range()") else { panic!("not a subquery") };
+    assert_eq!(sq.range_ms, 3_600_000);
+    assert!(sq.step_expr.is_some() && sq.offset_expr.is_some());
+    let Ok(Expr::Aggregate(a)) = parse("quantile without (x) (0.9, foo)") else { panic!("not an aggregate") };
+    assert_eq!(a.op, AggregateOp::Quantile);
+    assert!(a.without && a.param.is_some());
+    let Ok(Expr::Binary(b)) = parse("a and b") else { panic!("not binary") };
+    assert_eq!(b.matching.as_ref().map(|m| m.card), Some(VectorMatchCardinality::ManyToMany));
+    let Ok(Expr::Binary(b)) = parse("a + 1") else { panic!("not binary") };
+    assert!(b.matching.is_none(), "vector matching is dropped unless both sides are vectors");
+    let Ok(Expr::Call(c)) = parse("info(foo, {x=\"y\"})") else { panic!("not a call") };
+    assert!(matches!(&c.args[1], Expr::VectorSelector(vs) if vs.bypass_empty_matcher_check));
+    assert_eq!(parse("rate(x[5m])").map(|e| e.value_type()), Ok(ValueType::Vector));
+    assert_eq!(parse("x[5m]").map(|e| e.value_type()), Ok(ValueType::Matrix));
+    assert_eq!(parse("1 + 2").map(|e| e.value_type()), Ok(ValueType::Scalar));
+    assert_eq!(parse("\"s\"").map(|e| e.value_type()), Ok(ValueType::String));
+}
+
+#[test]
+fn duration_expressions_resolve_per_query() {
+    let mut e = parse("count_over_time(foo[step() * 2 + 1s] offset -min_of(range(), 1m))").expect("parses");
+    resolve_durations(&mut e, 15_000, 3_600_000).expect("resolves");
+    let Expr::Call(c) = &e else { panic!("not a call") };
+    let Expr::MatrixSelector(ms) = &c.args[0] else { panic!("not a matrix") };
+    assert_eq!(ms.range_ms, 31_000);
+    assert_eq!(ms.vs.original_offset_ms, -60_000);
+    // A range that resolves to zero is an evaluation error with upstream's position-only message.
+    let mut e = parse("foo[step()]").expect("parses");
+    assert_eq!(resolve_durations(&mut e, 0, 0), Err("4:10: duration must be greater than 0".into()));
+    let mut e = parse("foo[1h / (step() - step())]").expect("parses");
+    assert!(resolve_durations(&mut e, 1000, 0).is_err_and(|m| m.ends_with("division by zero")));
+}
+
+#[test]
+fn error_messages_match_prometheus() {
+    let cases = [
+        ("", "unknown position: parse error: no expression found in input"),
+        ("# only a comment\n", "1:1: parse error: no expression found in input"),
+        ("1+", "1:3: parse error: unexpected end of input"),
+        ("*1", "1:1: parse error: unexpected <op:*>"),
+        ("((1)", "1:5: parse error: unclosed left parenthesis"),
+        ("(1))", "1:5: parse error: unexpected right parenthesis ')'"),
+        ("2.5.", "1:1: parse error: bad number or duration syntax: \"2.5.\""),
+        ("1 == 1", "1:3: parse error: comparisons between scalars must use BOOL modifier"),
+        ("1 unless 1", "1:1: parse error: set operator \"unless\" not allowed in binary scalar expression"),
+        ("foo and 1", "1:1: parse error: set operator \"and\" not allowed in binary scalar expression"),
+        ("1 or on(bar) foo", "1:1: parse error: vector matching only allowed between instant vectors"),
+        ("foo + group_left(baz) bar", "1:7: parse error: unexpected <group_left>"),
+        ("foo and on(bar) group_right(baz) bar", "1:1: parse error: no grouping allowed for \"and\" operation"),
+        ("foo + bool bar", "1:5: parse error: bool modifier can only be used on comparison operators"),
+        ("foo + on(a) group_left(a) bar", "1:5: parse error: label \"a\" must not occur in ON and GROUP clause at once"),
+        ("-test[5m]", "1:1: parse error: unary expression only allowed on expressions of type scalar or instant vector, got \"range vector\""),
+        ("foo offset 1s offset 2s", "1:1: parse error: offset may not be set multiple times"),
+        ("foo @ NaN", "1:1: parse error: timestamp out of bounds for @ modifier: NaN"),
+        ("foo @ 1 @ 2", "1:1: parse error: @ <timestamp> may not be set multiple times"),
+        ("some}", "1:5: parse error: unexpected character: '}'"),
+        ("foo{a>=\"b\"}", "1:6: parse error: unexpected character inside braces: '>'"),
+        ("foo{gibberish}", "1:14: parse error: unexpected \"}\" in label matching, expected label matching operator"),
+        ("foo{\"a\"=}", "1:9: parse error: unexpected \"}\" in label matching, expected string"),
+        ("{}", "1:1: parse error: vector selector must contain at least one non-empty matcher"),
+        ("{x=~\".*\"}", "1:1: parse error: vector selector must contain at least one non-empty matcher"),
+        ("foo{__name__=\"bar\"}", "1:1: parse error: metric name must not be set twice: \"foo\" or \"bar\""),
+        ("foo[5m1]", "1:5: parse error: bad number or duration syntax: \"5m1\""),
+        ("foo[5y1hs]", "1:5: parse error: unknown unit \"hs\" in duration \"5y1hs\""),
+        ("foo[5m1m]", "1:5: parse error: not a valid duration string: \"5m1m\""),
+        ("foo[\"5m\"]", "1:5: parse error: unexpected character in duration expression: '\"'"),
+        ("foo[-1]", "1:5: parse error: duration must be greater than 0"),
+        ("foo[step]", "1:9: parse error: unexpected \"]\" in subquery or range selector, expected number, duration, step(), or range()"),
+        ("foo[5s/0d]", "1:7: parse error: division by zero"),
+        ("foo[5s%0d]", "1:7: parse error: modulo by zero"),
+        ("foo[9.5e10]", "1:5: parse error: duration out of range"),
+        ("foo[5s s 5s]", "1:8: parse error: unexpected character: 's', expected ':'"),
+        ("some_metric[5m] OFFSET", "1:23: parse error: unexpected end of input in offset, expected number, duration, step(), or range()"),
+        ("some_metric[5m] @", "1:18: parse error: unexpected end of input in @, expected timestamp"),
+        ("some_metric @ start() [5m]", "1:23: parse error: no @ modifiers allowed before range"),
+        ("some_metric offset step()[5m]", "1:26: parse error: no offset modifiers allowed before range"),
+        ("rate(food[1m])[1h] offset 1h", "1:15: parse error: ranges only allowed for vector selectors"),
+        ("test[5d] OFFSET 10s [10m:5s]", "1:1: parse error: subquery is only allowed on instant vector, got matrix instead"),
+        ("1[5m] anchored", "1:2: parse error: ranges only allowed for vector selectors"),
+        ("foo[5m] anchored smoothed", "1:1: parse error: anchored and smoothed modifiers cannot be used together"),
+        ("sum by (\"foo)(some_metric{})", "1:9: parse error: unterminated quoted string"),
+        ("sum without(,)(some_metric)", "1:13: parse error: unexpected \",\" in grouping opts, expected label"),
+        ("sum some_metric by (test)", "1:5: parse error: unexpected identifier \"some_metric\""),
+        ("sum by (a) foo", "1:12: parse error: unexpected identifier \"foo\" in aggregation"),
+        ("sum () by (test)", "1:1: parse error: no arguments for aggregate expression provided"),
+        ("topk(some_metric)", "1:1: parse error: wrong number of arguments for aggregate expression provided, expected 2, got 1"),
+        ("MIN (some_metric) keep_common", "1:19: parse error: unexpected identifier \"keep_common\""),
+        ("sum without (test) (some_metric) by (test)", "1:34: parse error: unexpected <by>"),
+        ("topk(some_metric,)", "1:17: parse error: trailing commas not allowed in function call args"),
+        ("count_values(5, other_metric)", "1:14: parse error: expected type string in aggregation parameter, got scalar"),
+        ("sum(foo[5m])", "1:5: parse error: expected type instant vector in aggregation expression, got range vector"),
+        ("floor()", "1:1: parse error: expected 1 argument(s) in call to \"floor\", got 0"),
+        ("hour(a, b, c)", "1:1: parse error: expected at most 1 argument(s) in call to \"hour\", got 3"),
+        ("label_join(a)", "1:1: parse error: expected at least 3 argument(s) in call to \"label_join\", got 1"),
+        ("non_existent_function()", "1:1: parse error: unknown function with name \"non_existent_function\""),
+        ("rate(avg)", "1:6: parse error: expected type range vector in call to function \"rate\", got instant vector"),
+        ("\"\\", "1:1: parse error: escape sequence not terminated"),
+        ("\"\\x.\"", "1:1: parse error: illegal character U+002E '.' in escape sequence"),
+        ("info(rate(x[5m]), target_info{foo=\"bar\"})", "1:19: parse error: expected label selectors only, got vector selector instead"),
+        ("sum(rate(", "1:10: parse error: unclosed left parenthesis"),
+        ("foo\n  + \n  on(", "3:6: parse error: unclosed left parenthesis"),
+    ];
+    let mut bad = Vec::new();
+    for (input, want) in cases {
+        let got = error(input);
+        if got != want {
+            bad.push(format!("{input:?}\n  got:  {got}\n  want: {want}"));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    for open in ["(", "-", "sum(", "foo[(", "abs(", "x offset -("] {
+        let input = open.repeat(100_000);
+        assert!(parse(&input).is_err(), "{open:?}");
+    }
+    let nested = format!("{}1{}", "(".repeat(100), ")".repeat(100));
+    assert_eq!(canon(&nested), nested);
+}
+
+#[test]
+fn durations_and_metric_selectors() {
+    assert_eq!(parse_duration("1y2w3d4h5m6s7ms"), Ok(((365 + 14 + 3) * 86_400 + 4 * 3600 + 5 * 60 + 6) * 1000 + 7));
+    assert_eq!(parse_duration("0"), Ok(0));
+    assert_eq!(parse_duration(""), Err("empty duration string".into()));
+    assert_eq!(parse_duration("1m1h"), Err("not a valid duration string: \"1m1h\"".into()));
+    assert_eq!(parse_duration("1.5s"), Err("unknown unit \".\" in duration \"1.5s\"".into()));
+    assert_eq!(parse_duration("300y"), Err("duration out of range".into()));
+    assert_eq!(format_duration_ms(90 * 86_400_000), "90d");
+    assert_eq!(format_duration_ms(14 * 86_400_000), "2w");
+    assert_eq!(format_duration_ms(3_723_004), "1h2m3s4ms");
+
+    let ms = parse_metric_selector("up{job=~\"a|b\", \"x.y\"!=\"\"}").expect("parses");
+    let printed: Vec<String> = ms.iter().map(format_matcher).collect();
+    assert_eq!(printed, vec!["job=~\"a|b\"", "\"x.y\"!=\"\"", "__name__=\"up\""]);
+    assert_eq!(parse_metric_selector("{\"a.b\"}").map(|m| m[0].value.clone()), Ok("a.b".to_string()));
+    assert!(parse_metric_selector("up + 1").is_err());
+    assert!(parse_metric_selector("rate(x[5m])").is_err());
+}
+
+/// Random inputs never panic the lexer, parser or printer, and whatever parses prints to a string that
+/// parses to the same canonical form. (A seeded generator rather than the proptest crate so that this
+/// module adds no dependency to the crate; it runs the same way on every CI run.)
+mod never_panics {
+    use super::super::parse;
+
+    /// Fragments of PromQL, so random strings reach deep into the grammar instead of failing at once.
+    const PIECES: &[&str] = &[
+        "foo", "{", "}", "(", ")", "[", "]", ":", ",", "5m", "1", "-", "+", "*", "/", "^", "%", " ", "offset",
+        "@", "start()", "step()", "min_of(", "by", "without", "sum", "rate", "on", "ignoring", "group_left",
+        "fill", "bool", "and", "\"x\"", "'", "`", "=~", "!=", "=", "==", "anchored", "smoothed", "#", "\n",
+        "0x", "1e", "Inf", ".", "\\", "label_replace", "topk", "info", "a.b", "é", "\u{FFFD}", "x=\"1\"",
+    ];
+
+    /// xorshift64*: small, seeded, good enough to spread choices.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    fn check(s: &str) {
+        if let Ok(e) = parse(s) {
+            let printed = e.to_string();
+            assert_eq!(parse(&printed).map(|e| e.to_string()), Ok(printed.clone()), "input {s:?} printed {printed:?}");
+        }
+    }
+
+    #[test]
+    fn random_fragment_sequences() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..20_000 {
+            let n = rng.below(24);
+            let s: String = (0..n).map(|_| PIECES[rng.below(PIECES.len())]).collect();
+            check(&s);
+        }
+    }
+
+    #[test]
+    fn random_characters() {
+        let mut rng = Rng(42);
+        let alphabet: Vec<char> = "abz_:{}()[]<>=!~^*/%+-,.@#`'\"\\ \n\t019eExXé\u{FFFD}".chars().collect();
+        for _ in 0..20_000 {
+            let n = rng.below(32);
+            let s: String = (0..n).map(|_| alphabet[rng.below(alphabet.len())]).collect();
+            check(&s);
+        }
+    }
+
+    #[test]
+    fn mutated_conformance_expressions() {
+        let mut rng = Rng(7);
+        let exprs: Vec<String> = super::conformance_evals().into_iter().map(|(_, _, e, _)| e).collect();
+        if exprs.is_empty() {
+            return;
+        }
+        for _ in 0..20_000 {
+            let mut s: Vec<char> = exprs[rng.below(exprs.len())].chars().collect();
+            for _ in 0..1 + rng.below(3) {
+                let at = rng.below(s.len() + 1);
+                match rng.below(3) {
+                    0 if at < s.len() => {
+                        s.remove(at);
+                    }
+                    1 => s.insert(at, PIECES[rng.below(PIECES.len())].chars().next().unwrap_or(' ')),
+                    _ if !s.is_empty() => {
+                        let (other, last) = (rng.below(s.len()), s.len() - 1);
+                        s.swap(at.min(last), other);
+                    }
+                    _ => {}
+                }
+            }
+            check(&s.into_iter().collect::<String>());
+        }
+    }
+}
