@@ -3,5 +3,7 @@
 
 pub mod error;
 pub mod index;
+pub mod block;
+pub mod tombstones;
 
 pub use error::{Error, Result};

@@ -1,0 +1,563 @@
+//! The block index file: symbols, series (labels as symbol references + chunk metas), postings lists and a
+//! postings offset table, closed by a table of contents. Format: `docs/format/index.md`.
+//!
+//! Series references are dense (`0..num_series`) and follow label order, so postings lists are sorted by
+//! labels as well as by reference, and "series refs in label order" holds for every reader.
+//!
+//! What is verified when: on [`BlockIndex::open`] the TOC, the symbol table, the series offset table and
+//! the postings offset table are checksummed and parsed (they are small next to the rest and every look-up
+//! goes through them); each series entry and each postings list carries its own CRC32C, checked when it is
+//! read. Any failure is an [`Error::Corruption`] naming the file and the byte offset.
+
+use super::bin::{crc32c, put_u32, put_u64, put_uvarint, put_varint, Dec};
+use super::mmap::map_file;
+use crate::index::{IndexReader, IndexResult, SeriesRef};
+use crate::Error;
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use tessera_model::{Label, Labels};
+
+/// Magic number at the start of the index ("TSIX").
+pub const INDEX_MAGIC: u32 = 0x5453_4958;
+/// Index format version.
+pub const INDEX_VERSION: u8 = 1;
+const HEADER_BYTES: u64 = 5;
+/// Size of the table of contents at the end of the file: five u64 offsets and a CRC32C.
+pub const TOC_BYTES: usize = 5 * 8 + 4;
+
+/// Where one chunk of a series lives and which time span it covers (both inclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkMeta {
+    pub mint_ms: i64,
+    pub maxt_ms: i64,
+    /// Segment sequence number (upper 32 bits) and byte offset (lower 32 bits).
+    pub chunk_ref: u64,
+}
+
+/// Writes an index from series given in label order. Collects everything in memory first (symbols must be
+/// known before the series that refer to them), interning strings so each series costs 8 bytes per label.
+pub(crate) struct IndexBuilder {
+    sym_ids: HashMap<String, u32>,
+    syms: Vec<String>,
+    /// Flat (name, value) provisional symbol ids of all series; `label_starts[i]..label_starts[i+1]`.
+    label_syms: Vec<(u32, u32)>,
+    label_starts: Vec<u32>,
+    chunks: Vec<ChunkMeta>,
+    chunk_starts: Vec<u32>,
+    postings: HashMap<(u32, u32), Vec<SeriesRef>>,
+}
+
+impl IndexBuilder {
+    pub(crate) fn new() -> Self {
+        Self {
+            sym_ids: HashMap::new(),
+            syms: Vec::new(),
+            label_syms: Vec::new(),
+            label_starts: vec![0],
+            chunks: Vec::new(),
+            chunk_starts: vec![0],
+            postings: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn num_series(&self) -> usize {
+        self.label_starts.len() - 1
+    }
+
+    fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.sym_ids.get(s) {
+            return id;
+        }
+        let id = self.syms.len() as u32;
+        self.syms.push(s.to_string());
+        self.sym_ids.insert(s.to_string(), id);
+        id
+    }
+
+    /// Adds the next series (the caller guarantees label order).
+    pub(crate) fn add_series(&mut self, labels: &Labels, chunks: &[ChunkMeta]) -> Result<(), Error> {
+        let r = self.num_series();
+        if r >= u32::MAX as usize {
+            return Err(Error::Other("too many series for one block".into()));
+        }
+        for l in labels.iter() {
+            let n = self.intern(&l.name);
+            let v = self.intern(&l.value);
+            self.label_syms.push((n, v));
+            self.postings.entry((n, v)).or_default().push(r as SeriesRef);
+        }
+        self.label_starts.push(self.label_syms.len() as u32);
+        self.chunks.extend_from_slice(chunks);
+        self.chunk_starts.push(self.chunks.len() as u32);
+        Ok(())
+    }
+
+    /// Writes the index file at `path` and fsyncs it.
+    pub(crate) fn write(self, path: &Path) -> Result<(), Error> {
+        let io = |e| Error::io(path, e);
+        let f = File::create(path).map_err(io)?;
+        let mut w = Out { w: BufWriter::with_capacity(1 << 20, f), pos: 0 };
+
+        let mut buf = Vec::with_capacity(256);
+        put_u32(&mut buf, INDEX_MAGIC);
+        buf.push(INDEX_VERSION);
+        w.put(&buf).map_err(io)?;
+
+        // Symbols, sorted; remap provisional ids to final ones.
+        let mut order: Vec<u32> = (0..self.syms.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| self.syms[a as usize].cmp(&self.syms[b as usize]));
+        let mut remap = vec![0u32; self.syms.len()];
+        for (fin, &prov) in order.iter().enumerate() {
+            remap[prov as usize] = fin as u32;
+        }
+        let toc_symbols = w.pos;
+        buf.clear();
+        put_u32(&mut buf, order.len() as u32);
+        for &prov in &order {
+            let s = &self.syms[prov as usize];
+            put_uvarint(&mut buf, s.len() as u64);
+            buf.extend_from_slice(s.as_bytes());
+        }
+        w.section(&buf).map_err(io)?;
+
+        // Series entries.
+        let toc_series = w.pos;
+        let n = self.num_series();
+        let mut offsets = Vec::with_capacity(n);
+        let mut body = Vec::with_capacity(256);
+        for i in 0..n {
+            offsets.push(w.pos);
+            body.clear();
+            let labels = &self.label_syms[self.label_starts[i] as usize..self.label_starts[i + 1] as usize];
+            put_uvarint(&mut body, labels.len() as u64);
+            for &(nm, v) in labels {
+                put_uvarint(&mut body, u64::from(remap[nm as usize]));
+                put_uvarint(&mut body, u64::from(remap[v as usize]));
+            }
+            let chunks = &self.chunks[self.chunk_starts[i] as usize..self.chunk_starts[i + 1] as usize];
+            put_uvarint(&mut body, chunks.len() as u64);
+            let mut prev: Option<&ChunkMeta> = None;
+            for c in chunks {
+                match prev {
+                    None => {
+                        put_varint(&mut body, c.mint_ms);
+                        put_uvarint(&mut body, c.maxt_ms.wrapping_sub(c.mint_ms) as u64);
+                        put_uvarint(&mut body, c.chunk_ref);
+                    }
+                    Some(p) => {
+                        put_varint(&mut body, c.mint_ms.wrapping_sub(p.maxt_ms));
+                        put_uvarint(&mut body, c.maxt_ms.wrapping_sub(c.mint_ms) as u64);
+                        put_varint(&mut body, c.chunk_ref.wrapping_sub(p.chunk_ref) as i64);
+                    }
+                }
+                prev = Some(c);
+            }
+            buf.clear();
+            put_uvarint(&mut buf, body.len() as u64);
+            buf.extend_from_slice(&body);
+            put_u32(&mut buf, crc32c(&body));
+            w.put(&buf).map_err(io)?;
+        }
+
+        // Series offset table.
+        let toc_series_table = w.pos;
+        buf.clear();
+        put_u32(&mut buf, n as u32);
+        for &o in &offsets {
+            put_u64(&mut buf, o);
+        }
+        w.section(&buf).map_err(io)?;
+
+        // Postings: the all-series list first, then one list per label pair in (name, value) order.
+        let toc_postings = w.pos;
+        let all: Vec<SeriesRef> = (0..n as u32).collect();
+        write_postings(&mut w, &mut buf, &all).map_err(io)?;
+        let mut by_name: BTreeMap<&str, BTreeMap<&str, &Vec<SeriesRef>>> = BTreeMap::new();
+        for ((nm, v), list) in &self.postings {
+            by_name.entry(self.syms[*nm as usize].as_str()).or_default().insert(self.syms[*v as usize].as_str(), list);
+        }
+        let mut table = Vec::new();
+        put_uvarint(&mut table, by_name.len() as u64);
+        for (name, values) in &by_name {
+            put_uvarint(&mut table, name.len() as u64);
+            table.extend_from_slice(name.as_bytes());
+            put_uvarint(&mut table, values.len() as u64);
+            for (value, list) in values {
+                let off = w.pos;
+                write_postings(&mut w, &mut buf, list).map_err(io)?;
+                put_uvarint(&mut table, value.len() as u64);
+                table.extend_from_slice(value.as_bytes());
+                put_uvarint(&mut table, off);
+            }
+        }
+        let toc_postings_table = w.pos;
+        w.section(&table).map_err(io)?;
+
+        buf.clear();
+        for o in [toc_symbols, toc_series, toc_series_table, toc_postings, toc_postings_table] {
+            put_u64(&mut buf, o);
+        }
+        let c = crc32c(&buf);
+        put_u32(&mut buf, c);
+        w.put(&buf).map_err(io)?;
+        let f = w.w.into_inner().map_err(|e| Error::io(path, e.into_error()))?;
+        f.sync_all().map_err(io)?;
+        Ok(())
+    }
+}
+
+struct Out {
+    w: BufWriter<File>,
+    pos: u64,
+}
+
+impl Out {
+    fn put(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.w.write_all(b)?;
+        self.pos += b.len() as u64;
+        Ok(())
+    }
+
+    /// `len u32 | body | crc32c(body) u32`.
+    fn section(&mut self, body: &[u8]) -> std::io::Result<()> {
+        let len = u32::try_from(body.len()).map_err(|_| std::io::Error::other("index section over 4 GiB"))?;
+        self.put(&len.to_be_bytes())?;
+        self.put(body)?;
+        self.put(&crc32c(body).to_be_bytes())
+    }
+}
+
+fn write_postings(w: &mut Out, buf: &mut Vec<u8>, list: &[SeriesRef]) -> std::io::Result<()> {
+    buf.clear();
+    put_u32(buf, list.len() as u32);
+    for &r in list {
+        put_u32(buf, r);
+    }
+    w.section(buf)
+}
+
+/// One label name's values in the postings offset table: the absolute offset of each value's entry
+/// (`uvarint len | value | uvarint postings offset`), in value order.
+struct NameEntry {
+    name: String,
+    values: Vec<u64>,
+}
+
+/// A mapped block index. Cheap to share; every method may be called concurrently.
+pub struct BlockIndex {
+    data: Bytes,
+    file: String,
+    /// Absolute offset of each symbol's length prefix.
+    symbols: Vec<u64>,
+    series_end: u64,
+    /// Absolute offset of the first u64 of the series offset table.
+    series_table: u64,
+    num_series: u32,
+    postings_start: u64,
+    postings_end: u64,
+    names: Vec<NameEntry>,
+}
+
+impl std::fmt::Debug for BlockIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockIndex").field("file", &self.file).field("num_series", &self.num_series).finish()
+    }
+}
+
+impl BlockIndex {
+    /// Maps and validates the index at `path`.
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        let data = map_file(path)?;
+        Self::from_bytes(data, path.display().to_string())
+    }
+
+    /// Validates an index held in memory (the mmap, or any bytes in tests). Never panics.
+    pub fn from_bytes(data: Bytes, file: String) -> Result<Self, Error> {
+        let len = data.len() as u64;
+        let f = file.as_str();
+        if len < HEADER_BYTES + TOC_BYTES as u64 {
+            return Err(Error::corruption(f, 0, format!("index of {len} bytes is shorter than header + TOC")));
+        }
+        let mut d = Dec::new(&data, 0, f);
+        let magic = d.u32()?;
+        if magic != INDEX_MAGIC {
+            return Err(Error::corruption(f, 0, format!("bad index magic {magic:#010x}")));
+        }
+        let v = d.u8()?;
+        if v != INDEX_VERSION {
+            return Err(Error::corruption(f, 4, format!("unsupported index version {v}")));
+        }
+        let toc_at = len - TOC_BYTES as u64;
+        let toc = &data[toc_at as usize..];
+        let mut d = Dec::new(toc, toc_at, f);
+        let mut offs = [0u64; 5];
+        for o in &mut offs {
+            *o = d.u64()?;
+        }
+        let want = d.u32()?;
+        if crc32c(&toc[..40]) != want {
+            return Err(Error::corruption(f, toc_at, "table of contents checksum mismatch"));
+        }
+        let [symbols_at, series_at, series_table_at, postings_at, postings_table_at] = offs;
+        let ordered = HEADER_BYTES <= symbols_at
+            && symbols_at <= series_at
+            && series_at <= series_table_at
+            && series_table_at <= postings_at
+            && postings_at <= postings_table_at
+            && postings_table_at <= toc_at;
+        if !ordered {
+            return Err(Error::corruption(f, toc_at, "table of contents offsets out of order"));
+        }
+
+        let sym_body = section(&data, symbols_at, series_at, f)?;
+        let mut d = Dec::new(sym_body, symbols_at + 4, f);
+        let count = d.u32()?;
+        let mut symbols = Vec::with_capacity((count as usize).min(sym_body.len()));
+        for _ in 0..count {
+            symbols.push(d.offset());
+            d.str()?;
+        }
+        if !d.is_empty() {
+            return Err(d.err("trailing bytes after the symbol table"));
+        }
+
+        let table_body = section(&data, series_table_at, postings_at, f)?;
+        let mut d = Dec::new(table_body, series_table_at + 4, f);
+        let num_series = d.u32()?;
+        if d.remaining() as u64 != u64::from(num_series) * 8 {
+            return Err(d.err(format!("series offset table holds {} bytes for {num_series} series", d.remaining())));
+        }
+        let series_table = d.offset();
+        let mut prev = 0u64;
+        for i in 0..num_series {
+            let at = d.offset();
+            let o = d.u64()?;
+            if o < series_at || o >= series_table_at || (i > 0 && o <= prev) {
+                return Err(Error::corruption(f, at, format!("series offset {o} out of range")));
+            }
+            prev = o;
+        }
+
+        let pt_body = section(&data, postings_table_at, toc_at, f)?;
+        let mut d = Dec::new(pt_body, postings_table_at + 4, f);
+        let n_names = d.uvarint()?;
+        let mut names: Vec<NameEntry> = Vec::with_capacity((n_names as usize).min(pt_body.len()));
+        for _ in 0..n_names {
+            let name = d.str()?.to_string();
+            if names.last().is_some_and(|p| p.name >= name) {
+                return Err(d.err("postings table names out of order"));
+            }
+            let nv = d.uvarint()?;
+            let mut values = Vec::with_capacity((nv as usize).min(d.remaining()));
+            let mut prev: Option<&str> = None;
+            for _ in 0..nv {
+                values.push(d.offset());
+                let v = d.str()?;
+                if prev.is_some_and(|p| p >= v) {
+                    return Err(d.err("postings table values out of order"));
+                }
+                prev = Some(v);
+                let at = d.offset();
+                let off = d.uvarint()?;
+                if off < postings_at || off >= postings_table_at {
+                    return Err(Error::corruption(f, at, format!("postings offset {off} out of range")));
+                }
+            }
+            names.push(NameEntry { name, values });
+        }
+        if !d.is_empty() {
+            return Err(d.err("trailing bytes after the postings table"));
+        }
+
+        Ok(Self {
+            data,
+            file,
+            symbols,
+            series_end: series_table_at,
+            series_table,
+            num_series,
+            postings_start: postings_at,
+            postings_end: postings_table_at,
+            names,
+        })
+    }
+
+    pub fn num_series(&self) -> u32 {
+        self.num_series
+    }
+
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    fn symbol(&self, id: u64) -> Result<&str, Error> {
+        let Some(&at) = usize::try_from(id).ok().and_then(|i| self.symbols.get(i)) else {
+            return Err(Error::corruption(&self.file, 0, format!("symbol reference {id} out of range")));
+        };
+        Dec::new(&self.data[at as usize..], at, &self.file).str()
+    }
+
+    /// The labels and chunk metas of series `r`; the entry's CRC is verified.
+    pub fn series(&self, r: SeriesRef) -> Result<(Labels, Vec<ChunkMeta>), Error> {
+        let mut chunks = Vec::new();
+        let labels = self.series_into(r, &mut chunks)?;
+        Ok((labels, chunks))
+    }
+
+    /// Like [`BlockIndex::series`], reusing `chunks` (cleared first).
+    pub fn series_into(&self, r: SeriesRef, chunks: &mut Vec<ChunkMeta>) -> Result<Labels, Error> {
+        chunks.clear();
+        let f = self.file.as_str();
+        if r >= self.num_series {
+            return Err(Error::Other(format!("series reference {r} out of range ({} series) in {f}", self.num_series)));
+        }
+        let at = self.series_table + u64::from(r) * 8;
+        let off = Dec::new(&self.data[at as usize..], at, f).u64()?;
+        let region = &self.data[off as usize..self.series_end as usize];
+        let mut d = Dec::new(region, off, f);
+        let len = d.len_prefix()?;
+        let body_at = d.offset();
+        let body = d.bytes(len)?;
+        let want = d.u32()?;
+        if crc32c(body) != want {
+            return Err(Error::corruption(f, off, format!("series {r} entry checksum mismatch")));
+        }
+        let mut d = Dec::new(body, body_at, f);
+        let nl = d.uvarint()?;
+        let mut labels = Vec::with_capacity((nl as usize).min(body.len()));
+        for _ in 0..nl {
+            let n = self.symbol(d.uvarint()?)?;
+            let v = self.symbol(d.uvarint()?)?;
+            labels.push(Label::new(n, v));
+        }
+        let labels = Labels::from_sorted(labels).map_err(|n| Error::corruption(f, off, format!("series {r} labels unsorted at {n:?}")))?;
+        let nc = d.uvarint()?;
+        let mut prev: Option<ChunkMeta> = None;
+        for _ in 0..nc {
+            let c = match prev {
+                None => {
+                    let mint = d.varint()?;
+                    let span = d.uvarint()?;
+                    ChunkMeta { mint_ms: mint, maxt_ms: mint.wrapping_add(span as i64), chunk_ref: d.uvarint()? }
+                }
+                Some(p) => {
+                    let mint = p.maxt_ms.wrapping_add(d.varint()?);
+                    let span = d.uvarint()?;
+                    ChunkMeta {
+                        mint_ms: mint,
+                        maxt_ms: mint.wrapping_add(span as i64),
+                        chunk_ref: p.chunk_ref.wrapping_add(d.varint()? as u64),
+                    }
+                }
+            };
+            chunks.push(c);
+            prev = Some(c);
+        }
+        if !d.is_empty() {
+            return Err(d.err(format!("trailing bytes in series {r} entry")));
+        }
+        Ok(labels)
+    }
+
+    fn postings_at(&self, off: u64) -> Result<Vec<SeriesRef>, Error> {
+        let f = self.file.as_str();
+        if off < self.postings_start || off >= self.postings_end {
+            return Err(Error::corruption(f, off, "postings offset out of range"));
+        }
+        let body = section(&self.data, off, self.postings_end, f)?;
+        let mut d = Dec::new(body, off + 4, f);
+        let n = d.u32()?;
+        if d.remaining() as u64 != u64::from(n) * 4 {
+            return Err(d.err("postings list length mismatch"));
+        }
+        let mut out = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let r = d.u32()?;
+            if out.last().is_some_and(|&p| p >= r) || r >= self.num_series {
+                return Err(Error::corruption(f, d.offset() - 4, "postings list unsorted or out of range"));
+            }
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    /// The (value, postings offset) of a value entry.
+    fn value_entry(&self, at: u64) -> Result<(&str, u64), Error> {
+        let mut d = Dec::new(&self.data[at as usize..], at, &self.file);
+        let v = d.str()?;
+        Ok((v, d.uvarint()?))
+    }
+
+    fn name(&self, name: &str) -> Option<&NameEntry> {
+        self.names.binary_search_by(|e| e.name.as_str().cmp(name)).ok().map(|i| &self.names[i])
+    }
+
+    /// Index of the first value of `e` that is `>= key`.
+    fn lower_bound(&self, e: &NameEntry, key: &str) -> Result<usize, Error> {
+        let (mut lo, mut hi) = (0usize, e.values.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.value_entry(e.values[mid])?.0 < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+}
+
+/// The body of a `len u32 | body | crc u32` section at `at`, which must end by `limit`; checksum verified.
+fn section<'a>(data: &'a [u8], at: u64, limit: u64, f: &str) -> Result<&'a [u8], Error> {
+    let region = data.get(at as usize..limit as usize).ok_or_else(|| Error::corruption(f, at, "section outside the file"))?;
+    let mut d = Dec::new(region, at, f);
+    let len = d.u32()? as usize;
+    let body = d.bytes(len)?;
+    let want = d.u32()?;
+    if crc32c(body) != want {
+        return Err(Error::corruption(f, at, "section checksum mismatch"));
+    }
+    Ok(body)
+}
+
+impl IndexReader for BlockIndex {
+    fn all_postings(&self) -> IndexResult<Vec<SeriesRef>> {
+        Ok(self.postings_at(self.postings_start)?)
+    }
+
+    fn postings(&self, name: &str, value: &str) -> IndexResult<Vec<SeriesRef>> {
+        let Some(e) = self.name(name) else { return Ok(Vec::new()) };
+        let i = self.lower_bound(e, value)?;
+        if let Some(&at) = e.values.get(i) {
+            let (v, off) = self.value_entry(at)?;
+            if v == value {
+                return Ok(self.postings_at(off)?);
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    fn label_values(&self, name: &str, prefix: &str) -> IndexResult<Vec<String>> {
+        let Some(e) = self.name(name) else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for &at in &e.values[self.lower_bound(e, prefix)?..] {
+            let (v, _) = self.value_entry(at)?;
+            if !v.starts_with(prefix) {
+                break;
+            }
+            out.push(v.to_string());
+        }
+        Ok(out)
+    }
+
+    fn label_names(&self) -> IndexResult<Vec<String>> {
+        Ok(self.names.iter().map(|e| e.name.clone()).collect())
+    }
+}
