@@ -1,0 +1,356 @@
+//! The database: N shards behind one embedded API ([`Db`]).
+//!
+//! Layout on disk: `dir/tessera.json` records the shard count (a database cannot be reopened with another
+//! one: resharding is not supported), and `dir/shard-NNN/` holds each shard's blocks and `wal/`.
+//! Every series lives in exactly one shard, `labels.shard(N)`.
+//!
+//! A background thread (unless `Options::background` is false) fsyncs idle WALs per the interval policy,
+//! cuts heads into blocks when due, compacts blocks and applies retention.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tessera_model::{Matcher, Querier, Queryable, StorageError};
+
+use crate::appender::Appender;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::options::Options;
+use crate::querier::DbQuerier;
+use crate::shard::Shard;
+
+/// The file recording the shard count.
+pub const META_FILE: &str = "tessera.json";
+
+/// Head and disk statistics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub head_series: u64,
+    pub head_chunks: u64,
+    pub head_samples: u64,
+    /// Earliest sample time in the heads (`i64::MAX` when empty).
+    pub head_min_t: i64,
+    /// Latest sample time in the heads (`i64::MIN` when empty).
+    pub head_max_t: i64,
+    pub blocks: u64,
+    /// Bytes of all blocks.
+    pub disk_bytes: u64,
+    pub wal_bytes: u64,
+    pub shards: usize,
+}
+
+/// Head cardinality, like Prometheus' `/api/v1/status/tsdb` (each list: top `limit`, descending).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cardinality {
+    pub series_count_by_metric_name: Vec<(String, u64)>,
+    pub label_value_count_by_label_name: Vec<(String, u64)>,
+    pub memory_in_bytes_by_label_name: Vec<(String, u64)>,
+    pub series_count_by_label_value_pair: Vec<(String, u64)>,
+}
+
+/// An open database.
+pub struct Db {
+    dir: PathBuf,
+    pub(crate) shards: Vec<Arc<Shard>>,
+    pub(crate) metrics: Arc<Metrics>,
+    opts: Options,
+    bg: Mutex<Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>>,
+    /// Serialises compaction runs (background and explicit).
+    compact_lock: Arc<Mutex<()>>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("dir", &self.dir).field("shards", &self.shards.len()).finish()
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct DbMeta {
+    version: u32,
+    shards: usize,
+}
+
+impl Db {
+    /// Opens (or creates) the database in `dir`, replaying every shard's WAL (shards in parallel).
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Arc<Db>> {
+        opts.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let meta_path = dir.join(META_FILE);
+        match std::fs::read(&meta_path) {
+            Ok(b) => {
+                let m: DbMeta = serde_json::from_slice(&b)
+                    .map_err(|e| Error::corruption(meta_path.display(), 0, format!("bad {META_FILE}: {e}")))?;
+                if m.shards != opts.shards {
+                    return Err(Error::InvalidOptions(format!(
+                        "database in {} was created with {} shards, cannot open it with {} (resharding is not supported)",
+                        dir.display(),
+                        m.shards,
+                        opts.shards
+                    )));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let m = DbMeta { version: 1, shards: opts.shards };
+                let tmp = dir.join(format!("{META_FILE}.tmp"));
+                let data = serde_json::to_vec_pretty(&m).map_err(|e| Error::Other(e.to_string()))?;
+                std::fs::write(&tmp, data).map_err(|e| Error::io(&tmp, e))?;
+                std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| Error::io(&tmp, e))?;
+                std::fs::rename(&tmp, &meta_path).map_err(|e| Error::io(&meta_path, e))?;
+                std::fs::File::open(&dir).and_then(|f| f.sync_all()).map_err(|e| Error::io(&dir, e))?;
+            }
+            Err(e) => return Err(Error::io(&meta_path, e)),
+        }
+        let metrics = Arc::new(Metrics::default());
+        let results: Vec<Result<Shard>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..opts.shards)
+                .map(|i| {
+                    let d = dir.join(format!("shard-{i:03}"));
+                    let o = opts.clone();
+                    let m = metrics.clone();
+                    s.spawn(move || Shard::open(i, d, o, m))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Other("shard open panicked".into())))).collect()
+        });
+        let mut shards = Vec::with_capacity(results.len());
+        for r in results {
+            shards.push(Arc::new(r?));
+        }
+        let db = Arc::new(Db {
+            dir,
+            shards,
+            metrics,
+            opts: opts.clone(),
+            bg: Mutex::new(None),
+            compact_lock: Arc::new(Mutex::new(())),
+        });
+        db.refresh_gauges();
+        if opts.background {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let shards = db.shards.clone();
+            let metrics = db.metrics.clone();
+            let lock = db.compact_lock.clone();
+            let opts2 = opts.clone();
+            let h = std::thread::Builder::new()
+                .name("tessera-tsdb-bg".into())
+                .spawn(move || background(shards, metrics, lock, opts2, rx))
+                .map_err(|e| Error::Other(format!("cannot start background thread: {e}")))?;
+            *db.bg.lock() = Some((tx, h));
+        }
+        Ok(db)
+    }
+
+    /// A new appender (buffers batches until `commit`).
+    pub fn appender(&self) -> Appender<'_> {
+        Appender { db: self, batches: Vec::new() }
+    }
+
+    /// Deletes the samples in `[mint_ms, maxt_ms]` of the series matching `matchers` (tombstones in the
+    /// head and in every block; applied physically at the next head cut / compaction).
+    pub fn delete(&self, mint_ms: i64, maxt_ms: i64, matchers: &[Matcher]) -> Result<()> {
+        if matchers.is_empty() {
+            return Ok(());
+        }
+        for s in &self.shards {
+            s.delete(mint_ms, maxt_ms, matchers)?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites blocks that carry tombstones without the deleted data (Prometheus' `CleanTombstones`).
+    pub fn clean_tombstones(&self) -> Result<()> {
+        let _g = self.compact_lock.lock();
+        for s in &self.shards {
+            crate::maintenance::clean_tombstones(s, &self.metrics)?;
+        }
+        self.refresh_gauges();
+        Ok(())
+    }
+
+    /// Cuts every shard's whole head into blocks now (a final flush); the WAL is checkpointed and truncated.
+    pub fn flush(&self) -> Result<()> {
+        let _g = self.compact_lock.lock();
+        let r: Vec<Result<()>> = std::thread::scope(|s| {
+            let hs: Vec<_> = self.shards.iter().map(|sh| s.spawn(move || sh.cut(true))).collect();
+            hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Other("flush panicked".into())))).collect()
+        });
+        for x in r {
+            x?;
+        }
+        self.refresh_gauges();
+        Ok(())
+    }
+
+    /// Head cuts when due, block compaction and retention, now.
+    pub fn compact(&self) -> Result<()> {
+        let _g = self.compact_lock.lock();
+        for s in &self.shards {
+            s.cut_if_due()?;
+            crate::maintenance::compact_and_retain(s, &self.opts, &self.metrics)?;
+        }
+        self.refresh_gauges();
+        Ok(())
+    }
+
+    /// Head and disk statistics summed over shards.
+    pub fn stats(&self) -> Stats {
+        let mut st = Stats { head_min_t: i64::MAX, head_max_t: i64::MIN, shards: self.shards.len(), ..Default::default() };
+        for s in &self.shards {
+            {
+                let g = s.state.read();
+                st.head_series += g.head.num_series() as u64;
+                st.head_samples += g.head.num_samples;
+                st.head_chunks += g.head.num_chunks;
+                st.head_min_t = st.head_min_t.min(g.head.min_t);
+                st.head_max_t = st.head_max_t.max(g.head.max_t);
+                st.blocks += g.blocks.len() as u64;
+                st.disk_bytes += g.blocks.iter().map(|b| b.size_bytes()).sum::<u64>();
+            }
+            st.wal_bytes += s.wal_bytes();
+        }
+        st
+    }
+
+    pub(crate) fn refresh_gauges(&self) {
+        let st = self.stats();
+        self.metrics.head_series.store(st.head_series, Relaxed);
+        self.metrics.head_chunks.store(st.head_chunks, Relaxed);
+        self.metrics.head_samples.store(st.head_samples, Relaxed);
+        self.metrics.blocks.store(st.blocks, Relaxed);
+        self.metrics.disk_bytes.store(st.disk_bytes, Relaxed);
+    }
+
+    /// Head cardinality statistics (Prometheus' `/api/v1/status/tsdb`), top `limit` of each list.
+    pub fn head_cardinality(&self, limit: usize) -> Cardinality {
+        use std::collections::HashMap;
+        let mut by_metric: HashMap<String, u64> = HashMap::new();
+        let mut values_by_name: HashMap<String, u64> = HashMap::new();
+        let mut mem_by_name: HashMap<String, u64> = HashMap::new();
+        let mut by_pair: HashMap<String, u64> = HashMap::new();
+        for s in &self.shards {
+            let g = s.state.read();
+            for (name, vals) in g.head.index.names() {
+                *values_by_name.entry(name.clone()).or_default() += vals.len() as u64;
+                let mut mem = 0u64;
+                for (v, refs) in vals {
+                    mem += (v.len() * refs.len()) as u64;
+                    *by_pair.entry(format!("{name}={v}")).or_default() += refs.len() as u64;
+                    if name == tessera_model::METRIC_NAME {
+                        *by_metric.entry(v.clone()).or_default() += refs.len() as u64;
+                    }
+                }
+                *mem_by_name.entry(name.clone()).or_default() += mem;
+            }
+        }
+        // Label values are counted per shard above; a value present in several shards is counted once per
+        // shard. Recount distinct values exactly.
+        let mut distinct: HashMap<String, std::collections::HashSet<String>> = HashMap::new();
+        for s in &self.shards {
+            let g = s.state.read();
+            for (name, vals) in g.head.index.names() {
+                distinct.entry(name.clone()).or_default().extend(vals.keys().cloned());
+            }
+        }
+        for (n, set) in distinct {
+            values_by_name.insert(n, set.len() as u64);
+        }
+        let top = |m: HashMap<String, u64>| {
+            let mut v: Vec<(String, u64)> = m.into_iter().collect();
+            v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            v.truncate(limit);
+            v
+        };
+        Cardinality {
+            series_count_by_metric_name: top(by_metric),
+            label_value_count_by_label_name: top(values_by_name),
+            memory_in_bytes_by_label_name: top(mem_by_name),
+            series_count_by_label_value_pair: top(by_pair),
+        }
+    }
+
+    /// The engine's counters and gauges.
+    pub fn metrics(&self) -> &Metrics {
+        self.refresh_gauges();
+        &self.metrics
+    }
+
+    /// Stops background work and fsyncs and closes every WAL. Idempotent; later writes fail.
+    pub fn close(&self) -> Result<()> {
+        if let Some((tx, h)) = self.bg.lock().take() {
+            drop(tx);
+            let _ = h.join();
+        }
+        let mut first = None;
+        for s in &self.shards {
+            if let Err(e) = s.close() {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// The database directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// True when some shard is poisoned (a WAL write or fsync failed).
+    pub fn is_poisoned(&self) -> bool {
+        self.shards.iter().any(|s| s.is_poisoned())
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+impl Queryable for Db {
+    fn querier(&self, mint_ms: i64, maxt_ms: i64) -> std::result::Result<Arc<dyn Querier>, StorageError> {
+        Ok(Arc::new(DbQuerier { shards: self.shards.clone(), mint: mint_ms, maxt: maxt_ms }))
+    }
+}
+
+fn background(
+    shards: Vec<Arc<Shard>>,
+    metrics: Arc<Metrics>,
+    lock: Arc<Mutex<()>>,
+    opts: Options,
+    stop: std::sync::mpsc::Receiver<()>,
+) {
+    let tick = match opts.fsync {
+        crate::FsyncPolicy::Interval(d) => d.clamp(Duration::from_millis(10), Duration::from_millis(250)),
+        _ => Duration::from_millis(250),
+    };
+    let mut last_maint = std::time::Instant::now();
+    loop {
+        match stop.recv_timeout(tick) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+        for s in &shards {
+            s.sync_if_due();
+        }
+        for s in &shards {
+            if let Err(e) = s.cut_if_due() {
+                tracing::error!(shard = s.id, error = %e, "head cut failed");
+            }
+        }
+        if last_maint.elapsed() >= Duration::from_secs(1) {
+            last_maint = std::time::Instant::now();
+            let _g = lock.lock();
+            for s in &shards {
+                if let Err(e) = crate::maintenance::compact_and_retain(s, &opts, &metrics) {
+                    metrics.compaction_failures.fetch_add(1, Relaxed);
+                    tracing::error!(shard = s.id, error = %e, "compaction/retention failed");
+                }
+            }
+        }
+    }
+}

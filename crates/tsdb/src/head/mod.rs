@@ -1,0 +1,539 @@
+//! The head: a shard's in-memory, writable time range.
+//!
+//! Main types: [`Head`] (series table, hash lookup, inverted index, time bounds, tombstones) and
+//! [`MemSeries`] (one series: closed XOR chunks, the open chunk being appended to, and a small sorted
+//! buffer of out-of-order samples).
+//!
+//! Key decisions:
+//! - Series refs are dense `u32`s handed out in increasing order and never reused within a process, so the
+//!   postings lists of [`index::HeadIndex`] stay sorted by pushing at the end, and WAL records can name a
+//!   series by ref.
+//! - Chunks are cut at 120 samples (Prometheus' `samplesPerChunk`) or when a sample falls into another
+//!   block-range window than the chunk's first sample, so a chunk never spans two blocks and the head can
+//!   be cut into blocks by moving whole chunks (no re-encoding unless out-of-order samples or tombstones
+//!   touch the window).
+//! - Closed chunks are immutable `Bytes` of exactly their encoded size: a reader clones the handle, never
+//!   the bytes; only the open chunk is copied for a reader.
+//! - Append rules follow Prometheus' `memSeries.appendable` (tsdb/head_append.go); see [`appendable`].
+//!
+//! The head is not synchronised itself: a shard owns it behind a `RwLock` (readers share, the single
+//! committing writer applies a whole batch under the write lock so a batch becomes visible at once).
+
+pub(crate) mod index;
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use bytes::Bytes;
+use tessera_encoding::XorEncoder;
+use tessera_model::{ChunkEncoding, ChunkRef, Labels, Sample};
+
+use crate::appender::RejectReason;
+use index::HeadIndex;
+
+/// Samples per chunk before a new one is cut (Prometheus' `samplesPerChunk` default).
+pub const SAMPLES_PER_CHUNK: usize = 120;
+
+/// A closed head chunk.
+#[derive(Debug, Clone)]
+pub(crate) struct HeadChunk {
+    pub mint: i64,
+    pub maxt: i64,
+    pub data: Bytes,
+}
+
+impl HeadChunk {
+    pub(crate) fn to_ref(&self) -> ChunkRef {
+        ChunkRef { mint_ms: self.mint, maxt_ms: self.maxt, encoding: ChunkEncoding::Xor, data: self.data.clone() }
+    }
+}
+
+/// One series in the head.
+pub(crate) struct MemSeries {
+    pub labels: Labels,
+    pub hash: u64,
+    /// Closed chunks, sorted by time, non-overlapping.
+    pub chunks: Vec<HeadChunk>,
+    /// The open chunk (may hold zero samples).
+    pub open: XorEncoder,
+    pub open_n: u32,
+    pub open_mint: i64,
+    /// Last in-order sample (`i64::MIN` when the series has none in the head).
+    pub last_t: i64,
+    pub last_bits: u64,
+    /// Out-of-order samples, sorted by time, unique timestamps.
+    pub ooo: Vec<Sample>,
+}
+
+impl MemSeries {
+    fn new(labels: Labels, hash: u64) -> Self {
+        MemSeries {
+            labels,
+            hash,
+            chunks: Vec::new(),
+            open: XorEncoder::new(),
+            open_n: 0,
+            open_mint: i64::MIN,
+            last_t: i64::MIN,
+            last_bits: 0,
+            ooo: Vec::new(),
+        }
+    }
+
+    /// True when the series holds no sample at all.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.chunks.is_empty() && self.open_n == 0 && self.ooo.is_empty()
+    }
+
+    /// Earliest sample time held, if any.
+    pub(crate) fn min_t(&self) -> Option<i64> {
+        let a = self.chunks.first().map(|c| c.mint).or((self.open_n > 0).then_some(self.open_mint));
+        match (a, self.ooo.first().map(|s| s.t)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Closes the open chunk (if it holds samples) into an immutable chunk. Returns true if one was closed.
+    pub(crate) fn close_open(&mut self) -> bool {
+        if self.open_n == 0 {
+            return false;
+        }
+        let data = Bytes::copy_from_slice(self.open.bytes());
+        self.chunks.push(HeadChunk { mint: self.open_mint, maxt: self.last_t, data });
+        self.open.clear();
+        self.open_n = 0;
+        true
+    }
+
+    /// Appends an in-order sample (`t > last_t`, checked by the caller). Returns true when a new chunk was
+    /// started. Mirrors Prometheus' `memSeries.append` cutting rules, simplified to the two limits.
+    #[inline]
+    pub(crate) fn append(&mut self, t: i64, v: f64, chunk_range: i64) -> bool {
+        let mut created = false;
+        if self.open_n > 0
+            && (self.open_n as usize >= SAMPLES_PER_CHUNK || t.div_euclid(chunk_range) != self.open_mint.div_euclid(chunk_range))
+        {
+            self.close_open();
+        }
+        if self.open_n == 0 {
+            self.open_mint = t;
+            created = true;
+        }
+        self.open.append(t, v);
+        self.open_n += 1;
+        self.last_t = t;
+        self.last_bits = v.to_bits();
+        created
+    }
+
+    /// Inserts an out-of-order sample; an existing sample at the same time wins (first write wins, as for
+    /// Prometheus' `OOOChunk.Insert`).
+    pub(crate) fn insert_ooo(&mut self, s: Sample) -> bool {
+        match self.ooo.binary_search_by_key(&s.t, |x| x.t) {
+            Ok(_) => false,
+            Err(i) => {
+                self.ooo.insert(i, s);
+                true
+            }
+        }
+    }
+
+    /// Value bits of an out-of-order sample at `t`, if any.
+    pub(crate) fn ooo_at(&self, t: i64) -> Option<u64> {
+        self.ooo.binary_search_by_key(&t, |x| x.t).ok().map(|i| self.ooo[i].v.to_bits())
+    }
+
+    /// The series' chunks and out-of-order samples overlapping `[mint, maxt]`.
+    pub(crate) fn read(&self, mint: i64, maxt: i64, chunks: &mut Vec<ChunkRef>, extra: &mut Vec<Sample>) {
+        for c in &self.chunks {
+            if c.maxt >= mint && c.mint <= maxt {
+                chunks.push(c.to_ref());
+            }
+        }
+        if self.open_n > 0 && self.last_t >= mint && self.open_mint <= maxt {
+            chunks.push(ChunkRef {
+                mint_ms: self.open_mint,
+                maxt_ms: self.last_t,
+                encoding: ChunkEncoding::Xor,
+                data: Bytes::copy_from_slice(self.open.bytes()),
+            });
+        }
+        for s in &self.ooo {
+            if s.t >= mint && s.t <= maxt {
+                extra.push(*s);
+            }
+        }
+    }
+
+    /// Approximate bytes held by this series (labels, chunks, buffers).
+    pub(crate) fn mem_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.labels.heap_bytes()
+            + self.chunks.capacity() * std::mem::size_of::<HeadChunk>()
+            + self.chunks.iter().map(|c| c.data.len()).sum::<usize>()
+            + self.open.size_bytes()
+            + self.ooo.capacity() * std::mem::size_of::<Sample>()
+    }
+}
+
+/// What to do with one incoming sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    InOrder,
+    /// Same timestamp and value bits as the last sample: accepted, nothing stored.
+    Duplicate,
+    OutOfOrder,
+    Reject(RejectReason),
+}
+
+/// Mirrors Prometheus' `memSeries.appendable(t, v, headMaxt, minValidTime, oooTimeWindow)`
+/// (tsdb/head_append.go). `min_valid` is the head's appendable minimum (`Head.appendableMinValidTime`);
+/// `block_min_valid` the time below which data is already in blocks: unlike Prometheus (which writes
+/// overlapping out-of-order blocks and compacts them vertically), out-of-order samples must not reach
+/// below it and are then "too old".
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(crate) fn appendable(
+    last_t: i64,
+    last_bits: u64,
+    t: i64,
+    v: f64,
+    head_max_t: i64,
+    min_valid: i64,
+    block_min_valid: i64,
+    ooo_window: i64,
+) -> Verdict {
+    if t >= min_valid {
+        if last_t == i64::MIN || t > last_t {
+            return Verdict::InOrder;
+        }
+        if t == last_t {
+            // Exact duplicates are allowed (federation), a different value is not.
+            return if v.to_bits() == last_bits {
+                Verdict::Duplicate
+            } else {
+                Verdict::Reject(RejectReason::DuplicateTimestamp)
+            };
+        }
+    }
+    if ooo_window > 0 {
+        if t >= head_max_t.saturating_sub(ooo_window) && t >= block_min_valid {
+            return Verdict::OutOfOrder;
+        }
+        return Verdict::Reject(RejectReason::TooOld);
+    }
+    if t < min_valid {
+        return Verdict::Reject(RejectReason::OutOfBounds);
+    }
+    Verdict::Reject(RejectReason::OutOfOrder)
+}
+
+/// A hasher for keys that already are good 64-bit hashes.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = i;
+    }
+}
+
+type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+/// The in-memory part of one shard.
+pub(crate) struct Head {
+    /// Indexed by ref; `None` for refs removed by garbage collection.
+    pub series: Vec<Option<Box<MemSeries>>>,
+    /// Labels hash → first ref with that hash; further refs with the same hash in `collisions`.
+    by_hash: IdMap<u32>,
+    collisions: IdMap<Vec<u32>>,
+    pub index: HeadIndex,
+    /// Time bounds of the samples in the head (`i64::MAX`/`i64::MIN` when empty).
+    pub min_t: i64,
+    pub max_t: i64,
+    /// Samples below this time belong to blocks (Prometheus' `Head.minValidTime`).
+    pub min_valid_t: i64,
+    pub chunk_range: i64,
+    /// Deletion intervals per series ref, applied when the head is cut into blocks and by readers.
+    pub tombstones: HashMap<u32, Vec<(i64, i64)>>,
+    pub num_samples: u64,
+    pub num_chunks: u64,
+}
+
+impl Head {
+    pub(crate) fn new(chunk_range: i64, min_valid_t: i64) -> Self {
+        Head {
+            series: Vec::new(),
+            by_hash: IdMap::default(),
+            collisions: IdMap::default(),
+            index: HeadIndex::default(),
+            min_t: i64::MAX,
+            max_t: i64::MIN,
+            min_valid_t,
+            chunk_range,
+            tombstones: HashMap::new(),
+            num_samples: 0,
+            num_chunks: 0,
+        }
+    }
+
+    /// The ref of the series with these labels, if it is in the head (hash lookup + collision check).
+    pub(crate) fn get(&self, hash: u64, labels: &Labels) -> Option<u32> {
+        let r = *self.by_hash.get(&hash)?;
+        if self.series[r as usize].as_ref().is_some_and(|s| &s.labels == labels) {
+            return Some(r);
+        }
+        self.collisions
+            .get(&hash)?
+            .iter()
+            .copied()
+            .find(|&r| self.series[r as usize].as_ref().is_some_and(|s| &s.labels == labels))
+    }
+
+    pub(crate) fn series(&self, r: u32) -> Option<&MemSeries> {
+        self.series.get(r as usize).and_then(|s| s.as_deref())
+    }
+
+    /// Next ref the head would hand out.
+    pub(crate) fn next_ref(&self) -> u32 {
+        self.series.len() as u32
+    }
+
+    /// Creates a series with ref `r` (`r >= next_ref()`; refs in between stay empty). Idempotent when the
+    /// same series already has that ref (WAL replay meets series records twice after a checkpoint).
+    pub(crate) fn create(&mut self, r: u32, hash: u64, labels: Labels) -> bool {
+        if let Some(Some(s)) = self.series.get(r as usize) {
+            debug_assert!(s.labels == labels, "ref reused for other labels");
+            return false;
+        }
+        if (r as usize) >= self.series.len() {
+            self.series.resize_with(r as usize + 1, || None);
+        }
+        self.index.add(r, &labels);
+        match self.by_hash.get(&hash) {
+            None => {
+                self.by_hash.insert(hash, r);
+            }
+            Some(_) => self.collisions.entry(hash).or_default().push(r),
+        }
+        self.series[r as usize] = Some(Box::new(MemSeries::new(labels, hash)));
+        true
+    }
+
+    /// Prometheus' `Head.appendableMinValidTime`: no in-order sample may land in the window being
+    /// compacted (older than max − range/2) nor below what is already in blocks.
+    pub(crate) fn appendable_min_valid(&self) -> i64 {
+        if self.max_t == i64::MIN {
+            return self.min_valid_t;
+        }
+        self.min_valid_t.max(self.max_t.saturating_sub(self.chunk_range / 2))
+    }
+
+    /// Applies an accepted sample (verdict from [`appendable`]). Returns true when a chunk was created.
+    #[inline]
+    pub(crate) fn apply(&mut self, r: u32, s: Sample, verdict: Verdict) -> bool {
+        let range = self.chunk_range;
+        let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return false };
+        let created = match verdict {
+            Verdict::InOrder => ms.append(s.t, s.v, range),
+            Verdict::OutOfOrder => {
+                if !ms.insert_ooo(s) {
+                    return false;
+                }
+                false
+            }
+            _ => return false,
+        };
+        self.num_samples += 1;
+        if created {
+            self.num_chunks += 1;
+        }
+        if s.t < self.min_t {
+            self.min_t = s.t;
+        }
+        if s.t > self.max_t {
+            self.max_t = s.t;
+        }
+        created
+    }
+
+    /// Number of live series.
+    pub(crate) fn num_series(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Live series refs, ascending.
+    pub(crate) fn refs(&self) -> impl Iterator<Item = u32> + '_ {
+        self.series.iter().enumerate().filter(|(_, s)| s.is_some()).map(|(i, _)| i as u32)
+    }
+
+    /// Closes open chunks whose last sample is before `t` (they are complete for a cut at `t`).
+    pub(crate) fn close_open_chunks_before(&mut self, t: i64) {
+        for s in self.series.iter_mut().flatten() {
+            if s.open_n > 0 && s.last_t < t {
+                s.close_open();
+            }
+        }
+    }
+
+    /// Drops every chunk and out-of-order sample before `t` (they are in a block now), raises the minimum
+    /// valid time, garbage-collects series left empty (Prometheus' `Head.truncateMemory` + `gc`).
+    /// Returns the number of series removed.
+    pub(crate) fn truncate_before(&mut self, t: i64) -> usize {
+        self.min_valid_t = self.min_valid_t.max(t);
+        let mut removed = Vec::new();
+        let mut samples_dropped = 0u64;
+        let mut chunks_dropped = 0u64;
+        let mut min_t = i64::MAX;
+        for (i, slot) in self.series.iter_mut().enumerate() {
+            let Some(s) = slot.as_deref_mut() else { continue };
+            let k = s.chunks.iter().take_while(|c| c.maxt < t).count();
+            if k > 0 {
+                for c in &s.chunks[..k] {
+                    samples_dropped += u16::from_be_bytes([c.data[0], c.data[1]]) as u64;
+                }
+                chunks_dropped += k as u64;
+                s.chunks.drain(..k);
+                s.chunks.shrink_to_fit();
+            }
+            let before = s.ooo.len();
+            s.ooo.retain(|x| x.t >= t);
+            samples_dropped += (before - s.ooo.len()) as u64;
+            if s.is_empty() {
+                removed.push(i as u32);
+            } else if let Some(m) = s.min_t() {
+                min_t = min_t.min(m);
+            }
+        }
+        for &r in &removed {
+            let s = self.series[r as usize].take().expect("listed as present");
+            self.index.remove(r, &s.labels);
+            if self.by_hash.get(&s.hash) == Some(&r) {
+                self.by_hash.remove(&s.hash);
+                if let Some(mut c) = self.collisions.remove(&s.hash) {
+                    let first = c.remove(0);
+                    self.by_hash.insert(s.hash, first);
+                    if !c.is_empty() {
+                        self.collisions.insert(s.hash, c);
+                    }
+                }
+            } else if let Some(c) = self.collisions.get_mut(&s.hash) {
+                c.retain(|&x| x != r);
+                if c.is_empty() {
+                    self.collisions.remove(&s.hash);
+                }
+            }
+            self.tombstones.remove(&r);
+        }
+        for iv in self.tombstones.values_mut() {
+            iv.retain(|&(_, maxt)| maxt >= t);
+        }
+        self.tombstones.retain(|_, v| !v.is_empty());
+        self.num_samples = self.num_samples.saturating_sub(samples_dropped);
+        self.num_chunks = self.num_chunks.saturating_sub(chunks_dropped);
+        self.min_t = min_t;
+        if self.min_t == i64::MAX {
+            self.max_t = self.max_t.max(i64::MIN);
+        }
+        removed.len()
+    }
+
+    /// Deletion intervals of a series overlapping `[mint, maxt]`.
+    pub(crate) fn tombstones_of(&self, r: u32) -> &[(i64, i64)] {
+        self.tombstones.get(&r).map(|v| v.as_slice()).unwrap_or(&[])
+    }
+
+    pub(crate) fn add_tombstone(&mut self, r: u32, mint: i64, maxt: i64) {
+        let v = self.tombstones.entry(r).or_default();
+        v.push((mint, maxt));
+        v.sort_unstable();
+        // Merge overlapping/adjacent intervals.
+        let mut out: Vec<(i64, i64)> = Vec::with_capacity(v.len());
+        for &(a, b) in v.iter() {
+            match out.last_mut() {
+                Some(l) if a <= l.1.saturating_add(1) => l.1 = l.1.max(b),
+                _ => out.push((a, b)),
+            }
+        }
+        *v = out;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_model::labels;
+
+    #[test]
+    fn appendable_follows_prometheus() {
+        use RejectReason::*;
+        let v = |t, val: f64| appendable(100, 1f64.to_bits(), t, val, 100, 50, 0, 0);
+        assert_eq!(v(101, 5.0), Verdict::InOrder);
+        assert_eq!(v(100, 1.0), Verdict::Duplicate);
+        assert_eq!(v(100, 2.0), Verdict::Reject(DuplicateTimestamp));
+        assert_eq!(v(99, 2.0), Verdict::Reject(OutOfOrder));
+        assert_eq!(v(10, 2.0), Verdict::Reject(OutOfBounds));
+        // With an out-of-order window of 30.
+        let w = |t| appendable(100, 1f64.to_bits(), t, 3.0, 100, 50, 0, 30);
+        assert_eq!(w(80), Verdict::OutOfOrder);
+        assert_eq!(w(69), Verdict::Reject(TooOld));
+        assert_eq!(w(101), Verdict::InOrder);
+        // Out-of-order never below what is in blocks.
+        assert_eq!(appendable(100, 0, 75, 3.0, 100, 80, 80, 30), Verdict::Reject(TooOld));
+        // A fresh series accepts anything at or after the minimum valid time.
+        assert_eq!(appendable(i64::MIN, 0, 60, 3.0, 100, 50, 0, 0), Verdict::InOrder);
+    }
+
+    #[test]
+    fn chunks_cut_at_120_samples_and_block_boundaries() {
+        let mut h = Head::new(1000, i64::MIN);
+        let l = labels!("__name__" => "x");
+        h.create(0, l.hash(), l.clone());
+        for t in 0..250 {
+            h.apply(0, Sample::new(t, t as f64), Verdict::InOrder);
+        }
+        let s = h.series(0).expect("exists");
+        assert_eq!(s.chunks.len(), 2);
+        assert_eq!((s.chunks[0].mint, s.chunks[0].maxt), (0, 119));
+        assert_eq!(s.open_n, 10);
+        for t in [990, 995, 1001] {
+            h.apply(0, Sample::new(t, 1.0), Verdict::InOrder);
+        }
+        let s = h.series(0).expect("exists");
+        // 240..249 + 990 + 995 closed at the 1000 boundary; 1001 opens a new chunk.
+        assert_eq!(s.chunks.last().map(|c| (c.mint, c.maxt)), Some((240, 995)));
+        assert_eq!(s.open_mint, 1001);
+        assert_eq!(h.get(l.hash(), &l), Some(0));
+        assert_eq!(h.num_samples, 253);
+    }
+
+    #[test]
+    fn truncation_drops_old_chunks_and_gcs_empty_series() {
+        let mut h = Head::new(1000, i64::MIN);
+        let a = labels!("__name__" => "a");
+        let b = labels!("__name__" => "b");
+        h.create(0, a.hash(), a.clone());
+        h.create(1, b.hash(), b.clone());
+        for t in 0..1500 {
+            h.apply(0, Sample::new(t, 1.0), Verdict::InOrder);
+        }
+        for t in 0..500 {
+            h.apply(1, Sample::new(t, 1.0), Verdict::InOrder);
+        }
+        h.close_open_chunks_before(1000);
+        assert_eq!(h.truncate_before(1000), 1);
+        assert_eq!(h.get(b.hash(), &b), None);
+        assert_eq!(h.min_t, 1000);
+        assert_eq!(h.num_series(), 1);
+        assert_eq!(h.num_samples, 500);
+    }
+}

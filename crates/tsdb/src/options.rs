@@ -1,0 +1,78 @@
+//! Options of a database ([`Options`]), with Prometheus' defaults where Prometheus has one.
+
+pub use tessera_wal::FsyncPolicy;
+
+/// How a [`crate::Db`] is opened.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Number of shards (default: the number of available cores). Recorded on disk at creation; a database
+    /// cannot be reopened with another count (resharding is not supported).
+    pub shards: usize,
+    /// Width of a level-1 block and of the head's cut grid, ms (default 2 h, Prometheus' `min-block-duration`).
+    pub block_range_ms: i64,
+    /// Blocks entirely older than this (relative to the newest block's end) are deleted; 0 = off (default 15 d).
+    pub retention_ms: i64,
+    /// The oldest blocks are deleted while all blocks together exceed this many bytes; 0 = off (default).
+    pub retention_bytes: u64,
+    /// Out-of-order window, ms (default 0 = out-of-order samples rejected, as in Prometheus).
+    pub ooo_window_ms: i64,
+    /// When the WAL is fsynced (default `Interval(1 s)`; see `tessera_wal::FsyncPolicy`).
+    pub fsync: FsyncPolicy,
+    /// WAL segment size (default 128 MiB).
+    pub wal_segment_bytes: u64,
+    /// Run head cuts, compaction, retention and the fsync timer in a background thread (default true).
+    /// When false, head cuts happen inline in commits and the rest only through [`crate::Db::compact`].
+    pub background: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            shards: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            block_range_ms: 2 * 3600 * 1000,
+            retention_ms: 15 * 24 * 3600 * 1000,
+            retention_bytes: 0,
+            ooo_window_ms: 0,
+            fsync: FsyncPolicy::default(),
+            wal_segment_bytes: 128 << 20,
+            background: true,
+        }
+    }
+}
+
+impl Options {
+    pub(crate) fn validate(&self) -> Result<(), crate::Error> {
+        let bad = |m: &str| Err(crate::Error::InvalidOptions(m.to_string()));
+        if self.shards == 0 || self.shards > 4096 {
+            return bad("shards must be in 1..=4096");
+        }
+        if self.block_range_ms < 1000 {
+            return bad("block_range_ms must be at least 1000");
+        }
+        if self.retention_ms < 0 || self.ooo_window_ms < 0 {
+            return bad("retention_ms and ooo_window_ms must not be negative");
+        }
+        if self.ooo_window_ms > self.block_range_ms / 2 {
+            return bad("ooo_window_ms must not exceed half of block_range_ms");
+        }
+        if self.wal_segment_bytes < tessera_wal::WalOptions::MIN_SEGMENT_BYTES {
+            return bad("wal_segment_bytes too small");
+        }
+        Ok(())
+    }
+
+    /// Block ranges for compaction: 1×, 3×, 9×, … of `block_range_ms`, capped at a tenth of the retention
+    /// (Prometheus' `ExponentialBlockRanges(min, 10, 3)` and its retention cap).
+    pub(crate) fn compaction_ranges(&self) -> Vec<i64> {
+        let mut v = vec![self.block_range_ms];
+        let cap = if self.retention_ms > 0 { self.retention_ms / 10 } else { i64::MAX };
+        for _ in 0..9 {
+            let next = v.last().copied().expect("non-empty").saturating_mul(3);
+            if next > cap {
+                break;
+            }
+            v.push(next);
+        }
+        v
+    }
+}

@@ -1,0 +1,655 @@
+//! One shard: a self-contained mini-TSDB in `dir/shard-NNN/` with its head, its WAL (`wal/`) and its blocks.
+//!
+//! Concurrency: two locks. `writer` (a mutex) serialises everything that writes: commits, head cuts,
+//! deletions; it owns the WAL. `state` (a rwlock) guards what readers see: the head and the list of
+//! open blocks. A commit validates under a read lock, logs its WAL record while holding no state lock at
+//! all (readers are never blocked by disk I/O), then applies the batch under a short write lock, so a
+//! batch becomes visible all at once and only after it is in the WAL (Prometheus' `headAppender.Commit`
+//! order: log first, then append to the series).
+//!
+//! Head cuts (Prometheus' `DB.compactHead` + `Head.truncateMemory` + `Head.truncateWAL`): when the head
+//! spans more than 1.5 block ranges, its oldest block-range window is written as a block, dropped from
+//! the head, and the WAL segments that only hold data older than the cut are replaced by a checkpoint of
+//! the live series and tombstones.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use parking_lot::{Mutex, RwLock};
+use tessera_model::{ChunkRef, Labels, Sample};
+use tessera_wal::{Wal, WalError, WalOptions};
+
+use crate::appender::{CommitReport, RejectReason, Rejected};
+use crate::block::{self, Block};
+use crate::error::{Error, Result};
+use crate::head::{appendable, Head, IdHasher, Verdict};
+use crate::metrics::Metrics;
+use crate::options::Options;
+use crate::querier::finalize_chunks;
+use crate::tombstones::Interval;
+use crate::wal_records::{self, BatchEncoder, Record, TombstoneRec};
+
+pub(crate) const WAL_DIR: &str = "wal";
+
+/// One `add()` call routed to this shard.
+pub(crate) struct ShardBatch {
+    pub index: usize,
+    pub hash: u64,
+    pub labels: Labels,
+    pub samples: Vec<Sample>,
+}
+
+/// What readers see.
+pub(crate) struct State {
+    pub head: Head,
+    /// Open blocks, sorted by `mint_ms`.
+    pub blocks: Vec<Arc<Block>>,
+}
+
+struct Writer {
+    wal: Option<Wal>,
+    poisoned: Option<String>,
+    buf: Vec<u8>,
+    /// Largest sample time logged per WAL segment (segments absent here hold no samples).
+    seg_maxt: BTreeMap<u64, i64>,
+    next_ref: u32,
+    // Scratch reused across commits.
+    verdicts: Vec<Verdict>,
+}
+
+pub(crate) struct Shard {
+    pub id: usize,
+    pub dir: PathBuf,
+    opts: Options,
+    metrics: Arc<Metrics>,
+    writer: Mutex<Writer>,
+    pub state: RwLock<State>,
+}
+
+type IdMap<V> = HashMap<u32, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+fn wal_err(e: WalError) -> Error {
+    Error::Wal(Box::new(e))
+}
+
+impl Shard {
+    /// Opens (or creates) the shard in `dir`: opens its blocks, replays its WAL, opens the WAL writer.
+    pub(crate) fn open(id: usize, dir: PathBuf, opts: Options, metrics: Arc<Metrics>) -> Result<Shard> {
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let blocks = open_blocks(&dir)?;
+        let min_valid = blocks.iter().map(|b| b.meta().maxt_ms).max().unwrap_or(i64::MIN);
+        let mut head = Head::new(opts.block_range_ms, min_valid);
+        let wal_dir = dir.join(WAL_DIR);
+        std::fs::create_dir_all(&wal_dir).map_err(|e| Error::io(&wal_dir, e))?;
+        replay(&wal_dir, &mut head, &opts, &metrics)?;
+        let wal = Wal::open(&wal_dir, WalOptions { segment_bytes: opts.wal_segment_bytes, fsync: opts.fsync })
+            .map_err(wal_err)?;
+        // Segments written before this process: their sample times are unknown, assume the newest.
+        let mut seg_maxt = BTreeMap::new();
+        let (first, last) = wal.segment_range();
+        if head.max_t != i64::MIN {
+            for s in first..last {
+                seg_maxt.insert(s, head.max_t);
+            }
+        }
+        let next_ref = head.next_ref();
+        let shard = Shard {
+            id,
+            dir,
+            opts,
+            metrics,
+            writer: Mutex::new(Writer { wal: Some(wal), poisoned: None, buf: Vec::new(), seg_maxt, next_ref, verdicts: Vec::new() }),
+            state: RwLock::new(State { head, blocks }),
+        };
+        shard.update_gauges();
+        Ok(shard)
+    }
+
+    pub(crate) fn update_gauges(&self) {
+        // Gauges are summed over shards by the Db (see Db::refresh_gauges); nothing per shard here.
+    }
+
+    /// Validates, logs and applies the batches routed to this shard.
+    pub(crate) fn commit(&self, batches: Vec<ShardBatch>) -> Result<CommitReport> {
+        let mut wg = self.writer.lock();
+        let w = &mut *wg;
+        if let Some(p) = &w.poisoned {
+            return Err(Error::Poisoned(format!("shard {}: {p}", self.id)));
+        }
+        if w.wal.is_none() {
+            return Err(Error::Closed);
+        }
+        let mut report = CommitReport::default();
+        let ooo_window = self.opts.ooo_window_ms;
+
+        // Phase 1: resolve series and judge every sample against the head as it is (read lock).
+        let mut refs: Vec<(u32, bool)> = Vec::with_capacity(batches.len());
+        let mut new_series: Vec<(u32, u64, usize)> = Vec::new(); // (ref, hash, batch position)
+        w.verdicts.clear();
+        let mut batch_maxt = i64::MIN;
+        {
+            let st = self.state.read();
+            let head = &st.head;
+            let min_valid = head.appendable_min_valid();
+            let block_min_valid = head.min_valid_t;
+            let head_max = head.max_t;
+            let mut pending: IdMap<(i64, u64)> = IdMap::default();
+            let mut new_by_hash: HashMap<u64, Vec<(u32, usize)>, std::hash::BuildHasherDefault<IdHasher>> =
+                HashMap::default();
+            for (bi, b) in batches.iter().enumerate() {
+                let found = head.get(b.hash, &b.labels).or_else(|| {
+                    new_by_hash
+                        .get(&b.hash)
+                        .and_then(|v| v.iter().find(|(_, pos)| batches[*pos].labels == b.labels).map(|(r, _)| *r))
+                });
+                let (r, is_new) = match found {
+                    Some(r) => (r, false),
+                    None => {
+                        let r = w.next_ref;
+                        w.next_ref = w.next_ref.checked_add(1).ok_or_else(|| Error::Other("series refs exhausted".into()))?;
+                        new_series.push((r, b.hash, bi));
+                        new_by_hash.entry(b.hash).or_default().push((r, bi));
+                        (r, true)
+                    }
+                };
+                refs.push((r, is_new));
+                let ms = head.series(r);
+                let (mut last_t, mut last_bits) = match pending.get(&r) {
+                    Some(&p) => p,
+                    None => ms.map(|s| (s.last_t, s.last_bits)).unwrap_or((i64::MIN, 0)),
+                };
+                let mut rej: [(u64, i64); 4] = [(0, 0); 4];
+                for s in &b.samples {
+                    let mut v = appendable(last_t, last_bits, s.t, s.v, head_max, min_valid, block_min_valid, ooo_window);
+                    match v {
+                        Verdict::InOrder => {
+                            last_t = s.t;
+                            last_bits = s.v.to_bits();
+                            report.samples_written += 1;
+                            batch_maxt = batch_maxt.max(s.t);
+                        }
+                        Verdict::Duplicate => report.samples_written += 1,
+                        Verdict::OutOfOrder => {
+                            // Prometheus' OOO head chunk rejects a second sample at the same time.
+                            match ms.and_then(|m| m.ooo_at(s.t)) {
+                                Some(bits) if bits == s.v.to_bits() => v = Verdict::Duplicate,
+                                Some(_) => v = Verdict::Reject(RejectReason::DuplicateTimestamp),
+                                None => batch_maxt = batch_maxt.max(s.t),
+                            }
+                            if v != Verdict::Reject(RejectReason::DuplicateTimestamp) {
+                                report.samples_written += 1;
+                            }
+                        }
+                        Verdict::Reject(_) => {}
+                    }
+                    if let Verdict::Reject(reason) = v {
+                        let slot = &mut rej[reason.index()];
+                        if slot.0 == 0 {
+                            slot.1 = s.t;
+                        }
+                        slot.0 += 1;
+                    }
+                    w.verdicts.push(v);
+                }
+                pending.insert(r, (last_t, last_bits));
+                for reason in RejectReason::ALL {
+                    let (count, first_t_ms) = rej[reason.index()];
+                    if count > 0 {
+                        self.metrics.add_rejected(reason, count);
+                        report.rejected.push(Rejected { batch_index: b.index, reason, count, first_t_ms });
+                    }
+                }
+            }
+        }
+
+        // Phase 2: one WAL record for the whole batch set, logged with no state lock held.
+        let mut scratch: Vec<Sample> = Vec::new();
+        {
+            let defs = new_series.iter().map(|&(r, _, bi)| (r, &batches[bi].labels));
+            let mut enc = BatchEncoder::new(&mut w.buf, defs.collect::<Vec<_>>().into_iter());
+            let mut vi = 0;
+            for (bi, b) in batches.iter().enumerate() {
+                scratch.clear();
+                for s in &b.samples {
+                    if matches!(w.verdicts[vi], Verdict::InOrder | Verdict::OutOfOrder) {
+                        scratch.push(*s);
+                    }
+                    vi += 1;
+                }
+                if !scratch.is_empty() {
+                    enc.group(refs[bi].0, &scratch);
+                }
+            }
+            enc.finish();
+        }
+        let has_content = !new_series.is_empty() || w.verdicts.iter().any(|v| matches!(v, Verdict::InOrder | Verdict::OutOfOrder));
+        if has_content {
+            let wal = w.wal.as_mut().expect("checked above");
+            if let Err(e) = wal.log(&w.buf) {
+                let msg = format!("WAL write failed: {e}");
+                tracing::error!(shard = self.id, error = %e, "WAL write failed; shard poisoned");
+                w.poisoned = Some(msg.clone());
+                return Err(Error::Poisoned(format!("shard {}: {msg}", self.id)));
+            }
+            self.metrics.wal_bytes_written.fetch_add(w.buf.len() as u64, Relaxed);
+            if batch_maxt != i64::MIN {
+                let seg = wal.segment_range().1;
+                let e = w.seg_maxt.entry(seg).or_insert(i64::MIN);
+                *e = (*e).max(batch_maxt);
+            }
+        }
+
+        // Phase 3: apply under the write lock; the batch becomes visible at once.
+        let mut appended = 0u64;
+        let mut ooo = 0u64;
+        {
+            let mut st = self.state.write();
+            let head = &mut st.head;
+            let mut batches = batches;
+            for &(r, hash, bi) in &new_series {
+                let labels = std::mem::take(&mut batches[bi].labels);
+                head.create(r, hash, labels);
+            }
+            let mut vi = 0;
+            for (bi, b) in batches.iter().enumerate() {
+                let r = refs[bi].0;
+                for s in &b.samples {
+                    let v = w.verdicts[vi];
+                    vi += 1;
+                    match v {
+                        Verdict::InOrder => {
+                            head.apply(r, *s, v);
+                            appended += 1;
+                        }
+                        Verdict::OutOfOrder => {
+                            head.apply(r, *s, v);
+                            appended += 1;
+                            ooo += 1;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        report.series_created = new_series.len() as u64;
+        self.metrics.samples_appended.fetch_add(appended, Relaxed);
+        self.metrics.out_of_order_samples_appended.fetch_add(ooo, Relaxed);
+        self.metrics.series_created.fetch_add(new_series.len() as u64, Relaxed);
+
+        // Bound memory: cut inline when no background thread does it, or when it falls behind.
+        let (span, compactable) = self.head_span();
+        if compactable && (!self.opts.background || span > 2 * self.opts.block_range_ms) {
+            self.cut_locked(w, false)?;
+        }
+        Ok(report)
+    }
+
+    /// (max − min of the head, whether it is compactable: Prometheus' `Head.compactable`).
+    fn head_span(&self) -> (i64, bool) {
+        let st = self.state.read();
+        let h = &st.head;
+        if h.max_t == i64::MIN || h.min_t == i64::MAX {
+            return (0, false);
+        }
+        let span = h.max_t.saturating_sub(h.min_t);
+        (span, span > self.opts.block_range_ms / 2 * 3)
+    }
+
+    /// Cuts the head into blocks when due (`force`: cut everything, leaving the head empty).
+    pub(crate) fn cut(&self, force: bool) -> Result<()> {
+        let mut w = self.writer.lock();
+        if w.wal.is_none() {
+            return Err(Error::Closed);
+        }
+        self.cut_locked(&mut w, force)
+    }
+
+    pub(crate) fn cut_if_due(&self) -> Result<()> {
+        if self.head_span().1 { self.cut(false) } else { Ok(()) }
+    }
+
+    fn cut_locked(&self, w: &mut Writer, force: bool) -> Result<()> {
+        let range = self.opts.block_range_ms;
+        let mut cut_any = false;
+        loop {
+            let (min_t, max_t, min_valid) = {
+                let st = self.state.read();
+                (st.head.min_t, st.head.max_t, st.head.min_valid_t)
+            };
+            if min_t == i64::MAX || max_t == i64::MIN {
+                break;
+            }
+            let due = max_t.saturating_sub(min_t) > range / 2 * 3;
+            if !due && !force {
+                break;
+            }
+            let aligned = min_t.div_euclid(range) * range;
+            let w_start = aligned.max(min_valid);
+            let mut w_end = aligned + range;
+            if force && w_end > max_t {
+                // The final window of a flush ends right after the newest sample, so writing can resume.
+                w_end = max_t + 1;
+            }
+            self.cut_window(w_start, w_end)?;
+            cut_any = true;
+        }
+        if cut_any {
+            self.truncate_wal(w);
+        }
+        Ok(())
+    }
+
+    /// Writes the head's data in `[w_start, w_end)` as a block and drops it from the head.
+    fn cut_window(&self, w_start: i64, w_end: i64) -> Result<()> {
+        self.state.write().head.close_open_chunks_before(w_end);
+        let mut series: Vec<(Labels, Vec<ChunkRef>)> = Vec::new();
+        {
+            let st = self.state.read();
+            let head = &st.head;
+            let mut extra = Vec::new();
+            for r in head.refs() {
+                let ms = head.series(r).expect("listed");
+                let mut chunks: Vec<ChunkRef> =
+                    ms.chunks.iter().take_while(|c| c.maxt < w_end).map(|c| c.to_ref()).collect();
+                extra.clear();
+                extra.extend(ms.ooo.iter().take_while(|s| s.t < w_end).copied());
+                if chunks.is_empty() && extra.is_empty() {
+                    continue;
+                }
+                let dels: Vec<Interval> =
+                    head.tombstones_of(r).iter().map(|&(a, b)| Interval::new(a, b)).collect();
+                if !extra.is_empty() || !dels.is_empty() {
+                    chunks = finalize_chunks(chunks, &extra, &dels)?;
+                }
+                if !chunks.is_empty() {
+                    series.push((ms.labels.clone(), chunks));
+                }
+            }
+        }
+        series.sort_by(|a, b| a.0.cmp(&b.0));
+        let meta = block::writer::write_block(&self.dir, w_start, w_end, series.into_iter().map(Ok), 1, Vec::new())?;
+        let blk = match meta {
+            Some(m) => Some(Block::open(&self.dir.join(&m.id))?),
+            None => None,
+        };
+        let mut st = self.state.write();
+        if let Some(b) = blk {
+            st.blocks.push(b);
+            st.blocks.sort_by_key(|b| b.meta().mint_ms);
+        }
+        let removed = st.head.truncate_before(w_end);
+        drop(st);
+        self.metrics.series_removed.fetch_add(removed as u64, Relaxed);
+        self.metrics.head_cuts.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    /// After a cut: a new segment, a checkpoint of the live series standing for every segment that only
+    /// holds data older than the head, and those segments deleted (Prometheus' `Head.truncateWAL`).
+    /// Failures are logged, not returned: the data is safe in the blocks and the old segments.
+    fn truncate_wal(&self, w: &mut Writer) {
+        let Some(wal) = w.wal.as_mut() else { return };
+        let min_valid = self.state.read().head.min_valid_t;
+        let next = match wal.next_segment() {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(shard = self.id, error = %e, "WAL: could not start a new segment; shard poisoned");
+                w.poisoned = Some(format!("WAL segment rotation failed: {e}"));
+                return;
+            }
+        };
+        let (first, _) = wal.segment_range();
+        let mut k = first;
+        while k < next && w.seg_maxt.get(&k).is_none_or(|&m| m < min_valid) {
+            k += 1;
+        }
+        if k <= first {
+            return;
+        }
+        let records = {
+            let st = self.state.read();
+            let head = &st.head;
+            let mut recs = Vec::new();
+            let refs: Vec<u32> = head.refs().collect();
+            for chunk in refs.chunks(4096) {
+                let mut buf = Vec::new();
+                wal_records::encode_series(
+                    &mut buf,
+                    chunk.iter().map(|&r| (r, &head.series(r).expect("listed").labels)).collect::<Vec<_>>().into_iter(),
+                );
+                recs.push(buf);
+            }
+            let ts: Vec<TombstoneRec> = head
+                .tombstones
+                .iter()
+                .flat_map(|(&r, iv)| iv.iter().map(move |&(a, b)| TombstoneRec { series_ref: r, mint_ms: a, maxt_ms: b }))
+                .collect();
+            if !ts.is_empty() {
+                let mut buf = Vec::new();
+                wal_records::encode_tombstones(&mut buf, &ts);
+                recs.push(buf);
+            }
+            recs
+        };
+        let wal_dir = self.dir.join(WAL_DIR);
+        if let Err(e) = tessera_wal::write_checkpoint(&wal_dir, k, records.into_iter()) {
+            tracing::warn!(shard = self.id, error = %e, "WAL checkpoint failed; old segments kept");
+            return;
+        }
+        if let Err(e) = wal.truncate_before(k) {
+            tracing::warn!(shard = self.id, error = %e, "WAL truncation failed; retried at the next cut");
+        }
+        w.seg_maxt.retain(|&s, _| s >= k);
+    }
+
+    /// Records deletion intervals for the head series matching `matchers` (logged to the WAL) and for
+    /// every block (their tombstone files).
+    pub(crate) fn delete(&self, mint: i64, maxt: i64, matchers: &[tessera_model::Matcher]) -> Result<()> {
+        let mut w = self.writer.lock();
+        if let Some(p) = &w.poisoned {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        let refs = {
+            let st = self.state.read();
+            crate::index::postings_for_matchers(&st.head.index, matchers)?
+        };
+        if !refs.is_empty() {
+            let ts: Vec<TombstoneRec> =
+                refs.iter().map(|&r| TombstoneRec { series_ref: r, mint_ms: mint, maxt_ms: maxt }).collect();
+            let mut buf = Vec::new();
+            wal_records::encode_tombstones(&mut buf, &ts);
+            let wal = w.wal.as_mut().ok_or(Error::Closed)?;
+            if let Err(e) = wal.log(&buf) {
+                w.poisoned = Some(format!("WAL write failed: {e}"));
+                return Err(Error::Poisoned(format!("shard {}: WAL write failed: {e}", self.id)));
+            }
+            let mut st = self.state.write();
+            for &r in &refs {
+                st.head.add_tombstone(r, mint, maxt);
+            }
+        }
+        let blocks: Vec<Arc<Block>> = self.state.read().blocks.clone();
+        for b in blocks {
+            let m = b.meta();
+            if m.overlaps_closed(mint, maxt) {
+                b.delete_matching(matchers, mint, maxt)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// fsyncs the WAL if the interval policy says so (called by the background ticker).
+    pub(crate) fn sync_if_due(&self) {
+        let mut w = self.writer.lock();
+        if w.poisoned.is_some() {
+            return;
+        }
+        if let Some(wal) = w.wal.as_mut() {
+            let t0 = std::time::Instant::now();
+            if let Err(e) = wal.sync_if_due() {
+                tracing::error!(shard = self.id, error = %e, "WAL fsync failed; shard poisoned");
+                w.poisoned = Some(format!("WAL fsync failed: {e}"));
+            }
+            let el = t0.elapsed();
+            if el.as_micros() > 20 {
+                self.metrics.wal_fsyncs.fetch_add(1, Relaxed);
+                self.metrics.wal_fsync_nanos.fetch_add(el.as_nanos() as u64, Relaxed);
+            }
+        }
+    }
+
+    /// fsyncs and closes the WAL; later writes fail with [`Error::Closed`]. Idempotent.
+    pub(crate) fn close(&self) -> Result<()> {
+        let mut w = self.writer.lock();
+        if let Some(wal) = w.wal.take() {
+            if w.poisoned.is_none() {
+                wal.close().map_err(wal_err)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn wal_bytes(&self) -> u64 {
+        self.writer.lock().wal.as_ref().map(|w| w.size_bytes()).unwrap_or(0)
+    }
+
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.writer.lock().poisoned.is_some()
+    }
+
+    /// Replaces blocks after compaction/retention: `remove` are dropped from the list (their
+    /// directories deleted by the caller), `add` are inserted.
+    pub(crate) fn swap_blocks(&self, remove: &[String], add: Vec<Arc<Block>>) {
+        let mut st = self.state.write();
+        st.blocks.retain(|b| !remove.iter().any(|id| id == b.id()));
+        st.blocks.extend(add);
+        st.blocks.sort_by_key(|b| b.meta().mint_ms);
+    }
+
+    pub(crate) fn blocks(&self) -> Vec<Arc<Block>> {
+        self.state.read().blocks.clone()
+    }
+
+    pub(crate) fn opts(&self) -> &Options {
+        &self.opts
+    }
+
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+}
+
+/// Opens every block directory of a shard; a block that fails to open (corruption) is reported and
+/// skipped so the rest of the shard keeps working. Leftover `.tmp` directories of interrupted writes are
+/// removed.
+fn open_blocks(dir: &Path) -> Result<Vec<Arc<Block>>> {
+    let mut out = Vec::new();
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    for ent in rd {
+        let ent = ent.map_err(|e| Error::io(dir, e))?;
+        let name = ent.file_name().to_string_lossy().to_string();
+        let path = ent.path();
+        if !path.is_dir() {
+            continue;
+        }
+        if name.ends_with(".tmp") {
+            if let Err(e) = std::fs::remove_dir_all(&path) {
+                tracing::warn!(dir = %path.display(), error = %e, "could not remove leftover temporary block");
+            }
+            continue;
+        }
+        if !block::meta::is_block_id(&name) {
+            continue;
+        }
+        match Block::open(&path) {
+            Ok(b) => out.push(b),
+            Err(e) => tracing::error!(dir = %path.display(), error = %e, "skipping unreadable block"),
+        }
+    }
+    out.sort_by_key(|b| b.meta().mint_ms);
+    Ok(out)
+}
+
+/// Replays checkpoint and segments into `head`. A torn tail is handled by the WAL (truncated with a
+/// warning); a corrupt record is reported with file and offset, the log is repaired (cut there) and the
+/// shard opens with everything before it.
+fn replay(wal_dir: &Path, head: &mut Head, opts: &Options, metrics: &Metrics) -> Result<()> {
+    let mut apply = |rec: &[u8]| -> std::result::Result<(), WalError> {
+        metrics.wal_replayed_records.fetch_add(1, Relaxed);
+        match wal_records::decode(rec) {
+            Ok(r) => replay_record(head, r, opts),
+            Err(e) => {
+                metrics.wal_corruptions.fetch_add(1, Relaxed);
+                tracing::error!(dir = %wal_dir.display(), offset = e.offset, reason = e.reason, "undecodable WAL record skipped");
+            }
+        }
+        Ok(())
+    };
+    loop {
+        match tessera_wal::read_all(wal_dir, &mut apply) {
+            Ok(_) => return Ok(()),
+            Err(WalError::Corruption(c)) => {
+                metrics.wal_corruptions.fetch_add(1, Relaxed);
+                tracing::error!(file = %c.path.display(), offset = c.offset, kind = %c.kind, "corrupt WAL; repairing (records after it are dropped)");
+                tessera_wal::repair(wal_dir, &c).map_err(wal_err)?;
+                // Everything before the damage has been applied; the repaired log ends there.
+                return Ok(());
+            }
+            Err(e) => return Err(wal_err(e)),
+        }
+    }
+}
+
+fn replay_record(head: &mut Head, rec: Record, opts: &Options) {
+    let create = |head: &mut Head, defs: Vec<wal_records::SeriesDef>| {
+        for d in defs {
+            // Idempotent: a checkpoint and the segments after it may both define a series.
+            if head.series(d.series_ref).is_none() {
+                let hash = d.labels.hash();
+                head.create(d.series_ref, hash, d.labels);
+            }
+        }
+    };
+    match rec {
+        Record::Series(defs) => create(head, defs),
+        Record::Batch { series, groups } => {
+            create(head, series);
+            for g in groups {
+                let Some(ms) = head.series(g.series_ref) else { continue };
+                let (mut last_t, mut last_bits) = (ms.last_t, ms.last_bits);
+                for s in g.samples {
+                    let v = appendable(
+                        last_t,
+                        last_bits,
+                        s.t,
+                        s.v,
+                        head.max_t,
+                        head.min_valid_t,
+                        head.min_valid_t,
+                        opts.ooo_window_ms.max(if s.t < last_t { i64::MAX / 4 } else { 0 }),
+                    );
+                    match v {
+                        Verdict::InOrder => {
+                            last_t = s.t;
+                            last_bits = s.v.to_bits();
+                            head.apply(g.series_ref, s, v);
+                        }
+                        Verdict::OutOfOrder => {
+                            head.apply(g.series_ref, s, v);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Record::Tombstones(ts) => {
+            for t in ts {
+                if head.series(t.series_ref).is_some() {
+                    head.add_tombstone(t.series_ref, t.mint_ms, t.maxt_ms);
+                }
+            }
+        }
+    }
+}

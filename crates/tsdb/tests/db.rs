@@ -1,0 +1,279 @@
+//! Behaviour of the embedded API: round trips, Prometheus' append rules, head vs blocks, matchers,
+//! deletion, retention, reopen.
+
+mod common;
+
+use common::*;
+use tessera_model::{labels, MatchOp, Queryable, Sample, SelectHints, STALE_NAN};
+use tessera_tsdb::{Db, Error, Options, RejectReason};
+
+fn series(i: usize) -> tessera_model::Labels {
+    tessera_model::Labels::from_pairs([
+        ("__name__", "m".to_string()),
+        ("i", i.to_string()),
+        ("parity", if i % 2 == 0 { "even" } else { "odd" }.to_string()),
+    ])
+}
+
+#[test]
+fn write_read_round_trip_across_shards() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(3)).expect("open");
+    let mut app = db.appender();
+    for i in 0..20 {
+        let s: Vec<Sample> = (0..300).map(|t| Sample::new(t, (i * 1000 + t as usize) as f64)).collect();
+        app.add(series(i), &s);
+    }
+    let rep = app.commit().expect("commit");
+    assert_eq!(rep.samples_written, 6000);
+    assert_eq!(rep.series_created, 20);
+    assert!(rep.rejected.is_empty());
+    let got = query(&db, &[eq("__name__", "m")], 0, 299);
+    assert_eq!(got.len(), 20);
+    let mut sorted = got.iter().map(|(l, _)| l.clone()).collect::<Vec<_>>();
+    sorted.sort();
+    assert_eq!(sorted, got.iter().map(|(l, _)| l.clone()).collect::<Vec<_>>(), "label-sorted");
+    for (l, s) in &got {
+        let i: usize = l.get("i").parse().expect("num");
+        assert_eq!(s.len(), 300);
+        assert_eq!(s[7], Sample::new(7, (i * 1000 + 7) as f64));
+    }
+    // Range restriction.
+    let got = query(&db, &[eq("i", "3")], 100, 109);
+    assert_eq!(got[0].1.len(), 10);
+    let st = db.stats();
+    assert_eq!(st.head_series, 20);
+    assert_eq!(st.head_samples, 6000);
+}
+
+#[test]
+fn rejections_follow_prometheus_and_rest_of_batch_is_written() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(1)).expect("open");
+    let l = labels!("__name__" => "x");
+    let mut app = db.appender();
+    app.add(l.clone(), &[Sample::new(10, 1.0), Sample::new(20, 2.0)]);
+    app.commit().expect("commit");
+    let mut app = db.appender();
+    app.add(l.clone(), &[
+        Sample::new(20, 2.0), // exact duplicate: silently ok
+        Sample::new(20, 3.0), // duplicate timestamp, other value
+        Sample::new(15, 3.0), // out of order
+        Sample::new(14, 3.0), // out of order
+        Sample::new(30, 4.0), // fine
+    ]);
+    app.add(labels!("__name__" => "y"), &[Sample::new(25, 1.0)]);
+    let rep = app.commit().expect("commit");
+    assert_eq!(rep.samples_written, 3);
+    assert_eq!(rep.rejected.len(), 2);
+    assert_eq!((rep.rejected[0].batch_index, rep.rejected[0].reason, rep.rejected[0].count), (0, RejectReason::OutOfOrder, 2));
+    assert_eq!(rep.rejected[0].first_t_ms, 15);
+    assert_eq!((rep.rejected[1].reason, rep.rejected[1].count), (RejectReason::DuplicateTimestamp, 1));
+    assert_eq!(RejectReason::DuplicateTimestamp.as_str(), "duplicate sample for timestamp");
+    let got = query(&db, &[eq("__name__", "x")], 0, 100);
+    assert_eq!(bits(&got[0].1), bits(&[Sample::new(10, 1.0), Sample::new(20, 2.0), Sample::new(30, 4.0)]));
+    // Out of bounds: older than head max − range/2 for a fresh series (range 1000 → 500).
+    // (The bound is taken from the head as the commit starts, like Prometheus' appender.)
+    let mut app = db.appender();
+    app.add(labels!("__name__" => "x"), &[Sample::new(5000, 1.0)]);
+    app.commit().expect("commit");
+    let mut app = db.appender();
+    app.add(labels!("__name__" => "q"), &[Sample::new(6000, 1.0)]);
+    app.add(labels!("__name__" => "z"), &[Sample::new(4000, 1.0), Sample::new(4600, 1.0)]);
+    let rep = app.commit().expect("commit");
+    assert_eq!(rep.rejected.len(), 1, "{rep:?}");
+    assert_eq!((rep.rejected[0].batch_index, rep.rejected[0].reason, rep.rejected[0].count), (1, RejectReason::OutOfBounds, 1));
+    let mut text = String::new();
+    db.metrics().encode_text(&mut text);
+    assert!(text.contains("tessera_tsdb_samples_rejected_total{reason=\"out_of_order\"} 2"), "{text}");
+    assert!(text.contains("# TYPE tessera_tsdb_samples_appended_total counter"));
+}
+
+#[test]
+fn out_of_order_window_accepts_and_merges() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let o = Options { ooo_window_ms: 300, ..opts(1) };
+    let db = Db::open(dir.path(), o.clone()).expect("open");
+    let l = labels!("__name__" => "x");
+    let mut app = db.appender();
+    app.add(l.clone(), &[Sample::new(100, 1.0), Sample::new(200, 2.0), Sample::new(400, 4.0)]);
+    app.commit().expect("commit");
+    let mut app = db.appender();
+    app.add(l.clone(), &[Sample::new(300, 3.0), Sample::new(150, 1.5), Sample::new(50, 0.5), Sample::new(200, 9.0)]);
+    let rep = app.commit().expect("commit");
+    // 300 and 150 in the window (≥ 400 − 300); 50 too old; 200 collides with an in-order sample: accepted
+    // into the OOO buffer but the in-order value wins when merged.
+    assert_eq!(rep.rejected.len(), 1);
+    assert_eq!((rep.rejected[0].reason, rep.rejected[0].count), (RejectReason::TooOld, 1));
+    let want = [Sample::new(100, 1.0), Sample::new(150, 1.5), Sample::new(200, 2.0), Sample::new(300, 3.0), Sample::new(400, 4.0)];
+    assert_eq!(bits(&query(&db, &[eq("__name__", "x")], 0, 1000)[0].1), bits(&want));
+    // The merge survives a restart (WAL replay) and a flush into a block.
+    drop(db);
+    let db = Db::open(dir.path(), o).expect("reopen");
+    assert_eq!(bits(&query(&db, &[eq("__name__", "x")], 0, 1000)[0].1), bits(&want));
+    db.flush().expect("flush");
+    assert_eq!(db.stats().head_samples, 0);
+    assert_eq!(bits(&query(&db, &[eq("__name__", "x")], 0, 1000)[0].1), bits(&want));
+}
+
+#[test]
+fn stale_markers_and_nan_payloads_survive_bit_exact() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let o = opts(1);
+    let db = Db::open(dir.path(), o.clone()).expect("open");
+    let l = labels!("__name__" => "x");
+    let odd_nan = f64::from_bits(0x7ff8_0000_dead_beef);
+    let want = [Sample::new(1, 1.0), Sample::new(2, STALE_NAN), Sample::new(3, odd_nan), Sample::new(4, -0.0)];
+    let mut app = db.appender();
+    app.add(l.clone(), &want);
+    app.commit().expect("commit");
+    assert_eq!(bits(&query(&db, &[eq("__name__", "x")], 0, 10)[0].1), bits(&want));
+    drop(db);
+    let db = Db::open(dir.path(), o).expect("reopen");
+    assert_eq!(bits(&query(&db, &[eq("__name__", "x")], 0, 10)[0].1), bits(&want));
+    db.flush().expect("flush");
+    assert_eq!(bits(&query(&db, &[eq("__name__", "x")], 0, 10)[0].1), bits(&want));
+}
+
+/// Writes a few block ranges of data for 12 series with gaps, so heads and blocks both hold data.
+fn fill(db: &std::sync::Arc<Db>, upto: i64) {
+    for t0 in (0..upto).step_by(250) {
+        let mut app = db.appender();
+        for i in 0..12 {
+            if (i + t0 as usize / 250) % 5 == 0 {
+                continue; // a gap
+            }
+            let s: Vec<Sample> = (t0..t0 + 250).step_by(10).map(|t| Sample::new(t, (t * i as i64) as f64 / 7.0)).collect();
+            app.add(series(i), &s);
+        }
+        let r = app.commit().expect("commit");
+        assert!(r.rejected.is_empty(), "{r:?}");
+    }
+}
+
+fn all_queries() -> Vec<Vec<tessera_model::Matcher>> {
+    vec![
+        vec![eq("__name__", "m")],
+        vec![eq("parity", "odd")],
+        vec![m(MatchOp::Regex, "i", "1.*|3")],
+        vec![eq("__name__", "m"), m(MatchOp::NotEqual, "i", "2")],
+        vec![eq("__name__", "m"), m(MatchOp::NotRegex, "parity", "ev.*")],
+        vec![eq("__name__", "m"), eq("nope", "")],
+        vec![eq("nope", "x")],
+    ]
+}
+
+#[test]
+fn head_and_blocks_answer_identically() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), Options { block_range_ms: 100_000, ..opts(2) }).expect("open");
+    fill(&db, 3000);
+    let ranges = [(0, 2999), (0, 10), (555, 1777), (2990, 5000), (-100, -1)];
+    let before: Vec<_> = all_queries().iter().flat_map(|q| ranges.iter().map(|&(a, b)| query(&db, q, a, b))).collect();
+    assert!(db.stats().blocks == 0);
+    db.flush().expect("flush");
+    assert!(db.stats().blocks >= 1);
+    assert_eq!(db.stats().head_series, 0);
+    let after: Vec<_> = all_queries().iter().flat_map(|q| ranges.iter().map(|&(a, b)| query(&db, q, a, b))).collect();
+    assert_eq!(before, after);
+    // And with blocks cut on a grid (small block range) + head holding the rest.
+    let dir2 = tempfile::tempdir().expect("tmp");
+    let db2 = Db::open(dir2.path(), opts(2)).expect("open");
+    fill(&db2, 3000);
+    assert!(db2.stats().blocks >= 2, "{:?}", db2.stats());
+    assert!(db2.stats().head_samples > 0);
+    let mixed: Vec<_> = all_queries().iter().flat_map(|q| ranges.iter().map(|&(a, b)| query(&db2, q, a, b))).collect();
+    assert_eq!(before, mixed);
+    db2.compact().expect("compact");
+    let compacted: Vec<_> = all_queries().iter().flat_map(|q| ranges.iter().map(|&(a, b)| query(&db2, q, a, b))).collect();
+    assert_eq!(before, compacted);
+}
+
+#[test]
+fn empty_matcher_selects_series_without_the_label() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(2)).expect("open");
+    let mut app = db.appender();
+    app.add(labels!("__name__" => "up", "a" => "1"), &[Sample::new(1, 1.0)]);
+    app.add(labels!("__name__" => "up"), &[Sample::new(1, 2.0)]);
+    app.add(labels!("__name__" => "up", "a" => ""), &[Sample::new(2, 3.0)]); // same as without `a`
+    app.commit().expect("commit");
+    let got = query(&db, &[eq("__name__", "up"), eq("a", "")], 0, 10);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1.len(), 2);
+    let got = query(&db, &[eq("__name__", "up"), m(MatchOp::NotEqual, "a", "")], 0, 10);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0.get("a"), "1");
+    let q = db.querier(0, 10).expect("q");
+    assert_eq!(q.label_names(&[]).expect("names"), vec!["__name__", "a"]);
+    assert_eq!(q.label_values("a", &[]).expect("vals"), vec!["1"]);
+    assert_eq!(q.label_values("a", &[eq("a", "")]).expect("vals"), Vec::<String>::new());
+    let so = q.select(&[eq("__name__", "up")], &SelectHints { series_only: true, ..Default::default() }).expect("sel");
+    assert_eq!(so.count(), 2);
+}
+
+#[test]
+fn delete_hides_data_now_and_removes_it_at_compaction() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(2)).expect("open");
+    fill(&db, 3000);
+    let before = query(&db, &[eq("i", "1")], 0, 3000);
+    let other = query(&db, &[eq("i", "2")], 0, 3000);
+    db.delete(1000, 1999, &[eq("i", "1")]).expect("delete");
+    let want: Vec<Sample> = before[0].1.iter().copied().filter(|s| s.t < 1000 || s.t > 1999).collect();
+    assert_eq!(bits(&query(&db, &[eq("i", "1")], 0, 3000)[0].1), bits(&want));
+    // Other series untouched.
+    assert_eq!(query(&db, &[eq("i", "2")], 0, 3000), other);
+    db.flush().expect("flush");
+    db.compact().expect("compact");
+    db.clean_tombstones().expect("clean");
+    assert_eq!(bits(&query(&db, &[eq("i", "1")], 0, 3000)[0].1), bits(&want));
+    // Deleting everything of a series removes it from results.
+    db.delete(i64::MIN, i64::MAX, &[eq("i", "1")]).expect("delete");
+    assert!(query(&db, &[eq("i", "1")], 0, 3000).is_empty());
+}
+
+#[test]
+fn reopen_replays_wal_and_refuses_other_shard_count() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(2)).expect("open");
+    fill(&db, 1400);
+    let before = query(&db, &[eq("__name__", "m")], 0, 5000);
+    db.close().expect("close");
+    assert!(matches!(db.appender().commit(), Ok(_)), "empty commit is fine");
+    let mut app = db.appender();
+    app.add(series(1), &[Sample::new(99999, 1.0)]);
+    assert!(app.commit().is_err(), "closed db refuses writes");
+    drop(db);
+    let err = Db::open(dir.path(), opts(3)).expect_err("shard count differs");
+    assert!(matches!(err, Error::InvalidOptions(_)), "{err}");
+    let db = Db::open(dir.path(), opts(2)).expect("reopen");
+    assert_eq!(query(&db, &[eq("__name__", "m")], 0, 5000), before);
+    // Writes continue; series refs do not collide with replayed ones.
+    let mut app = db.appender();
+    app.add(labels!("__name__" => "new"), &[Sample::new(1495, 5.0)]);
+    app.add(series(3), &[Sample::new(1495, 5.0)]);
+    app.commit().expect("commit");
+    assert_eq!(query(&db, &[eq("__name__", "new")], 0, 5000)[0].1.len(), 1);
+    drop(db);
+    let db = Db::open(dir.path(), opts(2)).expect("reopen again");
+    assert_eq!(query(&db, &[eq("__name__", "new")], 0, 5000)[0].1.len(), 1);
+    assert_eq!(query(&db, &[eq("i", "3")], 0, 5000)[0].1.last().map(|s| s.t), Some(1495));
+}
+
+#[test]
+fn retention_keeps_exactly_the_newest_blocks() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), Options { retention_ms: 2000, ..opts(1) }).expect("open");
+    fill(&db, 6000);
+    db.flush().expect("flush");
+    db.compact().expect("compact");
+    let got = query(&db, &[eq("__name__", "m")], i64::MIN / 2, i64::MAX / 2);
+    let min_t = got.iter().map(|(_, s)| s[0].t).min().expect("some");
+    // Blocks entirely older than (newest block end − retention) are gone, the rest intact.
+    assert!(min_t >= 6000 - 2000 - 1000, "min_t {min_t}");
+    let all_t: std::collections::BTreeSet<i64> = got.iter().flat_map(|(_, s)| s.iter().map(|x| x.t)).collect();
+    let lo = *all_t.iter().next().expect("some");
+    assert!(all_t.range(lo..6000).count() > 0);
+    assert_eq!(lo % 1000, 0, "retention drops whole blocks");
+}
