@@ -7,7 +7,9 @@
 //! - [`functions`]: the function table (signatures, experimental flags).
 //! - `lexer`: a port of upstream's lexer state machine (`lex.go`) so the same inputs lex the same way.
 //! - `parse`: precedence-climbing parser plus upstream's `checkAST` type checks; [`parse`] is the entry.
-//! - `printer`: `Display for Expr` = upstream `String()` (used by `/api/v1/format_query`).
+//! - `printer`: `Display for Expr` = upstream `String()`; [`pretty`] = upstream `Pretty(0)`, which
+//!   `/api/v1/format_query` returns.
+//! - `json`: [`to_json`], the AST as `/api/v1/parse_query` returns it.
 //!
 //! Key decision: a hand-written parser instead of a generated one, matching upstream's error *messages*
 //! (the conformance scripts and API clients compare them) rather than its yacc state machine; where a
@@ -15,6 +17,7 @@
 
 pub mod ast;
 pub mod functions;
+mod json;
 mod lexer;
 mod parse;
 mod printer;
@@ -22,7 +25,8 @@ mod printer;
 pub use ast::*;
 pub use functions::{FUNCTIONS, Function, get_function};
 pub use parse::{ParseError, parse, parse_duration, parse_metric_selector};
-pub use printer::{format_duration_ms, format_float_f, format_matcher};
+pub use json::to_json;
+pub use printer::{format_duration_ms, format_float_f, format_matcher, pretty, pretty_width};
 
 #[cfg(test)]
 mod tests;

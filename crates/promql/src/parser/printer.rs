@@ -157,7 +157,12 @@ impl fmt::Display for DurationExpr {
             DurationExpr::MinMaxOf { max, lhs, rhs, .. } => {
                 write!(f, "{}({lhs}, {rhs})", if *max { "max_of" } else { "min_of" })
             }
-            DurationExpr::Paren { expr, .. } => write!(f, "({expr})"),
+            // Upstream marks a duration expression "wrapped" instead of nesting nodes, so `((1h))` prints
+            // as `(1h)`.
+            DurationExpr::Paren { expr, .. } => match expr.as_ref() {
+                inner @ DurationExpr::Paren { .. } => write!(f, "{inner}"),
+                inner => write!(f, "({inner})"),
+            },
         }
     }
 }
@@ -303,4 +308,79 @@ impl fmt::Display for Expr {
             Expr::Paren(p) => write!(f, "({})", p.expr),
         }
     }
+}
+
+/// Line width above which [`pretty`] splits an expression (upstream `maxCharactersPerLine`).
+const MAX_CHARS_PER_LINE: usize = 100;
+
+/// Prometheus' `Pretty(0)` (upstream `prettier.go`): expressions longer than 100 characters are split
+/// over lines with two-space indentation. This is what `/api/v1/format_query` returns.
+pub fn pretty(e: &Expr) -> String {
+    pretty_width(e, MAX_CHARS_PER_LINE)
+}
+
+/// [`pretty`] with another line width (upstream tests use 10).
+pub fn pretty_width(e: &Expr, max_chars_per_line: usize) -> String {
+    pretty_at(e, 0, max_chars_per_line)
+}
+
+fn indent(level: usize) -> String {
+    "  ".repeat(level)
+}
+
+fn pretty_at(e: &Expr, level: usize, max: usize) -> String {
+    let flat = e.to_string();
+    let split = flat.len() > max;
+    let ind = indent(level);
+    match e {
+        Expr::Aggregate(a) if split => {
+            let mut s = format!("{ind}{}", a.op.as_str());
+            if a.without {
+                s.push_str(&format!(" without ({}) ", join_labels(&a.grouping)));
+            } else if !a.grouping.is_empty() {
+                s.push_str(&format!(" by ({}) ", join_labels(&a.grouping)));
+            }
+            s.push_str("(\n");
+            if let Some(p) = &a.param {
+                s.push_str(&format!("{},\n", pretty_at(p, level + 1, max)));
+            }
+            s.push_str(&format!("{}\n{ind})", pretty_at(&a.expr, level + 1, max)));
+            s
+        }
+        Expr::Binary(b) if split => {
+            let matching = b.matching.as_ref().map(|m| m.to_string()).unwrap_or_default();
+            format!(
+                "{}\n{ind}{}{}{matching}\n{}",
+                pretty_at(&b.lhs, level + 1, max),
+                b.op.as_str(),
+                if b.return_bool { " bool" } else { "" },
+                pretty_at(&b.rhs, level + 1, max)
+            )
+        }
+        Expr::Call(c) if split => {
+            let args: Vec<String> = c.args.iter().map(|a| pretty_at(a, level + 1, max)).collect();
+            format!("{ind}{}(\n{}\n{ind})", c.func.name, args.join(",\n"))
+        }
+        Expr::Paren(p) if split => format!("{ind}(\n{}\n{ind})", pretty_at(&p.expr, level + 1, max)),
+        // Upstream returns the unsplit subquery without indentation; mirrored.
+        Expr::Subquery(_) if !split => flat,
+        Expr::Subquery(sq) => {
+            let inner = sq.expr.to_string();
+            let suffix = &flat[inner.len()..];
+            format!("{}{suffix}", pretty_at(&sq.expr, level, max))
+        }
+        Expr::Unary(u) => {
+            let child = pretty_at(&u.expr, level, max);
+            format!("{ind}{}{}", if u.op == UnaryOp::Neg { "-" } else { "+" }, child.trim())
+        }
+        _ => format!("{ind}{flat}"),
+    }
+}
+
+fn join_labels(labels: &[String]) -> String {
+    labels
+        .iter()
+        .map(|l| if should_quote_name(l) { go_quote_str(l) } else { l.clone() })
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -430,3 +430,54 @@ mod never_panics {
         }
     }
 }
+
+#[test]
+fn pretty_splits_long_expressions() {
+    let e = parse("sum by (job) (rate(http_requests_total{job=\"api\"}[5m])) / on (job) group_left sum by (job) (rate(errors[5m]))")
+        .expect("parses");
+    assert_eq!(
+        pretty_width(&e, 40),
+        "  sum by (job) (\n    rate(http_requests_total{job=\"api\"}[5m])\n  )\n/ on (job) group_left ()\n  sum by (job) (rate(errors[5m]))"
+    );
+    // Short expressions stay on one line with the default width of 100.
+    let e = parse("rate(x[5m])").expect("parses");
+    assert_eq!(pretty(&e), "rate(x[5m])");
+    let e = parse("-(a + b)").expect("parses");
+    assert_eq!(pretty_width(&e, 3), "-(\n    a\n  +\n    b\n)");
+}
+
+#[test]
+fn json_ast_matches_prometheus_shape() {
+    let e = parse("sum by (a) (rate(foo{x=~\"y\"}[5m] offset -(1m)) * on(a) group_left fill(0) bar @ start())").expect("parses");
+    let j = to_json(&e);
+    assert_eq!(j["type"], "aggregation");
+    assert_eq!(j["op"], "sum");
+    assert_eq!(j["grouping"], serde_json::json!(["a"]));
+    assert_eq!(j["param"], serde_json::Value::Null);
+    let b = &j["expr"];
+    assert_eq!(b["type"], "binaryExpr");
+    assert_eq!(b["op"], "*");
+    assert_eq!(b["matching"]["card"], "many-to-one");
+    assert_eq!(b["matching"]["fillValues"], serde_json::json!({"lhs": 0.0, "rhs": 0.0}));
+    assert_eq!(b["rhs"]["startOrEnd"], "start");
+    let call = &b["lhs"];
+    assert_eq!(call["func"]["argTypes"], serde_json::json!(["matrix"]));
+    assert_eq!(call["func"]["returnType"], "vector");
+    let ms = &call["args"][0];
+    assert_eq!(ms["type"], "matrixSelector");
+    assert_eq!(ms["range"], 300_000);
+    // A parenthesised offset stays an expression, as upstream (only bare literals fold).
+    assert_eq!(ms["offset"], 0);
+    assert_eq!(ms["offsetExpr"]["op"], "-");
+    assert_eq!(ms["matchers"][0], serde_json::json!({"name": "x", "type": "=~", "value": "y"}));
+    let e = parse("foo[5m+1m] offset (10m/2)").expect("parses");
+    let j = to_json(&e);
+    assert_eq!(j["range"], 0);
+    assert_eq!(
+        j["offsetExpr"],
+        serde_json::json!({"type": "durationExpr", "op": "/", "wrapped": true,
+            "lhs": {"type": "numberLiteral", "val": "600", "duration": true},
+            "rhs": {"type": "numberLiteral", "val": "2", "duration": false}})
+    );
+    assert_eq!(to_json(&parse("1.5").expect("parses")), serde_json::json!({"type": "numberLiteral", "val": "1.5"}));
+}
