@@ -77,7 +77,13 @@ pub struct NumberLiteral {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct StringLiteral {
+    /// The value; if the escapes produced bytes that are not UTF-8 (`"a\xc5z"`), those are U+FFFD here
+    /// and the exact bytes are in `raw`.
     pub val: String,
+    /// The exact bytes, only when they are not valid UTF-8. Go strings can hold such bytes and upstream
+    /// rejects them where a label name is needed (`count_values("a\xc5z", x)` fails with
+    /// `invalid label name "a\xc5z"`; see [`super::go_quote_bytes`] for that quoting).
+    pub raw: Option<Vec<u8>>,
 }
 
 /// The `@` modifier.
@@ -94,9 +100,11 @@ pub enum AtModifier {
 /// An instant vector selector `name{matchers} offset d @ t`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VectorSelector {
-    /// The metric name as written before the braces (or the `"quoted"` bare name inside them), if any.
+    /// The metric name written before the braces (`foo{...}`), if any. A quoted name inside the braces
+    /// (`{"my.metric"}`) is only a `__name__` matcher and leaves this `None`, as upstream.
     pub name: Option<String>,
-    /// All matchers, including the `__name__="name"` one derived from `name` (upstream puts it first).
+    /// All matchers; when `name` is set, the `__name__="name"` matcher is the LAST one (upstream
+    /// `assembleVectorSelector` appends it).
     pub matchers: Vec<Matcher>,
     /// The offset as written, in ms (negative offsets allowed). When `offset_expr` is set this is 0 until
     /// [`resolve_durations`] computes it.

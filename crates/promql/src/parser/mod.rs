@@ -26,7 +26,7 @@ pub use ast::*;
 pub use functions::{FUNCTIONS, Function, get_function};
 pub use parse::{ParseError, parse, parse_duration, parse_metric_selector};
 pub use json::to_json;
-pub use printer::{format_duration_ms, format_float_f, format_matcher, pretty, pretty_width};
+pub use printer::{format_duration_ms, format_float_f, format_matcher, go_quote_bytes, pretty, pretty_width};
 
 #[cfg(test)]
 mod tests;

@@ -197,6 +197,11 @@ fn parse_number(s: &str) -> Option<f64> {
 /// Go's `strconv.Unquote`-like unquoting of a lexed string token (upstream `strutil.Unquote`). Bytes
 /// that do not form valid UTF-8 (from `\x` or octal escapes) are replaced with U+FFFD.
 fn unquote(s: &str) -> Result<String, String> {
+    unquote_bytes(s).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// [`unquote`] keeping the exact bytes, which Go strings may hold even when they are not UTF-8.
+fn unquote_bytes(s: &str) -> Result<Vec<u8>, String> {
     let b = s.as_bytes();
     if b.len() < 2 {
         return Err("invalid syntax".into());
@@ -210,10 +215,10 @@ fn unquote(s: &str) -> Result<String, String> {
         if inner.contains('`') {
             return Err("invalid syntax".into());
         }
-        return Ok(inner.replace('\r', ""));
+        return Ok(inner.replace('\r', "").into_bytes());
     }
     if !inner.contains('\\') && !inner.contains(q as char) {
-        return Ok(inner.to_string());
+        return Ok(inner.as_bytes().to_vec());
     }
     let mut out: Vec<u8> = Vec::with_capacity(inner.len());
     let mut chars = inner.chars().peekable();
@@ -271,7 +276,7 @@ fn unquote(s: &str) -> Result<String, String> {
             out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
         }
     }
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    Ok(out)
 }
 
 fn is_valid_label_name(s: &str) -> bool {
@@ -612,8 +617,12 @@ impl<'a> Parser<'a> {
             }
             Kind::String => {
                 self.advance();
-                let val = unquote(&t.val).map_err(|e| self.unquote_err(&t, &e))?;
-                Ok((Expr::StringLiteral(StringLiteral { val }), PosTree::leaf(PosRange { start: t.pos, end: t.end() })))
+                let bytes = unquote_bytes(&t.val).map_err(|e| self.unquote_err(&t, &e))?;
+                let (val, raw) = match String::from_utf8(bytes) {
+                    Ok(v) => (v, None),
+                    Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), Some(e.into_bytes())),
+                };
+                Ok((Expr::StringLiteral(StringLiteral { val, raw }), PosTree::leaf(PosRange { start: t.pos, end: t.end() })))
             }
             Kind::LeftParen => {
                 self.advance();

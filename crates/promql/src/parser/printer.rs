@@ -238,7 +238,10 @@ impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Expr::NumberLiteral(n) => f.write_str(&seconds_literal(n.val, n.duration)),
-            Expr::StringLiteral(s) => f.write_str(&go_quote_str(&s.val)),
+            Expr::StringLiteral(s) => match &s.raw {
+                Some(raw) => f.write_str(&go_quote_bytes(raw)),
+                None => f.write_str(&go_quote_str(&s.val)),
+            },
             Expr::VectorSelector(vs) => write!(f, "{vs}"),
             Expr::MatrixSelector(ms) => {
                 ms.vs.write_selector(f)?;
@@ -383,4 +386,32 @@ fn join_labels(labels: &[String]) -> String {
         .map(|l| if should_quote_name(l) { go_quote_str(l) } else { l.clone() })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Go's `strconv.Quote` for bytes that may not be UTF-8: valid sequences as [`go_quote_str`] prints
+/// them, each invalid byte as `\xNN`.
+pub fn go_quote_bytes(b: &[u8]) -> String {
+    let mut out = String::from("\"");
+    let mut rest = b;
+    while !rest.is_empty() {
+        match std::str::from_utf8(rest) {
+            Ok(s) => {
+                let q = go_quote_str(s);
+                out.push_str(&q[1..q.len() - 1]);
+                break;
+            }
+            Err(e) => {
+                let (valid, after) = rest.split_at(e.valid_up_to());
+                let q = go_quote_str(std::str::from_utf8(valid).unwrap_or_default());
+                out.push_str(&q[1..q.len() - 1]);
+                let bad = e.error_len().unwrap_or(after.len()).max(1);
+                for byte in &after[..bad] {
+                    out.push_str(&format!("\\x{byte:02x}"));
+                }
+                rest = &after[bad..];
+            }
+        }
+    }
+    out.push('"');
+    out
 }

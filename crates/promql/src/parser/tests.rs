@@ -170,6 +170,18 @@ fn canonical_printing() {
 }
 
 #[test]
+fn strings_keep_bytes_that_are_not_utf8() {
+    let Ok(Expr::Call(c)) = parse(r#"label_join(x, "a\xc5z", "b", "c")"#) else { panic!("not a call") };
+    let Expr::StringLiteral(s) = &c.args[1] else { panic!("not a string") };
+    assert_eq!(s.raw.as_deref(), Some(&b"a\xc5z"[..]));
+    assert_eq!(s.val, "a\u{FFFD}z");
+    assert_eq!(go_quote_bytes(b"a\xc5z"), "\"a\\xc5z\"");
+    assert_eq!(canon("count_values(\"a\\xc5z\", x)"), "count_values(\"a\\xc5z\", x)");
+    let Ok(Expr::StringLiteral(s)) = parse("'\\u00e9'") else { panic!("not a string") };
+    assert_eq!((s.val.as_str(), s.raw), ("é", None));
+}
+
+#[test]
 fn precedence_and_associativity() {
     let Ok(Expr::Binary(b)) = parse("a ^ b ^ c") else { panic!("not binary") };
     assert!(matches!(*b.rhs, Expr::Binary(_)), "^ is right-associative");
