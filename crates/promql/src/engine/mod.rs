@@ -1,1 +1,237 @@
-//! PromQL evaluation engine (being written).
+//! The PromQL evaluation engine.
+//!
+//! Entry points: [`Engine::instant`] and [`Engine::range`] (and their `_expr` forms taking a parsed
+//! [`Expr`]). Both evaluate an expression over a grid of steps (an instant query is a range query with one
+//! step) and return a [`QueryResult`]: the [`Value`] plus the warnings and infos Prometheus attaches.
+//!
+//! # Key decision: column-wise evaluation
+//! Every node of the syntax tree evaluates to values for **all steps at once** ([`eval::Val`]): a scalar is
+//! one `f64` per step, an instant vector is a list of series each holding one `Option<f64>` per step. A
+//! selector decodes each series once over the whole query range and computes every step in one pass over
+//! its samples with moving indices (lookback, staleness, range windows); functions then work on columns.
+//! Group keys of aggregations and match signatures of binary operators are computed once per *series*,
+//! never per step, so the hot loops do no hashing.
+//!
+//! Per-series stages (selectors, range functions) run per shard in parallel (rayon over
+//! [`Querier::select_shard`]); aggregations keep a partial stage (accumulators per group, see
+//! [`aggregate`]) separate from the final merge so that a later issue can push the partial stage into
+//! shards.
+//!
+//! Semantics follow Prometheus' `promql/engine.go` and `promql/functions.go`; the upstream function a
+//! piece mirrors is named next to it.
+
+pub mod aggregate;
+pub mod binop;
+pub mod eval;
+pub mod functions;
+
+use crate::parser::Expr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tessera_model::{Labels, Queryable};
+
+/// Engine settings (upstream `EngineOpts`).
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// How far back an instant selector looks for the latest sample (default 5m).
+    pub lookback_delta_ms: i64,
+    /// Upper bound on samples held in memory by one query (upstream `--query.max-samples`).
+    pub max_samples: usize,
+    /// Query timeout.
+    pub timeout: Duration,
+    /// Allow experimental functions (upstream `promql-experimental-functions`).
+    pub enable_experimental: bool,
+    /// Default step of subqueries written without one (`[5m:]`), ms.
+    pub no_step_subquery_interval_ms: i64,
+    /// Delayed `__name__` removal (upstream `promql-delayed-name-removal`).
+    pub delayed_name_removal: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            lookback_delta_ms: 5 * 60 * 1000,
+            max_samples: 50_000_000,
+            timeout: Duration::from_secs(120),
+            enable_experimental: true,
+            no_step_subquery_interval_ms: 60_000,
+            delayed_name_removal: true,
+        }
+    }
+}
+
+/// Errors a query can end with. The HTTP layer maps them to Prometheus' error types.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The query does not parse or is invalid (`bad_data`, 400).
+    #[error("{0}")]
+    BadData(String),
+    /// Evaluation failed (`execution`, 422).
+    #[error("{0}")]
+    Execution(String),
+    #[error("query timed out in {0}")]
+    Timeout(String),
+    #[error("query was canceled in {0}")]
+    Canceled(String),
+    #[error("query processing would load too many samples into memory in {0}")]
+    TooManySamples(String),
+    #[error("{0}")]
+    Storage(String),
+}
+
+/// A query's value, in Prometheus' result types.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Scalar { t_ms: i64, v: f64 },
+    String { t_ms: i64, v: String },
+    Vector(Vec<VectorSample>),
+    Matrix(Vec<MatrixSeries>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct VectorSample {
+    pub labels: Labels,
+    pub t_ms: i64,
+    pub v: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatrixSeries {
+    pub labels: Labels,
+    pub points: Vec<(i64, f64)>,
+}
+
+/// A value with the annotations Prometheus attaches to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryResult {
+    pub value: Value,
+    pub warnings: Vec<String>,
+    pub infos: Vec<String>,
+}
+
+/// A cancellation flag: set it (e.g. when the HTTP client goes away) and the query stops at its next check.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    pub fn is_canceled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Per-query overrides.
+#[derive(Debug, Clone, Default)]
+pub struct QueryOptions {
+    /// Overrides [`EngineOptions::lookback_delta_ms`] when set (the API's `lookback_delta`).
+    pub lookback_delta_ms: Option<i64>,
+    pub cancel: CancelToken,
+    pub timeout: Option<Duration>,
+}
+
+/// The PromQL engine. Cheap to share; holds only settings.
+#[derive(Debug, Clone, Default)]
+pub struct Engine {
+    pub opts: EngineOptions,
+}
+
+impl Engine {
+    pub fn new(opts: EngineOptions) -> Self {
+        Self { opts }
+    }
+
+    /// Parses `query` and evaluates it at `t_ms`.
+    pub fn instant(&self, q: &dyn Queryable, query: &str, t_ms: i64) -> Result<QueryResult, EngineError> {
+        let expr = parse(query)?;
+        self.instant_expr(q, &expr, t_ms, &QueryOptions::default())
+    }
+
+    /// Parses `query` and evaluates it at every step of `[start_ms, end_ms]`.
+    pub fn range(
+        &self,
+        q: &dyn Queryable,
+        query: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+    ) -> Result<QueryResult, EngineError> {
+        let expr = parse(query)?;
+        self.range_expr(q, &expr, start_ms, end_ms, step_ms, &QueryOptions::default())
+    }
+
+    pub fn instant_expr(
+        &self,
+        q: &dyn Queryable,
+        expr: &Expr,
+        t_ms: i64,
+        qo: &QueryOptions,
+    ) -> Result<QueryResult, EngineError> {
+        self.exec(q, expr, t_ms, t_ms, 0, qo)
+    }
+
+    pub fn range_expr(
+        &self,
+        q: &dyn Queryable,
+        expr: &Expr,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+        qo: &QueryOptions,
+    ) -> Result<QueryResult, EngineError> {
+        if step_ms <= 0 {
+            return Err(EngineError::BadData(
+                "zero or negative query resolution step widths are not accepted. Try a positive integer".into(),
+            ));
+        }
+        if end_ms < start_ms {
+            return Err(EngineError::BadData("end timestamp must not be before start time".into()));
+        }
+        let t = expr.value_type();
+        if t != crate::parser::ValueType::Scalar && t != crate::parser::ValueType::Vector {
+            return Err(EngineError::BadData(format!(
+                "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
+                t.documented()
+            )));
+        }
+        self.exec(q, expr, start_ms, end_ms, step_ms, qo)
+    }
+
+    fn exec(
+        &self,
+        q: &dyn Queryable,
+        expr: &Expr,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+        qo: &QueryOptions,
+    ) -> Result<QueryResult, EngineError> {
+        let mut expr = expr.clone();
+        let range_ms = if step_ms == 0 { 0 } else { end_ms - start_ms };
+        crate::parser::resolve_durations(&mut expr, step_ms, range_ms).map_err(EngineError::BadData)?;
+        let deadline = Instant::now() + qo.timeout.unwrap_or(self.opts.timeout);
+        let ctx = eval::QueryCtx {
+            queryable: q,
+            opts: &self.opts,
+            lookback_ms: qo.lookback_delta_ms.filter(|l| *l > 0).unwrap_or(self.opts.lookback_delta_ms),
+            query_start_ms: start_ms,
+            query_end_ms: end_ms,
+            cancel: qo.cancel.clone(),
+            deadline,
+            annotations: Default::default(),
+            samples: Default::default(),
+        };
+        eval::run(&ctx, &expr, start_ms, end_ms, step_ms)
+    }
+}
+
+/// Parses a query into an expression, mapping errors to [`EngineError::BadData`].
+pub fn parse(query: &str) -> Result<Expr, EngineError> {
+    crate::parser::parse(query).map_err(|e| EngineError::BadData(e.to_string()))
+}

@@ -1,0 +1,636 @@
+//! Aggregations (upstream `evaluator.rangeEvalAgg`, `aggregation`, `aggregationK`, `aggregationCountValues`)
+//! and the classic-histogram functions that group by labels (`histogram_quantile`, `histogram_fraction`).
+//!
+//! Plan split: [`AggAcc`] is the per-group, per-step partial state of the decomposable aggregations
+//! (sum, count, min, max, avg, group, stddev, stdvar) with `add` (feed a sample) and `merge` (combine two
+//! partials) — the stage a later issue runs inside each shard — and `finish` is the merge stage.
+//! Group ids are computed once per series, so the per-step loops index flat arrays.
+
+use super::EngineError;
+use super::eval::{Grid, QueryCtx, Series, Val, eval_scalar, eval_vector};
+use super::functions::{fmt_g, kahan_inc, quantile};
+use crate::parser::{AggregateExpr, AggregateOp, Call, Expr};
+use std::collections::HashMap;
+use tessera_model::{Labels, LabelsBuilder};
+
+/// Partial aggregation state of one group at one step.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AggAcc {
+    pub count: f64,
+    pub sum: f64,
+    pub c: f64,
+    /// avg: incremental mean after a sum overflow.
+    pub mean: f64,
+    pub incremental: bool,
+    pub min: f64,
+    pub max: f64,
+    /// stddev/stdvar (Welford, Kahan-compensated).
+    pub m: f64,
+    pub cm: f64,
+    pub aux: f64,
+    pub ca: f64,
+}
+
+impl AggAcc {
+    #[inline]
+    pub fn add(&mut self, op: AggregateOp, v: f64) {
+        self.count += 1.0;
+        match op {
+            AggregateOp::Sum => (self.sum, self.c) = kahan_inc(v, self.sum, self.c),
+            AggregateOp::Avg => {
+                // Upstream `aggregation` for AVG: Kahan sum, incremental mean once the sum overflows.
+                if self.count == 1.0 {
+                    self.sum = v;
+                    self.c = 0.0;
+                    return;
+                }
+                if !self.incremental {
+                    let (ns, nc) = kahan_inc(v, self.sum, self.c);
+                    if !ns.is_infinite() {
+                        self.sum = ns;
+                        self.c = nc;
+                        return;
+                    }
+                    self.incremental = true;
+                    self.mean = self.sum / (self.count - 1.0);
+                    self.c /= self.count - 1.0;
+                }
+                let q = (self.count - 1.0) / self.count;
+                (self.mean, self.c) = kahan_inc(v / self.count, q * self.mean, q * self.c);
+            }
+            AggregateOp::Min => {
+                if self.count == 1.0 || v < self.min || self.min.is_nan() {
+                    self.min = v;
+                }
+            }
+            AggregateOp::Max => {
+                if self.count == 1.0 || v > self.max || self.max.is_nan() {
+                    self.max = v;
+                }
+            }
+            AggregateOp::Stddev | AggregateOp::Stdvar => {
+                let delta = v - (self.m + self.cm);
+                (self.m, self.cm) = kahan_inc(delta / self.count, self.m, self.cm);
+                (self.aux, self.ca) = kahan_inc(delta * (v - (self.m + self.cm)), self.aux, self.ca);
+            }
+            _ => {}
+        }
+    }
+
+    /// Combines two partials of the same group and step (the merge stage of pushdown).
+    pub fn merge(&mut self, op: AggregateOp, o: &AggAcc) {
+        if o.count == 0.0 {
+            return;
+        }
+        if self.count == 0.0 {
+            *self = *o;
+            return;
+        }
+        match op {
+            AggregateOp::Sum => {
+                (self.sum, self.c) = kahan_inc(o.sum, self.sum, self.c);
+                self.c += o.c;
+            }
+            AggregateOp::Min => {
+                if o.min < self.min || self.min.is_nan() {
+                    self.min = o.min
+                }
+            }
+            AggregateOp::Max => {
+                if o.max > self.max || self.max.is_nan() {
+                    self.max = o.max
+                }
+            }
+            AggregateOp::Avg => {
+                let (a, b) = (self.finish(op), o.finish(op));
+                let n = self.count + o.count;
+                self.sum = a * (self.count / n) + b * (o.count / n);
+                self.c = 0.0;
+                self.incremental = false;
+                self.count = n;
+                return;
+            }
+            AggregateOp::Stddev | AggregateOp::Stdvar => {
+                let n = self.count + o.count;
+                let (ma, mb) = (self.m + self.cm, o.m + o.cm);
+                let d = mb - ma;
+                self.aux = self.aux + self.ca + o.aux + o.ca + d * d * self.count * o.count / n;
+                self.ca = 0.0;
+                self.m = ma + d * o.count / n;
+                self.cm = 0.0;
+                self.count = n;
+                return;
+            }
+            _ => {}
+        }
+        self.count += o.count;
+    }
+
+    pub fn finish(&self, op: AggregateOp) -> f64 {
+        match op {
+            AggregateOp::Sum => {
+                if self.sum.is_infinite() {
+                    self.sum
+                } else {
+                    self.sum + self.c
+                }
+            }
+            AggregateOp::Avg => {
+                if self.incremental {
+                    self.mean + self.c
+                } else {
+                    self.sum / self.count + self.c / self.count
+                }
+            }
+            AggregateOp::Count => self.count,
+            AggregateOp::Group => 1.0,
+            AggregateOp::Min => self.min,
+            AggregateOp::Max => self.max,
+            AggregateOp::Stdvar => (self.aux + self.ca) / self.count,
+            AggregateOp::Stddev => ((self.aux + self.ca) / self.count).sqrt(),
+            _ => f64::NAN,
+        }
+    }
+}
+
+/// The group labels of a series (upstream `generateGroupingKey` + the labels `aggregation` outputs).
+fn group_labels(l: &Labels, a: &AggregateExpr) -> Labels {
+    if a.without {
+        let mut names = a.grouping.clone();
+        names.push("__name__".into());
+        l.drop_names(&names)
+    } else {
+        l.keep(&a.grouping)
+    }
+}
+
+/// Assigns each series a dense group id; returns ids and each group's labels, in first-seen order.
+fn groups(v: &[Series], a: &AggregateExpr) -> (Vec<usize>, Vec<Labels>) {
+    let mut idx: HashMap<Labels, usize> = HashMap::new();
+    let mut labels = Vec::new();
+    let ids = v
+        .iter()
+        .map(|s| {
+            let g = group_labels(&s.labels, a);
+            *idx.entry(g.clone()).or_insert_with(|| {
+                labels.push(g);
+                labels.len() - 1
+            })
+        })
+        .collect();
+    (ids, labels)
+}
+
+pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Result<Val, EngineError> {
+    let n = grid.n;
+    let op = a.op;
+    let param: Option<Vec<f64>> = match (&a.param, op) {
+        (Some(p), AggregateOp::CountValues) => {
+            let _ = p;
+            None
+        }
+        (Some(p), _) => Some(eval_scalar(ctx, p, grid)?),
+        _ => None,
+    };
+    let v = eval_vector(ctx, &a.expr, grid)?;
+    match op {
+        AggregateOp::Topk | AggregateOp::Bottomk | AggregateOp::Limitk | AggregateOp::LimitRatio => {
+            return aggregate_k(ctx, a, v, param.unwrap_or_default(), n);
+        }
+        AggregateOp::CountValues => return count_values(ctx, a, v, grid),
+        AggregateOp::Quantile => {
+            let q = param.unwrap_or_default();
+            if let Some(bad) = q.iter().find(|q| q.is_nan() || **q < 0.0 || **q > 1.0) {
+                ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*bad)));
+            }
+            let (ids, gl) = groups(&v, a);
+            let mut out: Vec<Series> =
+                gl.into_iter().map(|labels| Series { labels, vals: vec![None; n], drop_name: false }).collect();
+            let mut buf: Vec<Vec<f64>> = vec![Vec::new(); out.len()];
+            for i in 0..n {
+                for b in buf.iter_mut() {
+                    b.clear();
+                }
+                for (s, &g) in v.iter().zip(&ids) {
+                    if let Some(x) = s.vals[i] {
+                        buf[g].push(x);
+                    }
+                }
+                for (g, b) in buf.iter_mut().enumerate() {
+                    if !b.is_empty() {
+                        out[g].vals[i] = Some(quantile(q[i], b));
+                    }
+                }
+            }
+            out.retain(|s| s.vals.iter().any(|x| x.is_some()));
+            return Ok(Val::Vector(out));
+        }
+        _ => {}
+    }
+    let (ids, gl) = groups(&v, a);
+    let ng = gl.len();
+    // accs[g * n + i]: the partial state of group g at step i.
+    let mut accs = vec![AggAcc::default(); ng * n];
+    for (s, &g) in v.iter().zip(&ids) {
+        let row = &mut accs[g * n..(g + 1) * n];
+        for (acc, x) in row.iter_mut().zip(&s.vals) {
+            if let Some(x) = x {
+                acc.add(op, *x);
+            }
+        }
+    }
+    let out: Vec<Series> = gl
+        .into_iter()
+        .enumerate()
+        .filter_map(|(g, labels)| {
+            let row = &accs[g * n..(g + 1) * n];
+            let vals: Vec<Option<f64>> = row.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
+            vals.iter().any(|x| x.is_some()).then_some(Series { labels, vals, drop_name: false })
+        })
+        .collect();
+    Ok(Val::Vector(out))
+}
+
+/// topk, bottomk, limitk, limit_ratio (upstream `aggregationK`): output keeps the input series' labels.
+fn aggregate_k(
+    ctx: &QueryCtx<'_>,
+    a: &AggregateExpr,
+    v: Vec<Series>,
+    param: Vec<f64>,
+    n: usize,
+) -> Result<Val, EngineError> {
+    let op = a.op;
+    for p in &param {
+        if p.is_nan() {
+            return Err(EngineError::Execution(
+                if op == AggregateOp::LimitRatio { "Ratio value is NaN" } else { "Parameter value is NaN" }.into(),
+            ));
+        }
+    }
+    if op == AggregateOp::LimitRatio {
+        if let Some(p) = param.iter().find(|p| **p < -1.0 || **p > 1.0) {
+            let to = if *p < -1.0 { -1.0 } else { 1.0 };
+            ctx.warn(format!(
+                "PromQL warning: ratio value should be between -1 and 1, got {}, capping to {}",
+                fmt_g(*p),
+                fmt_g(to)
+            ));
+        }
+    }
+    let (ids, gl) = groups(&v, a);
+    let mut keep: Vec<Vec<Option<f64>>> = vec![vec![None; n]; v.len()];
+    // For instant queries the output order matters: per group, the selected series in rank order.
+    let mut order: Vec<(usize, usize, usize)> = Vec::new();
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); gl.len()];
+    for (k, &g) in ids.iter().enumerate() {
+        members[g].push(k);
+    }
+    let mut cand: Vec<(usize, f64)> = Vec::new();
+    for i in 0..n {
+        let p = param[i];
+        for (g, mem) in members.iter().enumerate() {
+            cand.clear();
+            cand.extend(mem.iter().filter_map(|&k| v[k].vals[i].map(|x| (k, x))));
+            if cand.is_empty() {
+                continue;
+            }
+            match op {
+                AggregateOp::Topk | AggregateOp::Bottomk => {
+                    let k = if p >= cand.len() as f64 { cand.len() } else if p < 1.0 { 0 } else { p as usize };
+                    let top = op == AggregateOp::Topk;
+                    cand.sort_by(|x, y| {
+                        use std::cmp::Ordering::*;
+                        match (x.1.is_nan(), y.1.is_nan()) {
+                            (true, true) => Equal,
+                            (true, false) => Greater,
+                            (false, true) => Less,
+                            _ => {
+                                let o = x.1.partial_cmp(&y.1).unwrap_or(Equal);
+                                if top { o.reverse() } else { o }
+                            }
+                        }
+                    });
+                    for (rank, &(s, x)) in cand.iter().take(k).enumerate() {
+                        keep[s][i] = Some(x);
+                        if i == 0 {
+                            order.push((g, rank, s));
+                        }
+                    }
+                }
+                AggregateOp::Limitk => {
+                    let k = if p >= cand.len() as f64 { cand.len() } else if p < 1.0 { 0 } else { p as usize };
+                    for (rank, &(s, x)) in cand.iter().take(k).enumerate() {
+                        keep[s][i] = Some(x);
+                        if i == 0 {
+                            order.push((g, rank, s));
+                        }
+                    }
+                }
+                _ => {
+                    let r = p.clamp(-1.0, 1.0);
+                    for (rank, &(s, x)) in cand.iter().enumerate() {
+                        let off = ratio_offset(&v[s].labels);
+                        if (r >= 0.0 && off < r) || (r < 0.0 && off >= 1.0 + r) {
+                            keep[s][i] = Some(x);
+                            if i == 0 {
+                                order.push((g, rank, s));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut out: Vec<Option<Series>> = v
+        .into_iter()
+        .zip(keep)
+        .map(|(s, vals)| vals.iter().any(|x| x.is_some()).then_some(Series { vals, ..s }))
+        .collect();
+    if n == 1 {
+        order.sort_by_key(|&(g, r, _)| (g, r));
+        Ok(Val::Vector(order.into_iter().filter_map(|(_, _, s)| out[s].take()).collect()))
+    } else {
+        Ok(Val::Vector(out.into_iter().flatten().collect()))
+    }
+}
+
+/// Upstream `HashRatioSampler.sampleOffset`: the series' position in [0, 1] from Prometheus' label hash
+/// (xxhash64 over `name 0xff value 0xff`...), so that the same series are kept as upstream keeps.
+fn ratio_offset(l: &Labels) -> f64 {
+    let mut b = Vec::with_capacity(128);
+    for x in l {
+        b.extend_from_slice(x.name.as_bytes());
+        b.push(0xff);
+        b.extend_from_slice(x.value.as_bytes());
+        b.push(0xff);
+    }
+    xxhash_rust::xxh64::xxh64(&b, 0) as f64 / u64::MAX as f64
+}
+
+/// Go's `strconv.FormatFloat(f, 'f', -1, 64)`.
+pub fn fmt_float_f(f: f64) -> String {
+    if f.is_nan() {
+        "NaN".into()
+    } else if f.is_infinite() {
+        if f > 0.0 { "+Inf".into() } else { "-Inf".into() }
+    } else {
+        format!("{f}")
+    }
+}
+
+fn count_values(ctx: &QueryCtx<'_>, a: &AggregateExpr, v: Vec<Series>, grid: &Grid) -> Result<Val, EngineError> {
+    let label = match a.param.as_deref() {
+        Some(p) => match super::eval::eval(ctx, p, grid)? {
+            Val::Str(s) => s,
+            _ => return Err(EngineError::Execution("count_values: expected string parameter".into())),
+        },
+        None => return Err(EngineError::Execution("count_values: missing parameter".into())),
+    };
+    if label.is_empty() || label.contains('\u{fffd}') {
+        return Err(EngineError::Execution(format!("invalid label name {}", tessera_model::labels::go_quote(&label))));
+    }
+    let n = grid.n;
+    let (ids, gl) = groups(&v, a);
+    let mut out: Vec<Series> = Vec::new();
+    let mut idx: HashMap<(usize, u64), usize> = HashMap::new();
+    for i in 0..n {
+        for (s, &g) in v.iter().zip(&ids) {
+            let Some(x) = s.vals[i] else { continue };
+            let key = (g, if x.is_nan() { f64::NAN.to_bits() } else { x.to_bits() });
+            let o = *idx.entry(key).or_insert_with(|| {
+                let mut b = LabelsBuilder::from_labels(&gl[g]);
+                b.set(label.clone(), fmt_float_f(x));
+                out.push(Series { labels: b.build(), vals: vec![None; n], drop_name: false });
+                out.len() - 1
+            });
+            let c = out[o].vals[i].get_or_insert(0.0);
+            *c += 1.0;
+        }
+    }
+    Ok(Val::Vector(super::eval::merge_same_labels(out)?))
+}
+
+/// One classic-histogram bucket.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    upper: f64,
+    count: f64,
+}
+
+/// Go's `strconv.ParseFloat` for `le` values.
+fn parse_le(s: &str) -> Option<f64> {
+    let t = s.trim();
+    match t.to_ascii_lowercase().as_str() {
+        "+inf" | "inf" | "infinity" | "+infinity" => return Some(f64::INFINITY),
+        "-inf" | "-infinity" => return Some(f64::NEG_INFINITY),
+        "nan" => return Some(f64::NAN),
+        _ => {}
+    }
+    if t.is_empty() || t.bytes().any(|c| c.is_ascii_alphabetic() && c != b'e' && c != b'E') {
+        return None;
+    }
+    t.parse().ok()
+}
+
+/// Sorts by upper bound and merges equal bounds (upstream `coalesceBuckets`).
+fn coalesce(b: &mut Vec<Bucket>) {
+    b.sort_by(|x, y| x.upper.partial_cmp(&y.upper).unwrap_or(std::cmp::Ordering::Equal));
+    let mut out: Vec<Bucket> = Vec::with_capacity(b.len());
+    for x in b.iter() {
+        match out.last_mut() {
+            Some(l) if l.upper == x.upper => l.count += x.count,
+            _ => out.push(*x),
+        }
+    }
+    *b = out;
+}
+
+/// Upstream `ensureMonotonicAndIgnoreSmallDeltas`; returns whether monotonicity had to be forced.
+fn ensure_monotonic(b: &mut [Bucket]) -> bool {
+    let mut forced = false;
+    let mut prev = b[0].count;
+    for x in b.iter_mut().skip(1) {
+        let cur = x.count;
+        if cur == prev {
+            continue;
+        }
+        let diff = (prev - cur).abs();
+        let sum = prev.abs() + cur.abs();
+        if diff / sum.min(f64::MAX) < 1e-12 {
+            x.count = prev;
+            continue;
+        }
+        if cur < prev {
+            x.count = prev;
+            forced = true;
+            continue;
+        }
+        prev = cur;
+    }
+    forced
+}
+
+/// Upstream `BucketQuantile`: (value, forced monotonicity).
+fn bucket_quantile(q: f64, mut b: Vec<Bucket>) -> (f64, bool) {
+    if q.is_nan() {
+        return (f64::NAN, false);
+    }
+    if q < 0.0 {
+        return (f64::NEG_INFINITY, false);
+    }
+    if q > 1.0 {
+        return (f64::INFINITY, false);
+    }
+    b.sort_by(|x, y| x.upper.partial_cmp(&y.upper).unwrap_or(std::cmp::Ordering::Equal));
+    if b.last().map(|x| x.upper) != Some(f64::INFINITY) {
+        return (f64::NAN, false);
+    }
+    coalesce(&mut b);
+    let forced = ensure_monotonic(&mut b);
+    if b.len() < 2 {
+        return (f64::NAN, forced);
+    }
+    let obs = b[b.len() - 1].count;
+    if obs == 0.0 || obs.is_nan() {
+        return (f64::NAN, forced);
+    }
+    let mut rank = q * obs;
+    let last = b.len() - 1;
+    let idx = b[..last].iter().position(|x| x.count >= rank).unwrap_or(last);
+    if idx == last {
+        return (b[last - 1].upper, forced);
+    }
+    if idx == 0 && b[0].upper <= 0.0 {
+        return (b[0].upper, forced);
+    }
+    let mut start = 0.0;
+    let end = b[idx].upper;
+    let mut count = b[idx].count;
+    if idx > 0 {
+        start = b[idx - 1].upper;
+        count -= b[idx - 1].count;
+        rank -= b[idx - 1].count;
+    }
+    (start + (end - start) * (rank / count), forced)
+}
+
+/// Upstream `BucketFraction` for classic buckets.
+fn bucket_fraction(lower: f64, upper: f64, mut b: Vec<Bucket>) -> f64 {
+    b.sort_by(|x, y| x.upper.partial_cmp(&y.upper).unwrap_or(std::cmp::Ordering::Equal));
+    if b.last().map(|x| x.upper) != Some(f64::INFINITY) {
+        return f64::NAN;
+    }
+    coalesce(&mut b);
+    ensure_monotonic(&mut b);
+    let count = b[b.len() - 1].count;
+    if count == 0.0 || lower.is_nan() || upper.is_nan() {
+        return f64::NAN;
+    }
+    if lower >= upper {
+        return 0.0;
+    }
+    let rank_at = |x: f64| -> f64 {
+        let mut prev_upper = f64::NEG_INFINITY;
+        let mut prev_count = 0.0;
+        for bk in &b {
+            if x <= bk.upper {
+                if x == bk.upper {
+                    return bk.count;
+                }
+                // Interpolate inside the bucket; the first bucket starts at 0 if its bound is positive.
+                let lo = if prev_upper == f64::NEG_INFINITY {
+                    if bk.upper > 0.0 { 0.0 } else { return prev_count }
+                } else {
+                    prev_upper
+                };
+                if bk.upper.is_infinite() {
+                    return prev_count;
+                }
+                if x <= lo {
+                    return prev_count;
+                }
+                return prev_count + (bk.count - prev_count) * (x - lo) / (bk.upper - lo);
+            }
+            prev_upper = bk.upper;
+            prev_count = bk.count;
+        }
+        count
+    };
+    (rank_at(upper) - rank_at(lower)) / count
+}
+
+/// Groups classic bucket series by their labels without `le` and runs `f` per group and step.
+fn per_histogram(
+    ctx: &QueryCtx<'_>,
+    v: Vec<Series>,
+    n: usize,
+    mut f: impl FnMut(usize, Vec<Bucket>, &Labels) -> Option<f64>,
+) -> Vec<Series> {
+    let mut idx: HashMap<Labels, usize> = HashMap::new();
+    let mut glabels: Vec<Labels> = Vec::new();
+    let mut members: Vec<Vec<(usize, f64)>> = Vec::new();
+    for (k, s) in v.iter().enumerate() {
+        let le = s.labels.get("le");
+        let Some(ub) = parse_le(le).filter(|_| s.labels.has("le")) else {
+            ctx.warn(format!(
+                "PromQL warning: bucket label \"le\" is missing or has a malformed value of \"{}\" for metric name \"{}\"",
+                le,
+                s.labels.metric_name()
+            ));
+            continue;
+        };
+        let g = s.labels.drop_names(&["le"]);
+        let gi = *idx.entry(g.clone()).or_insert_with(|| {
+            glabels.push(g);
+            members.push(Vec::new());
+            glabels.len() - 1
+        });
+        members[gi].push((k, ub));
+    }
+    let mut out = Vec::new();
+    for (gi, labels) in glabels.into_iter().enumerate() {
+        let mut vals = vec![None; n];
+        for (i, val) in vals.iter_mut().enumerate() {
+            let b: Vec<Bucket> =
+                members[gi].iter().filter_map(|&(k, ub)| v[k].vals[i].map(|c| Bucket { upper: ub, count: c })).collect();
+            if b.is_empty() {
+                continue;
+            }
+            *val = f(i, b, &labels);
+        }
+        if vals.iter().any(|x| x.is_some()) {
+            out.push(Series { labels, vals, drop_name: true });
+        }
+    }
+    out
+}
+
+pub fn histogram_quantile(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
+    let q = eval_scalar(ctx, &c.args[0], grid)?;
+    let v = eval_vector(ctx, &c.args[1], grid)?;
+    if let Some(bad) = q.iter().find(|q| q.is_nan() || **q < 0.0 || **q > 1.0) {
+        ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*bad)));
+    }
+    let out = per_histogram(ctx, v, grid.n, |i, b, labels| {
+        let (r, forced) = bucket_quantile(q[i], b);
+        if forced {
+            ctx.info(format!(
+                "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name \"{}\"",
+                labels.metric_name()
+            ));
+        }
+        Some(r)
+    });
+    Ok(Val::Vector(out))
+}
+
+pub fn histogram_fraction(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
+    let lo = eval_scalar(ctx, &c.args[0], grid)?;
+    let hi = eval_scalar(ctx, &c.args[1], grid)?;
+    let v = eval_vector(ctx, &c.args[2], grid)?;
+    let out = per_histogram(ctx, v, grid.n, |i, b, _| Some(bucket_fraction(lo[i], hi[i], b)));
+    Ok(Val::Vector(out))
+}
+
+#[allow(dead_code)]
+fn _unused(_: &Expr) {}

@@ -1,0 +1,362 @@
+//! Binary operators (upstream `evaluator.VectorBinop`, `VectorscalarBinop`, `VectorAnd/Or/Unless`,
+//! `scalarBinop`, `vectorElemBinop`, `resultMetric`).
+//!
+//! Matching is column-wise: every series' match signature is hashed once and mapped to a dense id; the
+//! per-step loops then work on id-indexed arrays stamped with the step number (no maps on the hot path).
+
+use super::EngineError;
+use super::eval::{Grid, QueryCtx, Series, Val, eval};
+use crate::parser::{BinaryExpr, BinaryOp, VectorMatchCardinality, VectorMatching};
+use std::collections::HashMap;
+use tessera_model::{Labels, LabelsBuilder};
+
+/// Upstream `vectorElemBinop` for floats: the value and whether a comparison keeps the sample.
+#[inline]
+pub fn elem_binop(op: BinaryOp, l: f64, r: f64) -> (f64, bool) {
+    match op {
+        BinaryOp::Add => (l + r, true),
+        BinaryOp::Sub => (l - r, true),
+        BinaryOp::Mul => (l * r, true),
+        BinaryOp::Div => (l / r, true),
+        BinaryOp::Pow => (go_pow(l, r), true),
+        BinaryOp::Mod => (l % r, true),
+        BinaryOp::Atan2 => (l.atan2(r), true),
+        BinaryOp::Eql => (l, l == r),
+        BinaryOp::Neq => (l, l != r),
+        BinaryOp::Gtr => (l, l > r),
+        BinaryOp::Lss => (l, l < r),
+        BinaryOp::Gte => (l, l >= r),
+        BinaryOp::Lte => (l, l <= r),
+        _ => (f64::NAN, false),
+    }
+}
+
+/// Go's `math.Pow` differs from IEEE `pow` in a few special cases (e.g. `Pow(-1, ±Inf) = 1`, as IEEE).
+fn go_pow(l: f64, r: f64) -> f64 {
+    l.powf(r)
+}
+
+fn is_arith(op: BinaryOp) -> bool {
+    !op.is_comparison() && !op.is_set_operator()
+}
+
+pub fn eval_binary(ctx: &QueryCtx<'_>, b: &BinaryExpr, grid: &Grid) -> Result<Val, EngineError> {
+    let lhs = eval(ctx, &b.lhs, grid)?;
+    let rhs = eval(ctx, &b.rhs, grid)?;
+    let op = b.op;
+    if matches!(op, BinaryOp::TrimUpper | BinaryOp::TrimLower) {
+        return Err(EngineError::Execution("native histogram trim operators are not supported".into()));
+    }
+    match (lhs, rhs) {
+        (Val::Scalar(l), Val::Scalar(r)) => Ok(Val::Scalar(
+            l.iter()
+                .zip(&r)
+                .map(|(a, c)| {
+                    let (v, keep) = elem_binop(op, *a, *c);
+                    if op.is_comparison() { if keep { 1.0 } else { 0.0 } } else { v }
+                })
+                .collect(),
+        )),
+        (Val::Vector(v), Val::Scalar(s)) => Ok(Val::Vector(vector_scalar(op, v, &s, false, b.return_bool))),
+        (Val::Scalar(s), Val::Vector(v)) => Ok(Val::Vector(vector_scalar(op, v, &s, true, b.return_bool))),
+        (Val::Vector(l), Val::Vector(r)) => {
+            let default_matching = VectorMatching {
+                card: if op.is_set_operator() { VectorMatchCardinality::ManyToMany } else { VectorMatchCardinality::OneToOne },
+                matching_labels: vec![],
+                on: false,
+                include: vec![],
+                fill_lhs: None,
+                fill_rhs: None,
+            };
+            let m = b.matching.as_ref().unwrap_or(&default_matching);
+            match op {
+                BinaryOp::And | BinaryOp::Or | BinaryOp::Unless => Ok(Val::Vector(set_op(op, l, r, m, grid.n))),
+                _ => Ok(Val::Vector(vector_vector(ctx, op, l, r, m, b.return_bool, grid.n)?)),
+            }
+        }
+        _ => Err(EngineError::Execution(format!("binary operator {} on unsupported operand types", op.as_str()))),
+    }
+}
+
+/// Upstream `VectorscalarBinop`. `swap`: the scalar is on the left.
+fn vector_scalar(op: BinaryOp, mut v: Vec<Series>, s: &[f64], swap: bool, return_bool: bool) -> Vec<Series> {
+    let drop = is_arith(op) || return_bool;
+    for ser in &mut v {
+        for (i, x) in ser.vals.iter_mut().enumerate() {
+            let Some(val) = *x else { continue };
+            let (l, r) = if swap { (s[i], val) } else { (val, s[i]) };
+            let (mut res, keep) = elem_binop(op, l, r);
+            if op.is_comparison() && swap {
+                res = val;
+            }
+            *x = if return_bool {
+                Some(if keep { 1.0 } else { 0.0 })
+            } else if keep {
+                Some(res)
+            } else {
+                None
+            };
+        }
+        if drop {
+            ser.drop_name = true;
+        }
+    }
+    v.retain(|s| s.vals.iter().any(|x| x.is_some()));
+    v
+}
+
+/// The match signature of a series (upstream `signatureFunc`): the `on` labels, or all labels but the
+/// `ignoring` ones and `__name__`.
+fn signature(l: &Labels, m: &VectorMatching) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for lb in l {
+        let inc = if m.on {
+            m.matching_labels.iter().any(|n| *n == lb.name)
+        } else {
+            lb.name != "__name__" && !m.matching_labels.iter().any(|n| *n == lb.name)
+        };
+        if inc {
+            h.update(lb.name.as_bytes());
+            h.update(&[0xff]);
+            h.update(lb.value.as_bytes());
+            h.update(&[0xff]);
+        }
+    }
+    h.digest()
+}
+
+fn match_labels(l: &Labels, m: &VectorMatching) -> Labels {
+    if m.on {
+        l.keep(&m.matching_labels)
+    } else {
+        let mut names = m.matching_labels.clone();
+        names.push("__name__".into());
+        l.drop_names(&names)
+    }
+}
+
+/// Dense ids for the signatures of both sides.
+fn sig_ids(l: &[Series], r: &[Series], m: &VectorMatching) -> (Vec<usize>, Vec<usize>, usize) {
+    let mut ids: HashMap<u64, usize> = HashMap::new();
+    let mut id = |s: &Series| {
+        let n = ids.len();
+        *ids.entry(signature(&s.labels, m)).or_insert(n)
+    };
+    let li: Vec<usize> = l.iter().map(&mut id).collect();
+    let ri: Vec<usize> = r.iter().map(&mut id).collect();
+    let n = ids.len();
+    (li, ri, n)
+}
+
+/// Upstream `VectorAnd`, `VectorOr`, `VectorUnless`.
+fn set_op(op: BinaryOp, l: Vec<Series>, r: Vec<Series>, m: &VectorMatching, steps: usize) -> Vec<Series> {
+    let (li, ri, nsig) = sig_ids(&l, &r, m);
+    // present[sig] == step+1 when a series with that signature has a sample at the step.
+    let mut present = vec![0usize; nsig];
+    let mut out_l = l;
+    let mut out_r = r;
+    for i in 0..steps {
+        let stamp = i + 1;
+        match op {
+            BinaryOp::And | BinaryOp::Unless => {
+                for (s, &sid) in out_r.iter().zip(&ri) {
+                    if s.vals[i].is_some() {
+                        present[sid] = stamp;
+                    }
+                }
+                for (s, &sid) in out_l.iter_mut().zip(&li) {
+                    let hit = present[sid] == stamp;
+                    if (op == BinaryOp::And) != hit {
+                        s.vals[i] = None;
+                    }
+                }
+            }
+            _ => {
+                for (s, &sid) in out_l.iter().zip(&li) {
+                    if s.vals[i].is_some() {
+                        present[sid] = stamp;
+                    }
+                }
+                for (s, &sid) in out_r.iter_mut().zip(&ri) {
+                    if present[sid] == stamp {
+                        s.vals[i] = None;
+                    }
+                }
+            }
+        }
+    }
+    if op == BinaryOp::Or {
+        out_l.extend(out_r);
+    }
+    out_l.retain(|s| s.vals.iter().any(|x| x.is_some()));
+    out_l
+}
+
+/// Upstream `resultMetric`.
+fn result_labels(many: &Labels, one: &Labels, m: &VectorMatching) -> Labels {
+    let mut b = LabelsBuilder::from_labels(many);
+    if m.card == VectorMatchCardinality::OneToOne {
+        if m.on {
+            let keep: Vec<String> = many
+                .iter()
+                .filter(|l| !m.matching_labels.contains(&l.name))
+                .map(|l| l.name.clone())
+                .collect();
+            for n in keep {
+                b.del(&n);
+            }
+        } else {
+            for n in &m.matching_labels {
+                b.del(n);
+            }
+        }
+    }
+    for n in &m.include {
+        let v = one.get(n);
+        if v.is_empty() {
+            b.del(n);
+        } else {
+            b.set(n.clone(), v.to_string());
+        }
+    }
+    b.build()
+}
+
+/// Upstream `VectorBinop` for arithmetic and comparison operators, all steps at once.
+fn vector_vector(
+    ctx: &QueryCtx<'_>,
+    op: BinaryOp,
+    l: Vec<Series>,
+    r: Vec<Series>,
+    m: &VectorMatching,
+    return_bool: bool,
+    steps: usize,
+) -> Result<Vec<Series>, EngineError> {
+    let _ = ctx;
+    let swapped = m.card == VectorMatchCardinality::OneToMany;
+    let (many, one) = if swapped { (&r, &l) } else { (&l, &r) };
+    let (mi, oi, nsig) = sig_ids(many, one, m);
+    let drop_op = is_arith(op) || return_bool;
+    // Per step: which `one`-side series holds each signature; which signatures were matched (one-to-one).
+    let mut one_at = vec![(0usize, 0usize); nsig];
+    let mut matched = vec![0usize; nsig];
+    let mut many_at = vec![(0usize, 0usize); nsig];
+    let mut out: Vec<Series> = Vec::new();
+    let mut out_idx: HashMap<Labels, usize> = HashMap::new();
+    let mut pair_out: HashMap<(usize, usize), usize> = HashMap::new();
+    let (fill_many, fill_one) = if swapped { (m.fill_rhs, m.fill_lhs) } else { (m.fill_lhs, m.fill_rhs) };
+    let one_side = if swapped { "left" } else { "right" };
+    for i in 0..steps {
+        let stamp = i + 1;
+        for (j, (s, &sid)) in one.iter().zip(&oi).enumerate() {
+            if s.vals[i].is_none() {
+                continue;
+            }
+            if one_at[sid].0 == stamp {
+                let prev = &one[one_at[sid].1];
+                return Err(EngineError::Execution(format!(
+                    "found duplicate series for the match group {} on the {one_side} hand-side of the operation: [{}, {}];many-to-many matching not allowed: matching labels must be unique on one side",
+                    match_labels(&s.labels, m),
+                    s.labels,
+                    prev.labels
+                )));
+            }
+            one_at[sid] = (stamp, j);
+        }
+        if fill_many.is_some() {
+            for (k, (s, &sid)) in many.iter().zip(&mi).enumerate() {
+                if s.vals[i].is_some() {
+                    many_at[sid] = (stamp, k);
+                }
+            }
+        }
+        for (k, (s, &sid)) in many.iter().zip(&mi).enumerate() {
+            let Some(mv) = s.vals[i] else { continue };
+            let (ov, j) = if one_at[sid].0 == stamp {
+                let j = one_at[sid].1;
+                (one[j].vals[i].expect("stamped as present"), Some(j))
+            } else if let Some(f) = fill_one {
+                (f, None)
+            } else {
+                continue;
+            };
+            let (lv, rv) = if swapped { (ov, mv) } else { (mv, ov) };
+            let (v, keep) = elem_binop(op, lv, rv);
+            let v = if return_bool {
+                if keep { 1.0 } else { 0.0 }
+            } else if keep {
+                v
+            } else {
+                continue;
+            };
+            let key = (k, j.map(|j| j + 1).unwrap_or(0));
+            let o = match pair_out.get(&key) {
+                Some(o) => *o,
+                None => {
+                    let empty = Labels::empty();
+                    let one_labels = j.map(|j| &one[j].labels).unwrap_or(&empty);
+                    let lbls = result_labels(&s.labels, one_labels, m);
+                    let o = *out_idx.entry(lbls.clone()).or_insert_with(|| {
+                        out.push(Series { labels: lbls, vals: vec![None; steps], drop_name: false });
+                        out.len() - 1
+                    });
+                    pair_out.insert(key, o);
+                    o
+                }
+            };
+            if m.card == VectorMatchCardinality::OneToOne {
+                if matched[sid] == stamp {
+                    return Err(EngineError::Execution(
+                        "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into(),
+                    ));
+                }
+                matched[sid] = stamp;
+            } else if out[o].vals[i].is_some() {
+                return Err(EngineError::Execution(
+                    "multiple matches for labels: grouping labels must ensure unique matches".into(),
+                ));
+            }
+            out[o].vals[i] = Some(v);
+            out[o].drop_name |= drop_op || s.drop_name;
+        }
+        // fill for the "many" side: one-side series without a partner.
+        if let Some(f) = fill_many {
+            for (j, (s, &sid)) in one.iter().zip(&oi).enumerate() {
+                let Some(ov) = s.vals[i] else { continue };
+                if many_at[sid].0 == stamp {
+                    continue;
+                }
+                let (lv, rv) = if swapped { (ov, f) } else { (f, ov) };
+                let (v, keep) = elem_binop(op, lv, rv);
+                let v = if return_bool {
+                    if keep { 1.0 } else { 0.0 }
+                } else if keep {
+                    v
+                } else {
+                    continue;
+                };
+                let key = (usize::MAX - j, 0);
+                let o = match pair_out.get(&key) {
+                    Some(o) => *o,
+                    None => {
+                        let lbls = result_labels(&s.labels, &Labels::empty(), m);
+                        let o = *out_idx.entry(lbls.clone()).or_insert_with(|| {
+                            out.push(Series { labels: lbls, vals: vec![None; steps], drop_name: false });
+                            out.len() - 1
+                        });
+                        pair_out.insert(key, o);
+                        o
+                    }
+                };
+                if out[o].vals[i].is_some() {
+                    return Err(EngineError::Execution(
+                        "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into(),
+                    ));
+                }
+                out[o].vals[i] = Some(v);
+                out[o].drop_name |= drop_op || s.drop_name;
+            }
+        }
+    }
+    Ok(out)
+}

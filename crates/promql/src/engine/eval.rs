@@ -1,0 +1,476 @@
+//! The evaluator: walks the syntax tree once, each node producing its values for every step of the query
+//! (see the module essay of [`super`]). Mirrors upstream `evaluator.eval` in `promql/engine.go`.
+
+use super::{EngineError, EngineOptions, MatrixSeries, QueryResult, Value, VectorSample, functions};
+use crate::parser::{AtModifier, Expr, SubqueryExpr, UnaryOp, VectorSelector};
+use parking_lot::Mutex;
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+use tessera_model::{Labels, Queryable, STALE_NAN, Sample, SelectHints, is_stale_nan};
+
+/// Everything one query's evaluation shares.
+pub struct QueryCtx<'a> {
+    pub queryable: &'a dyn Queryable,
+    pub opts: &'a EngineOptions,
+    pub lookback_ms: i64,
+    /// The outer query's start and end (what `@ start()` and `@ end()` mean).
+    pub query_start_ms: i64,
+    pub query_end_ms: i64,
+    pub cancel: super::CancelToken,
+    pub deadline: Instant,
+    pub annotations: Mutex<Annotations>,
+    /// Samples currently loaded, for the max-samples limit (upstream `evaluator.currentSamples`).
+    pub samples: AtomicUsize,
+}
+
+/// Warnings and infos, deduplicated, in the order first seen.
+#[derive(Debug, Default)]
+pub struct Annotations {
+    pub warnings: Vec<String>,
+    pub infos: Vec<String>,
+}
+
+impl QueryCtx<'_> {
+    pub fn warn(&self, msg: String) {
+        let mut a = self.annotations.lock();
+        if !a.warnings.contains(&msg) {
+            a.warnings.push(msg);
+        }
+    }
+    pub fn info(&self, msg: String) {
+        let mut a = self.annotations.lock();
+        if !a.infos.contains(&msg) {
+            a.infos.push(msg);
+        }
+    }
+    /// Checked in loops: cancellation and timeout.
+    pub fn check(&self) -> Result<(), EngineError> {
+        if self.cancel.is_canceled() {
+            return Err(EngineError::Canceled("query execution".into()));
+        }
+        if Instant::now() > self.deadline {
+            return Err(EngineError::Timeout("query execution".into()));
+        }
+        Ok(())
+    }
+    /// Accounts `n` more samples held in memory; fails past the limit.
+    pub fn add_samples(&self, n: usize) -> Result<(), EngineError> {
+        let now = self.samples.fetch_add(n, Ordering::Relaxed) + n;
+        if now > self.opts.max_samples {
+            return Err(EngineError::TooManySamples("query execution".into()));
+        }
+        Ok(())
+    }
+    pub fn release_samples(&self, n: usize) {
+        let _ = self.samples.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some(c.saturating_sub(n)));
+    }
+}
+
+/// The steps a node is evaluated at: `start + i*step` for `i in 0..n`.
+#[derive(Debug, Clone, Copy)]
+pub struct Grid {
+    pub start: i64,
+    pub step: i64,
+    pub n: usize,
+}
+
+impl Grid {
+    pub fn new(start: i64, end: i64, step: i64) -> Self {
+        if step <= 0 || end <= start {
+            return Grid { start, step: step.max(1), n: 1 };
+        }
+        Grid { start, step, n: ((end - start) / step) as usize + 1 }
+    }
+    #[inline]
+    pub fn t(&self, i: usize) -> i64 {
+        self.start + i as i64 * self.step
+    }
+    pub fn end(&self) -> i64 {
+        self.t(self.n - 1)
+    }
+}
+
+/// One instant-vector series: a value per step (`None`: no sample at that step).
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub labels: Labels,
+    pub vals: Vec<Option<f64>>,
+    /// Delayed `__name__` removal: drop the name when the result leaves the engine (upstream `DropName`).
+    pub drop_name: bool,
+}
+
+/// A range-vector series: raw samples (stale markers removed).
+#[derive(Debug, Clone)]
+pub struct RangeSeries {
+    pub labels: Labels,
+    pub samples: Vec<Sample>,
+    pub drop_name: bool,
+}
+
+/// A node's value over all steps.
+#[derive(Debug, Clone)]
+pub enum Val {
+    Scalar(Vec<f64>),
+    Str(String),
+    Vector(Vec<Series>),
+    /// Only as the top-level result of an instant query (`foo[5m]`): samples of the single step's window.
+    Matrix(Vec<RangeSeries>),
+}
+
+/// Evaluates `expr` as a query over `[start, end]` every `step` (0: instant query).
+pub fn run(ctx: &QueryCtx<'_>, expr: &Expr, start: i64, end: i64, step: i64) -> Result<QueryResult, EngineError> {
+    let grid = Grid::new(start, end, step);
+    let val = match expr.unwrap_parens() {
+        Expr::MatrixSelector(_) | Expr::Subquery(_) if step == 0 => {
+            let ra = eval_range_arg(ctx, expr, &grid)?;
+            let e = ra.eff[0];
+            Val::Matrix(
+                ra.series
+                    .into_iter()
+                    .map(|s| {
+                        let samples: Vec<Sample> =
+                            s.samples.into_iter().filter(|p| p.t > e - ra.range_ms && p.t <= e).collect();
+                        RangeSeries { labels: s.labels, samples, drop_name: s.drop_name }
+                    })
+                    .filter(|s| !s.samples.is_empty())
+                    .collect(),
+            )
+        }
+        _ => eval(ctx, expr, &grid)?,
+    };
+    let value = to_value(val, &grid, step == 0)?;
+    let a = std::mem::take(&mut *ctx.annotations.lock());
+    Ok(QueryResult { value, warnings: a.warnings, infos: a.infos })
+}
+
+fn final_labels(l: Labels, drop: bool) -> Labels {
+    if drop { l.without_metric_name() } else { l }
+}
+
+pub const DUP_LABELSET: &str = "vector cannot contain metrics with the same labelset";
+
+fn to_value(v: Val, grid: &Grid, instant: bool) -> Result<Value, EngineError> {
+    Ok(match v {
+        Val::Scalar(s) => {
+            if instant {
+                Value::Scalar { t_ms: grid.start, v: s[0] }
+            } else {
+                Value::Matrix(vec![MatrixSeries {
+                    labels: Labels::empty(),
+                    points: s.iter().enumerate().map(|(i, v)| (grid.t(i), *v)).collect(),
+                }])
+            }
+        }
+        Val::Str(s) => Value::String { t_ms: grid.start, v: s },
+        Val::Matrix(m) => {
+            let mut out: Vec<MatrixSeries> = m
+                .into_iter()
+                .map(|s| MatrixSeries {
+                    labels: final_labels(s.labels, s.drop_name),
+                    points: s.samples.iter().map(|p| (p.t, p.v)).collect(),
+                })
+                .collect();
+            check_unique(out.iter().map(|s| &s.labels))?;
+            out.sort_by(|a, b| a.labels.cmp(&b.labels));
+            Value::Matrix(out)
+        }
+        Val::Vector(vs) => {
+            if instant {
+                let out: Vec<VectorSample> = vs
+                    .into_iter()
+                    .filter_map(|s| {
+                        s.vals[0].map(|v| VectorSample { labels: final_labels(s.labels, s.drop_name), t_ms: grid.start, v })
+                    })
+                    .collect();
+                check_unique(out.iter().map(|s| &s.labels))?;
+                Value::Vector(out)
+            } else {
+                let merged = merge_same_labels(
+                    vs.into_iter().map(|s| Series { labels: final_labels(s.labels, s.drop_name), ..s }).collect(),
+                )?;
+                let mut out: Vec<MatrixSeries> = merged
+                    .into_iter()
+                    .filter_map(|s| {
+                        let points: Vec<(i64, f64)> =
+                            s.vals.iter().enumerate().filter_map(|(i, v)| v.map(|v| (grid.t(i), v))).collect();
+                        (!points.is_empty()).then_some(MatrixSeries { labels: s.labels, points })
+                    })
+                    .collect();
+                out.sort_by(|a, b| a.labels.cmp(&b.labels));
+                Value::Matrix(out)
+            }
+        }
+    })
+}
+
+fn check_unique<'a>(it: impl Iterator<Item = &'a Labels>) -> Result<(), EngineError> {
+    let mut seen = std::collections::HashSet::new();
+    for l in it {
+        if !seen.insert(l) {
+            return Err(EngineError::Execution(DUP_LABELSET.into()));
+        }
+    }
+    Ok(())
+}
+
+/// Merges series with identical labels whose steps do not overlap (a label-changing function can turn
+/// two series into one across steps); overlapping steps are upstream's duplicate-labelset error.
+pub fn merge_same_labels(vs: Vec<Series>) -> Result<Vec<Series>, EngineError> {
+    let mut idx: HashMap<Labels, usize> = HashMap::with_capacity(vs.len());
+    let mut out: Vec<Series> = Vec::with_capacity(vs.len());
+    for s in vs {
+        if let Some(&i) = idx.get(&s.labels) {
+            let o: &mut Series = &mut out[i];
+            for (a, b) in o.vals.iter_mut().zip(s.vals) {
+                if b.is_some() {
+                    if a.is_some() {
+                        return Err(EngineError::Execution(DUP_LABELSET.into()));
+                    }
+                    *a = b;
+                }
+            }
+        } else {
+            idx.insert(s.labels.clone(), out.len());
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// Evaluates a node over `grid`.
+pub fn eval(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Val, EngineError> {
+    ctx.check()?;
+    match expr {
+        Expr::NumberLiteral(n) => Ok(Val::Scalar(vec![n.val; grid.n])),
+        Expr::StringLiteral(s) => Ok(Val::Str(s.val.clone())),
+        Expr::Paren(p) => eval(ctx, &p.expr, grid),
+        Expr::Unary(u) => {
+            let v = eval(ctx, &u.expr, grid)?;
+            if u.op == UnaryOp::Pos {
+                return Ok(v);
+            }
+            Ok(match v {
+                Val::Scalar(s) => Val::Scalar(s.into_iter().map(|x| -x).collect()),
+                Val::Vector(mut vs) => {
+                    for s in &mut vs {
+                        for x in s.vals.iter_mut().flatten() {
+                            *x = -*x;
+                        }
+                        s.drop_name = true;
+                    }
+                    Val::Vector(vs)
+                }
+                other => other,
+            })
+        }
+        Expr::VectorSelector(vs) => Ok(Val::Vector(eval_vector_selector(ctx, vs, grid, false)?)),
+        Expr::MatrixSelector(_) | Expr::Subquery(_) => Err(EngineError::Execution(
+            "range vector cannot be evaluated here (only as a function argument or an instant query)".into(),
+        )),
+        Expr::Call(c) => functions::eval_call(ctx, c, grid),
+        Expr::Aggregate(a) => super::aggregate::eval_aggregate(ctx, a, grid),
+        Expr::Binary(b) => super::binop::eval_binary(ctx, b, grid),
+    }
+}
+
+/// Evaluates to a scalar column (function and aggregation parameters).
+pub fn eval_scalar(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Vec<f64>, EngineError> {
+    match eval(ctx, expr, grid)? {
+        Val::Scalar(s) => Ok(s),
+        _ => Err(EngineError::Execution("expected scalar".into())),
+    }
+}
+
+pub fn eval_vector(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Vec<Series>, EngineError> {
+    match eval(ctx, expr, grid)? {
+        Val::Vector(v) => Ok(v),
+        Val::Scalar(_) => Err(EngineError::Execution("expected instant vector, got scalar".into())),
+        _ => Err(EngineError::Execution("expected instant vector".into())),
+    }
+}
+
+/// The time a selector or subquery with modifiers looks at for the step at `t` (upstream: the `@` value,
+/// else the step time, minus the offset).
+fn effective_times(ctx: &QueryCtx<'_>, at: Option<AtModifier>, offset_ms: i64, grid: &Grid) -> Vec<i64> {
+    let at_ms = at.map(|a| match a {
+        AtModifier::Timestamp(t) => t,
+        AtModifier::Start => ctx.query_start_ms,
+        AtModifier::End => ctx.query_end_ms,
+    });
+    (0..grid.n).map(|i| at_ms.unwrap_or_else(|| grid.t(i)) - offset_ms).collect()
+}
+
+/// Selects the series of `vs` in `[mint, maxt]` in every shard in parallel, decodes each once, and maps it
+/// with `f` (which sees the samples sorted by time, stale markers included). `f` returning `None` drops it.
+pub fn select_map<T: Send>(
+    ctx: &QueryCtx<'_>,
+    vs: &VectorSelector,
+    mint: i64,
+    maxt: i64,
+    hints: SelectHints,
+    f: impl Fn(&Labels, &[Sample]) -> Option<T> + Sync,
+) -> Result<Vec<T>, EngineError> {
+    let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
+    let shards = q.shard_count();
+    let per_shard: Vec<Result<Vec<T>, EngineError>> = (0..shards)
+        .into_par_iter()
+        .map(|shard| {
+            let set = q.select_shard(shard, &vs.matchers, &hints).map_err(|e| EngineError::Storage(e.to_string()))?;
+            let mut buf: Vec<Sample> = Vec::new();
+            let mut out = Vec::new();
+            for (k, s) in set.enumerate() {
+                if k % 256 == 0 {
+                    ctx.check()?;
+                }
+                let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
+                buf.clear();
+                for c in &s.chunks {
+                    tessera_encoding::decode_chunk_range_into(c, mint, maxt, &mut buf)
+                        .map_err(|e| EngineError::Storage(e.to_string()))?;
+                }
+                ctx.add_samples(buf.len())?;
+                let r = f(&s.labels, &buf);
+                ctx.release_samples(buf.len());
+                if let Some(r) = r {
+                    out.push(r);
+                }
+            }
+            Ok(out)
+        })
+        .collect();
+    let mut out = Vec::new();
+    for r in per_shard {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+/// An instant vector selector: for each step, the latest sample in `(t - lookback, t]` unless it is a stale
+/// marker (upstream `vectorSelectorSingle`). With `timestamps`, the value is the sample's timestamp in
+/// seconds (what `timestamp(selector)` returns).
+pub fn eval_vector_selector(
+    ctx: &QueryCtx<'_>,
+    vs: &VectorSelector,
+    grid: &Grid,
+    timestamps: bool,
+) -> Result<Vec<Series>, EngineError> {
+    let eff = effective_times(ctx, vs.at, vs.original_offset_ms, grid);
+    let lb = ctx.lookback_ms;
+    let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
+    let hints = SelectHints { step_ms: grid.step, ..Default::default() };
+    let n = grid.n;
+    select_map(ctx, vs, lo - lb + 1, hi, hints, |labels, samples| {
+        let mut vals = vec![None; n];
+        let mut j = 0usize;
+        let mut any = false;
+        for (i, &e) in eff.iter().enumerate() {
+            if i > 0 && e < eff[i - 1] {
+                j = 0;
+            }
+            while j < samples.len() && samples[j].t <= e {
+                j += 1;
+            }
+            if j == 0 {
+                continue;
+            }
+            let s = samples[j - 1];
+            if s.t > e - lb && !is_stale_nan(s.v) {
+                vals[i] = Some(if timestamps { s.t as f64 / 1000.0 } else { s.v });
+                any = true;
+            }
+        }
+        any.then(|| Series { labels: labels.clone(), vals, drop_name: false })
+    })
+}
+
+/// A range-vector argument: its series' samples and, per step, the end of the window `(eff - range, eff]`.
+pub struct RangeArg {
+    pub series: Vec<RangeSeries>,
+    pub range_ms: i64,
+    /// Per step: the window's (inclusive) end.
+    pub eff: Vec<i64>,
+    /// The selector's metric name, for annotations.
+    pub is_subquery: bool,
+}
+
+/// Evaluates a matrix selector or subquery to raw samples covering every step's window.
+pub fn eval_range_arg(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<RangeArg, EngineError> {
+    match expr.unwrap_parens() {
+        Expr::MatrixSelector(ms) => {
+            let vs = &ms.vs;
+            let eff = effective_times(ctx, vs.at, vs.original_offset_ms, grid);
+            let range = ms.range_ms;
+            let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
+            let hints = SelectHints { range_ms: range, step_ms: grid.step, ..Default::default() };
+            let series = select_map(ctx, vs, lo - range + 1, hi, hints, |labels, samples| {
+                let samples: Vec<Sample> = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
+                (!samples.is_empty()).then(|| RangeSeries { labels: labels.clone(), samples, drop_name: false })
+            })?;
+            Ok(RangeArg { series, range_ms: range, eff, is_subquery: false })
+        }
+        Expr::Subquery(sq) => eval_subquery(ctx, sq, grid),
+        _ => Err(EngineError::Execution("expected range vector".into())),
+    }
+}
+
+/// Upstream `evaluator.eval` for `*parser.SubqueryExpr`: the inner expression is evaluated on its own step
+/// grid aligned to multiples of the subquery step, then windows are cut per outer step.
+fn eval_subquery(ctx: &QueryCtx<'_>, sq: &SubqueryExpr, grid: &Grid) -> Result<RangeArg, EngineError> {
+    let eff = effective_times(ctx, sq.at, sq.original_offset_ms, grid);
+    let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
+    let step = if sq.step_ms > 0 { sq.step_ms } else { ctx.opts.no_step_subquery_interval_ms };
+    let range = sq.range_ms;
+    // The first step-aligned timestamp after `lo - range` (Go's truncating division).
+    let base = lo - range;
+    let mut start = step * (base / step);
+    if start <= base {
+        start += step;
+    }
+    if start > hi {
+        return Ok(RangeArg { series: vec![], range_ms: range, eff, is_subquery: true });
+    }
+    let inner = Grid::new(start, hi, step);
+    let v = eval(ctx, &sq.expr, &inner)?;
+    let series = match v {
+        Val::Scalar(s) => vec![RangeSeries {
+            labels: Labels::empty(),
+            samples: s.iter().enumerate().map(|(i, v)| Sample::new(inner.t(i), *v)).collect(),
+            drop_name: false,
+        }],
+        Val::Vector(vs) => vs
+            .into_iter()
+            .filter_map(|s| {
+                let samples: Vec<Sample> =
+                    s.vals.iter().enumerate().filter_map(|(i, v)| v.map(|v| Sample::new(inner.t(i), v))).collect();
+                (!samples.is_empty()).then_some(RangeSeries { labels: s.labels, samples, drop_name: s.drop_name })
+            })
+            .collect(),
+        _ => return Err(EngineError::Execution("subquery of a non-vector".into())),
+    };
+    Ok(RangeArg { series, range_ms: range, eff, is_subquery: true })
+}
+
+/// Calls `f(window, i)` for each step `i` with the series' samples in `(eff[i] - range, eff[i]]`, moving two
+/// indices forward (windows only move forward), so the series is walked once for all steps.
+#[inline]
+pub fn for_each_window(samples: &[Sample], eff: &[i64], range: i64, mut f: impl FnMut(&[Sample], usize)) {
+    let (mut lo, mut hi) = (0usize, 0usize);
+    for (i, &e) in eff.iter().enumerate() {
+        if i > 0 && e < eff[i - 1] {
+            lo = 0;
+            hi = 0;
+        }
+        while hi < samples.len() && samples[hi].t <= e {
+            hi += 1;
+        }
+        while lo < hi && samples[lo].t <= e - range {
+            lo += 1;
+        }
+        f(&samples[lo..hi], i);
+    }
+}
+
+/// Not a sample value the engine produces; used where a stale marker must be written.
+pub const STALE: f64 = STALE_NAN;

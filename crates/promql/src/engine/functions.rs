@@ -1,0 +1,894 @@
+//! PromQL functions (upstream `promql/functions.go`): range-vector kernels that see one window of samples
+//! at a time, and instant-vector functions that map columns.
+//!
+//! Range kernels are plain functions over a sample slice so that the fused selector+function path in
+//! [`eval_call`] can run them inside each shard's loop, one pass per series for all steps.
+
+use super::EngineError;
+use super::eval::{
+    Grid, QueryCtx, RangeArg, Series, Val, eval, eval_range_arg, eval_scalar, eval_vector, eval_vector_selector,
+    for_each_window, merge_same_labels,
+};
+use crate::parser::{Call, Expr};
+use tessera_model::MatchOp;
+use tessera_model::{Labels, LabelsBuilder, Sample};
+
+/// Neumaier-compensated summation step (upstream `kahanSumInc`).
+#[inline]
+pub fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
+    let t = sum + inc;
+    let c = if t.is_infinite() {
+        0.0
+    } else if sum.abs() >= inc.abs() {
+        c + ((sum - t) + inc)
+    } else {
+        c + ((inc - t) + sum)
+    };
+    (t, c)
+}
+
+/// What a range kernel sees for one step.
+pub struct Window<'a> {
+    pub s: &'a [Sample],
+    /// Exclusive start and inclusive end of the window, ms.
+    pub range_start: i64,
+    pub range_end: i64,
+    pub range_ms: i64,
+    /// Scalar parameters at this step (quantile, smoothing factors, predict_linear's duration).
+    pub params: &'a [f64],
+}
+
+/// Upstream `extrapolatedRate`: the increase over the window, extrapolated towards the window's edges
+/// (but not beyond half an average sample interval, nor below zero for counters).
+pub fn extrapolated_rate(w: &Window<'_>, is_counter: bool, is_rate: bool) -> Option<f64> {
+    let s = w.s;
+    if s.len() < 2 {
+        return None;
+    }
+    let (first, last) = (s[0], s[s.len() - 1]);
+    let mut result = last.v - first.v;
+    if is_counter {
+        let mut prev = first.v;
+        for c in &s[1..] {
+            if c.v < prev {
+                result += prev;
+            }
+            prev = c.v;
+        }
+    }
+    let mut to_start = (first.t - w.range_start) as f64 / 1000.0;
+    let mut to_end = (w.range_end - last.t) as f64 / 1000.0;
+    let sampled = (last.t - first.t) as f64 / 1000.0;
+    let avg = sampled / (s.len() - 1) as f64;
+    let threshold = avg * 1.1;
+    if to_start >= threshold {
+        to_start = avg / 2.0;
+    }
+    if is_counter && result > 0.0 && first.v >= 0.0 {
+        let to_zero = sampled * (first.v / result);
+        if to_zero < to_start {
+            to_start = to_zero;
+        }
+    }
+    if to_end >= threshold {
+        to_end = avg / 2.0;
+    }
+    let mut factor = (sampled + to_start + to_end) / sampled;
+    if is_rate {
+        factor /= w.range_ms as f64 / 1000.0;
+    }
+    Some(result * factor)
+}
+
+/// Upstream `instantValue` (irate, idelta).
+fn instant_value(w: &Window<'_>, is_rate: bool) -> Option<f64> {
+    let s = w.s;
+    if s.len() < 2 {
+        return None;
+    }
+    let (prev, last) = (s[s.len() - 2], s[s.len() - 1]);
+    let mut r = if is_rate && last.v < prev.v { last.v } else { last.v - prev.v };
+    let dt = last.t - prev.t;
+    if dt == 0 {
+        return None;
+    }
+    if is_rate {
+        r /= dt as f64 / 1000.0;
+    }
+    Some(r)
+}
+
+/// Upstream `linearRegression`.
+pub fn linear_regression(s: &[Sample], intercept_t: i64) -> (f64, f64) {
+    let (mut n, mut sx, mut cx, mut sy, mut cy, mut sxy, mut cxy, mut sx2, mut cx2) =
+        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    let init_y = s[0].v;
+    let mut const_y = true;
+    for (i, p) in s.iter().enumerate() {
+        if const_y && i > 0 && p.v != init_y {
+            const_y = false;
+        }
+        n += 1.0;
+        let x = (p.t - intercept_t) as f64 / 1e3;
+        (sx, cx) = kahan_inc(x, sx, cx);
+        (sy, cy) = kahan_inc(p.v, sy, cy);
+        (sxy, cxy) = kahan_inc(x * p.v, sxy, cxy);
+        (sx2, cx2) = kahan_inc(x * x, sx2, cx2);
+    }
+    if const_y {
+        if init_y.is_infinite() {
+            return (f64::NAN, f64::NAN);
+        }
+        return (0.0, init_y);
+    }
+    sx += cx;
+    sy += cy;
+    sxy += cxy;
+    sx2 += cx2;
+    let cov = sxy - sx * sy / n;
+    let var = sx2 - sx * sx / n;
+    let slope = cov / var;
+    (slope, sy / n - slope * sx / n)
+}
+
+/// Upstream `quantile` (used by quantile_over_time and the quantile aggregation).
+pub fn quantile(q: f64, vals: &mut [f64]) -> f64 {
+    if vals.is_empty() || q.is_nan() {
+        return f64::NAN;
+    }
+    if q < 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if q > 1.0 {
+        return f64::INFINITY;
+    }
+    vals.sort_by(|a, b| go_float_less(*a, *b));
+    let n = vals.len() as f64;
+    let rank = q * (n - 1.0);
+    let lo = rank.floor().max(0.0);
+    let hi = (lo + 1.0).min(n - 1.0);
+    let w = rank - rank.floor();
+    vals[lo as usize] * (1.0 - w) + vals[hi as usize] * w
+}
+
+/// Go's `sort.Float64s` order: NaNs first, then ascending.
+fn go_float_less(a: f64, b: f64) -> std::cmp::Ordering {
+    use std::cmp::Ordering::*;
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Equal,
+        (true, false) => Less,
+        (false, true) => Greater,
+        _ => a.partial_cmp(&b).unwrap_or(Equal),
+    }
+}
+
+fn avg_over(s: &[Sample]) -> f64 {
+    // Upstream `funcAvgOverTime`: Kahan sum, switching to an incremental mean on overflow.
+    let (mut sum, mut count) = (s[0].v, 1.0f64);
+    let (mut mean, mut c) = (0.0f64, 0.0f64);
+    let mut incremental = false;
+    for (i, p) in s[1..].iter().enumerate() {
+        count = (i + 2) as f64;
+        if !incremental {
+            let (ns, nc) = kahan_inc(p.v, sum, c);
+            if !ns.is_infinite() {
+                sum = ns;
+                c = nc;
+                continue;
+            }
+            incremental = true;
+            mean = sum / (count - 1.0);
+            c /= count - 1.0;
+        }
+        let q = (count - 1.0) / count;
+        (mean, c) = kahan_inc(p.v / count, q * mean, q * c);
+    }
+    if incremental { mean + c } else { sum / count + c / count }
+}
+
+fn stdvar_over(s: &[Sample]) -> f64 {
+    let (mut count, mut mean, mut cm, mut aux, mut ca) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for p in s {
+        count += 1.0;
+        let delta = p.v - (mean + cm);
+        (mean, cm) = kahan_inc(delta / count, mean, cm);
+        (aux, ca) = kahan_inc(delta * (p.v - (mean + cm)), aux, ca);
+    }
+    (aux + ca) / count
+}
+
+/// Upstream `funcDoubleExponentialSmoothing`.
+fn double_exp_smoothing(s: &[Sample], sf: f64, tf: f64) -> Option<f64> {
+    if s.len() < 2 {
+        return None;
+    }
+    let (mut s0, mut s1) = (0.0, s[0].v);
+    let mut b = s[1].v - s[0].v;
+    for (i, p) in s.iter().enumerate().skip(1) {
+        let x = sf * p.v;
+        if i > 1 {
+            b = tf * (s1 - s0) + (1.0 - tf) * b;
+        }
+        let y = (1.0 - sf) * (s1 + b);
+        s0 = s1;
+        s1 = x + y;
+    }
+    Some(s1)
+}
+
+/// Range-vector kernels by function name. `None`: not a range function.
+pub fn range_kernel(name: &str) -> Option<fn(&Window<'_>) -> Option<f64>> {
+    Some(match name {
+        "rate" => |w| extrapolated_rate(w, true, true),
+        "increase" => |w| extrapolated_rate(w, true, false),
+        "delta" => |w| extrapolated_rate(w, false, false),
+        "irate" => |w| instant_value(w, true),
+        "idelta" => |w| instant_value(w, false),
+        "changes" => |w| {
+            (!w.s.is_empty()).then(|| {
+                let mut n = 0.0;
+                for p in w.s.windows(2) {
+                    if p[1].v != p[0].v && !(p[1].v.is_nan() && p[0].v.is_nan()) {
+                        n += 1.0;
+                    }
+                }
+                n
+            })
+        },
+        "resets" => |w| {
+            (!w.s.is_empty()).then(|| w.s.windows(2).filter(|p| p[1].v < p[0].v).count() as f64)
+        },
+        "deriv" => |w| (w.s.len() >= 2).then(|| linear_regression(w.s, w.s[0].t).0),
+        "predict_linear" => |w| {
+            (w.s.len() >= 2).then(|| {
+                let (slope, icpt) = linear_regression(w.s, w.range_end);
+                slope * w.params[0] + icpt
+            })
+        },
+        "double_exponential_smoothing" => |w| double_exp_smoothing(w.s, w.params[0], w.params[1]),
+        "avg_over_time" => |w| (!w.s.is_empty()).then(|| avg_over(w.s)),
+        "sum_over_time" => |w| {
+            (!w.s.is_empty()).then(|| {
+                let (mut s, mut c) = (0.0, 0.0);
+                for p in w.s {
+                    (s, c) = kahan_inc(p.v, s, c);
+                }
+                if s.is_infinite() { s } else { s + c }
+            })
+        },
+        "count_over_time" => |w| (!w.s.is_empty()).then(|| w.s.len() as f64),
+        "min_over_time" => |w| {
+            (!w.s.is_empty()).then(|| {
+                let mut m = w.s[0].v;
+                for p in w.s {
+                    if p.v < m || m.is_nan() {
+                        m = p.v;
+                    }
+                }
+                m
+            })
+        },
+        "max_over_time" => |w| {
+            (!w.s.is_empty()).then(|| {
+                let mut m = w.s[0].v;
+                for p in w.s {
+                    if p.v > m || m.is_nan() {
+                        m = p.v;
+                    }
+                }
+                m
+            })
+        },
+        "last_over_time" => |w| w.s.last().map(|p| p.v),
+        "first_over_time" => |w| w.s.first().map(|p| p.v),
+        "ts_of_last_over_time" => |w| w.s.last().map(|p| p.t as f64 / 1000.0),
+        "ts_of_first_over_time" => |w| w.s.first().map(|p| p.t as f64 / 1000.0),
+        "ts_of_min_over_time" => |w| {
+            (!w.s.is_empty()).then(|| {
+                let mut m = w.s[0];
+                for p in w.s {
+                    if p.v <= m.v || m.v.is_nan() {
+                        m = *p;
+                    }
+                }
+                m.t as f64 / 1000.0
+            })
+        },
+        "ts_of_max_over_time" => |w| {
+            (!w.s.is_empty()).then(|| {
+                let mut m = w.s[0];
+                for p in w.s {
+                    if p.v >= m.v || m.v.is_nan() {
+                        m = *p;
+                    }
+                }
+                m.t as f64 / 1000.0
+            })
+        },
+        "present_over_time" => |w| (!w.s.is_empty()).then_some(1.0),
+        "stdvar_over_time" => |w| (!w.s.is_empty()).then(|| stdvar_over(w.s)),
+        "stddev_over_time" => |w| (!w.s.is_empty()).then(|| stdvar_over(w.s).sqrt()),
+        "quantile_over_time" => |w| {
+            (!w.s.is_empty()).then(|| {
+                let mut v: Vec<f64> = w.s.iter().map(|p| p.v).collect();
+                quantile(w.params[0], &mut v)
+            })
+        },
+        "mad_over_time" => |w| {
+            (!w.s.is_empty()).then(|| {
+                let mut v: Vec<f64> = w.s.iter().map(|p| p.v).collect();
+                let med = quantile(0.5, &mut v);
+                let mut d: Vec<f64> = v.iter().map(|x| (x - med).abs()).collect();
+                quantile(0.5, &mut d)
+            })
+        },
+        _ => return None,
+    })
+}
+
+/// Range functions that keep the metric name (upstream: everything else drops it).
+fn keeps_name(name: &str) -> bool {
+    matches!(name, "last_over_time" | "first_over_time")
+}
+
+fn has_counter_suffix(name: &str) -> bool {
+    ["_total", "_sum", "_count", "_bucket"].iter().any(|s| name.ends_with(s))
+}
+
+/// Evaluates a function call (upstream `evaluator.eval` for `*parser.Call` and the `funcXxx` functions).
+pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
+    let name = c.func.name;
+    if let Some(k) = range_kernel(name) {
+        return eval_range_function(ctx, c, grid, k);
+    }
+    let n = grid.n;
+    match name {
+        "time" => Ok(Val::Scalar((0..n).map(|i| grid.t(i) as f64 / 1000.0).collect())),
+        "pi" => Ok(Val::Scalar(vec![std::f64::consts::PI; n])),
+        "start" => Ok(Val::Scalar(vec![ctx.query_start_ms as f64 / 1000.0; n])),
+        "end" => Ok(Val::Scalar(vec![ctx.query_end_ms as f64 / 1000.0; n])),
+        "range" => Ok(Val::Scalar(vec![(ctx.query_end_ms - ctx.query_start_ms) as f64 / 1000.0; n])),
+        "step" => Ok(Val::Scalar(vec![if n > 1 { grid.step as f64 / 1000.0 } else { 0.0 }; n])),
+        "min_of" | "max_of" => {
+            let a = eval_scalar(ctx, &c.args[0], grid)?;
+            let b = eval_scalar(ctx, &c.args[1], grid)?;
+            Ok(Val::Scalar(
+                a.iter()
+                    .zip(&b)
+                    .map(|(x, y)| {
+                        if x.is_nan() || y.is_nan() {
+                            f64::NAN
+                        } else if name == "max_of" {
+                            x.max(*y)
+                        } else {
+                            x.min(*y)
+                        }
+                    })
+                    .collect(),
+            ))
+        }
+        "vector" => {
+            let s = eval_scalar(ctx, &c.args[0], grid)?;
+            Ok(Val::Vector(vec![Series { labels: Labels::empty(), vals: s.into_iter().map(Some).collect(), drop_name: false }]))
+        }
+        "scalar" => {
+            let v = eval_vector(ctx, &c.args[0], grid)?;
+            let mut out = vec![f64::NAN; n];
+            let mut cnt = vec![0u32; n];
+            for s in &v {
+                for (i, x) in s.vals.iter().enumerate() {
+                    if let Some(x) = x {
+                        cnt[i] += 1;
+                        out[i] = *x;
+                    }
+                }
+            }
+            for i in 0..n {
+                if cnt[i] != 1 {
+                    out[i] = f64::NAN;
+                }
+            }
+            Ok(Val::Scalar(out))
+        }
+        "timestamp" => {
+            let v = match c.args[0].unwrap_parens() {
+                Expr::VectorSelector(vs) => eval_vector_selector(ctx, vs, grid, true)?,
+                other => {
+                    let mut v = eval_vector(ctx, other, grid)?;
+                    for s in &mut v {
+                        for (i, x) in s.vals.iter_mut().enumerate() {
+                            if x.is_some() {
+                                *x = Some(grid.t(i) as f64 / 1000.0);
+                            }
+                        }
+                    }
+                    v
+                }
+            };
+            Ok(Val::Vector(v.into_iter().map(|s| Series { drop_name: true, ..s }).collect()))
+        }
+        "absent" => {
+            let v = eval_vector(ctx, &c.args[0], grid)?;
+            Ok(absent(&v, n, absent_labels(&c.args[0])))
+        }
+        "absent_over_time" => {
+            let ra = eval_range_arg(ctx, &c.args[0], grid)?;
+            let mut present = vec![false; n];
+            for s in &ra.series {
+                for_each_window(&s.samples, &ra.eff, ra.range_ms, |w, i| {
+                    if !w.is_empty() {
+                        present[i] = true;
+                    }
+                });
+            }
+            let vals: Vec<Option<f64>> = present.iter().map(|p| (!p).then_some(1.0)).collect();
+            if vals.iter().all(|v| v.is_none()) {
+                return Ok(Val::Vector(vec![]));
+            }
+            Ok(Val::Vector(vec![Series { labels: absent_labels(&c.args[0]), vals, drop_name: false }]))
+        }
+        "sort" | "sort_desc" => {
+            if n > 1 {
+                ctx.warn("PromQL warning: sort is ineffective for range queries since results are always ordered by labels".into());
+            }
+            let mut v = eval_vector(ctx, &c.args[0], grid)?;
+            let desc = name == "sort_desc";
+            // Upstream sorts by value with NaNs last in both directions.
+            v.sort_by(|a, b| {
+                let (x, y) = (a.vals[0].unwrap_or(f64::NAN), b.vals[0].unwrap_or(f64::NAN));
+                match (x.is_nan(), y.is_nan()) {
+                    (true, true) => std::cmp::Ordering::Equal,
+                    (true, false) => std::cmp::Ordering::Greater,
+                    (false, true) => std::cmp::Ordering::Less,
+                    _ => {
+                        let o = x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal);
+                        if desc { o.reverse() } else { o }
+                    }
+                }
+            });
+            Ok(Val::Vector(v))
+        }
+        "sort_by_label" | "sort_by_label_desc" => {
+            if n > 1 {
+                ctx.warn("PromQL warning: sort is ineffective for range queries since results are always ordered by labels".into());
+            }
+            let mut v = eval_vector(ctx, &c.args[0], grid)?;
+            let mut names = Vec::new();
+            for a in &c.args[1..] {
+                names.push(string_arg(ctx, a, grid)?);
+            }
+            let desc = name == "sort_by_label_desc";
+            v.sort_by(|a, b| {
+                for l in &names {
+                    let o = natural_cmp(a.labels.get(l), b.labels.get(l));
+                    if o != std::cmp::Ordering::Equal {
+                        return if desc { o.reverse() } else { o };
+                    }
+                }
+                let o = a.labels.cmp(&b.labels);
+                if desc { o.reverse() } else { o }
+            });
+            Ok(Val::Vector(v))
+        }
+        "label_replace" => label_replace(ctx, c, grid),
+        "label_join" => label_join(ctx, c, grid),
+        "clamp" | "clamp_min" | "clamp_max" => {
+            let v = eval_vector(ctx, &c.args[0], grid)?;
+            let p1 = eval_scalar(ctx, &c.args[1], grid)?;
+            let p2 = if name == "clamp" { eval_scalar(ctx, &c.args[2], grid)? } else { vec![] };
+            map_vals(v, true, |x, i| match name {
+                "clamp" => {
+                    let (lo, hi) = (p1[i], p2[i]);
+                    if hi < lo { None } else { Some(go_max(lo, go_min(hi, x))) }
+                }
+                "clamp_min" => Some(go_max(p1[i], x)),
+                _ => Some(go_min(p1[i], x)),
+            })
+        }
+        "round" => {
+            let v = eval_vector(ctx, &c.args[0], grid)?;
+            let to = if c.args.len() > 1 { eval_scalar(ctx, &c.args[1], grid)? } else { vec![1.0; n] };
+            map_vals(v, true, |x, i| {
+                let inv = 1.0 / to[i];
+                Some((x * inv + 0.5).floor() / inv)
+            })
+        }
+        "minute" | "hour" | "day_of_week" | "day_of_month" | "day_of_year" | "days_in_month" | "month" | "year" => {
+            let v = if c.args.is_empty() {
+                vec![Series {
+                    labels: Labels::empty(),
+                    vals: (0..n).map(|i| Some(grid.t(i) as f64 / 1000.0)).collect(),
+                    drop_name: false,
+                }]
+            } else {
+                eval_vector(ctx, &c.args[0], grid)?
+            };
+            map_vals(v, true, |x, _| Some(time_part(name, x)))
+        }
+        "histogram_quantile" => super::aggregate::histogram_quantile(ctx, c, grid),
+        "histogram_fraction" => super::aggregate::histogram_fraction(ctx, c, grid),
+        "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
+            // Native histograms only: float samples produce nothing.
+            let _ = eval_vector(ctx, &c.args[0], grid)?;
+            Ok(Val::Vector(vec![]))
+        }
+        _ => {
+            if let Some(f) = simple_fn(name) {
+                let v = eval_vector(ctx, &c.args[0], grid)?;
+                return map_vals(v, true, |x, _| Some(f(x)));
+            }
+            Err(EngineError::Execution(format!("function {name}() is not supported yet")))
+        }
+    }
+}
+
+fn go_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) }
+}
+fn go_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) }
+}
+
+fn simple_fn(name: &str) -> Option<fn(f64) -> f64> {
+    Some(match name {
+        "abs" => f64::abs,
+        "ceil" => f64::ceil,
+        "floor" => f64::floor,
+        "exp" => f64::exp,
+        "sqrt" => f64::sqrt,
+        "ln" => f64::ln,
+        "log2" => f64::log2,
+        "log10" => f64::log10,
+        "sin" => f64::sin,
+        "cos" => f64::cos,
+        "tan" => f64::tan,
+        "asin" => f64::asin,
+        "acos" => f64::acos,
+        "atan" => f64::atan,
+        "sinh" => f64::sinh,
+        "cosh" => f64::cosh,
+        "tanh" => f64::tanh,
+        "asinh" => f64::asinh,
+        "acosh" => f64::acosh,
+        "atanh" => f64::atanh,
+        "deg" => |x| x * 180.0 / std::f64::consts::PI,
+        "rad" => |x| x * std::f64::consts::PI / 180.0,
+        "sgn" => |x: f64| {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                x
+            }
+        },
+        _ => return None,
+    })
+}
+
+fn map_vals(
+    mut v: Vec<Series>,
+    drop_name: bool,
+    f: impl Fn(f64, usize) -> Option<f64>,
+) -> Result<Val, EngineError> {
+    for s in &mut v {
+        for (i, x) in s.vals.iter_mut().enumerate() {
+            if let Some(val) = *x {
+                *x = f(val, i);
+            }
+        }
+        if drop_name {
+            s.drop_name = true;
+        }
+    }
+    v.retain(|s| s.vals.iter().any(|x| x.is_some()));
+    Ok(Val::Vector(v))
+}
+
+fn string_arg(ctx: &QueryCtx<'_>, e: &Expr, grid: &Grid) -> Result<String, EngineError> {
+    match eval(ctx, e, grid)? {
+        Val::Str(s) => Ok(s),
+        _ => Err(EngineError::Execution("expected string".into())),
+    }
+}
+
+/// Civil date from days since 1970-01-01 (proleptic Gregorian).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+/// Upstream `dateWrapper` functions: parts of the UTC date of a Unix time in seconds.
+fn time_part(name: &str, secs: f64) -> f64 {
+    if secs.is_nan() || secs.is_infinite() {
+        return f64::NAN;
+    }
+    let t = secs.floor() as i64;
+    let days = t.div_euclid(86_400);
+    let sod = t.rem_euclid(86_400);
+    let (y, m, d) = civil(days);
+    match name {
+        "minute" => ((sod / 60) % 60) as f64,
+        "hour" => (sod / 3600) as f64,
+        "day_of_week" => (days + 4).rem_euclid(7) as f64,
+        "day_of_month" => d as f64,
+        "day_of_year" => {
+            let cum = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+            let mut doy = cum[(m - 1) as usize] + d as i64;
+            if m > 2 && is_leap(y) {
+                doy += 1;
+            }
+            doy as f64
+        }
+        "days_in_month" => match m {
+            2 => {
+                if is_leap(y) {
+                    29.0
+                } else {
+                    28.0
+                }
+            }
+            4 | 6 | 9 | 11 => 30.0,
+            _ => 31.0,
+        },
+        "month" => m as f64,
+        _ => y as f64,
+    }
+}
+
+/// Natural order for `sort_by_label`: digit runs compare as numbers.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (ab, bb) = (a.as_bytes(), b.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while i < ab.len() && j < bb.len() {
+        if ab[i].is_ascii_digit() && bb[j].is_ascii_digit() {
+            let si = i;
+            while i < ab.len() && ab[i].is_ascii_digit() {
+                i += 1;
+            }
+            let sj = j;
+            while j < bb.len() && bb[j].is_ascii_digit() {
+                j += 1;
+            }
+            let (na, nb) = (a[si..i].trim_start_matches('0'), b[sj..j].trim_start_matches('0'));
+            let o = na.len().cmp(&nb.len()).then_with(|| na.cmp(nb));
+            if o != std::cmp::Ordering::Equal {
+                return o;
+            }
+        } else {
+            if ab[i] != bb[j] {
+                return ab[i].cmp(&bb[j]);
+            }
+            i += 1;
+            j += 1;
+        }
+    }
+    (ab.len() - i).cmp(&(bb.len() - j))
+}
+
+/// Labels of `absent`'s output: the selector's equality matchers whose name occurs once (upstream
+/// `createLabelsForAbsentFunction`).
+fn absent_labels(e: &Expr) -> Labels {
+    let ms = match e.unwrap_parens() {
+        Expr::VectorSelector(vs) => &vs.matchers,
+        Expr::MatrixSelector(m) => &m.vs.matchers,
+        _ => return Labels::empty(),
+    };
+    let mut b = LabelsBuilder::new();
+    let mut dup: Vec<&str> = Vec::new();
+    for m in ms {
+        if m.name == "__name__" {
+            continue;
+        }
+        if m.op == MatchOp::Equal && !dup.contains(&m.name.as_str()) {
+            if b.get(&m.name).is_empty() && !ms.iter().filter(|x| x.name == m.name).skip(1).any(|_| true) {
+                b.set(m.name.clone(), m.value.clone());
+            } else {
+                b.del(&m.name);
+                dup.push(&m.name);
+            }
+        } else if ms.iter().filter(|x| x.name == m.name).count() > 1 {
+            b.del(&m.name);
+            dup.push(&m.name);
+        }
+    }
+    b.build()
+}
+
+fn absent(v: &[Series], n: usize, labels: Labels) -> Val {
+    let mut vals = vec![Some(1.0); n];
+    for s in v {
+        for (i, x) in s.vals.iter().enumerate() {
+            if x.is_some() {
+                vals[i] = None;
+            }
+        }
+    }
+    if vals.iter().all(|x| x.is_none()) {
+        return Val::Vector(vec![]);
+    }
+    Val::Vector(vec![Series { labels, vals, drop_name: false }])
+}
+
+fn eval_range_function(
+    ctx: &QueryCtx<'_>,
+    c: &Call,
+    grid: &Grid,
+    k: fn(&Window<'_>) -> Option<f64>,
+) -> Result<Val, EngineError> {
+    let name = c.func.name;
+    // Which argument is the range vector, and the scalar parameters.
+    let (m_idx, param_exprs): (usize, Vec<&Expr>) = match name {
+        "quantile_over_time" => (1, vec![&c.args[0]]),
+        "predict_linear" => (0, vec![&c.args[1]]),
+        "double_exponential_smoothing" => (0, vec![&c.args[1], &c.args[2]]),
+        _ => (0, vec![]),
+    };
+    if let Expr::MatrixSelector(ms) = c.args[m_idx].unwrap_parens() {
+        if ms.vs.anchored || ms.vs.smoothed {
+            return Err(EngineError::Execution("anchored/smoothed range selectors are not supported yet".into()));
+        }
+    }
+    let mut params: Vec<Vec<f64>> = Vec::new();
+    for p in &param_exprs {
+        params.push(eval_scalar(ctx, p, grid)?);
+    }
+    if name == "quantile_over_time" {
+        if let Some(q) = params[0].iter().find(|q| q.is_nan() || **q < 0.0 || **q > 1.0) {
+            ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*q)));
+        }
+    }
+    if name == "double_exponential_smoothing" {
+        for (i, v) in [("smoothing", &params[0]), ("trend", &params[1])] {
+            if let Some(f) = v.iter().find(|f| **f <= 0.0 || **f >= 1.0) {
+                return Err(EngineError::Execution(format!(
+                    "invalid {i} factor. Expected: 0 < sf < 1, got: {f:.6}"
+                )));
+            }
+        }
+    }
+    let ra: RangeArg = eval_range_arg(ctx, &c.args[m_idx], grid)?;
+    let n = grid.n;
+    let is_counter_fn = matches!(name, "rate" | "increase");
+    let keep = keeps_name(name);
+    let mut out = Vec::with_capacity(ra.series.len());
+    let mut pbuf = vec![0.0; params.len()];
+    for s in ra.series {
+        let mut vals = vec![None; n];
+        let mut any = false;
+        for_each_window(&s.samples, &ra.eff, ra.range_ms, |w, i| {
+            if w.is_empty() {
+                return;
+            }
+            for (j, p) in params.iter().enumerate() {
+                pbuf[j] = p[i];
+            }
+            let win = Window { s: w, range_start: ra.eff[i] - ra.range_ms, range_end: ra.eff[i], range_ms: ra.range_ms, params: &pbuf };
+            if let Some(v) = k(&win) {
+                vals[i] = Some(v);
+                any = true;
+            }
+        });
+        if !any {
+            continue;
+        }
+        if is_counter_fn {
+            let mn = s.labels.metric_name();
+            if !mn.is_empty() && !has_counter_suffix(mn) {
+                ctx.info(format!(
+                    "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"{mn}\""
+                ));
+            }
+        }
+        out.push(Series { labels: s.labels, vals, drop_name: if keep { s.drop_name } else { true } });
+    }
+    Ok(Val::Vector(out))
+}
+
+/// Go's `%g` for annotation messages.
+pub fn fmt_g(f: f64) -> String {
+    if f.is_nan() {
+        "NaN".into()
+    } else if f.is_infinite() {
+        if f > 0.0 { "+Inf".into() } else { "-Inf".into() }
+    } else {
+        let a = f.abs();
+        if a != 0.0 && !(1e-4..1e21).contains(&a) {
+            let s = format!("{f:e}");
+            // Rust: 1e-5 / 1.5e21; Go: 1e-05 / 1.5e+21.
+            let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
+            let (sign, digits) = if let Some(d) = e.strip_prefix('-') { ('-', d) } else { ('+', e) };
+            format!("{m}e{sign}{digits:0>2}")
+        } else {
+            format!("{f}")
+        }
+    }
+}
+
+fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
+    let v = eval_vector(ctx, &c.args[0], grid)?;
+    let dst = string_arg(ctx, &c.args[1], grid)?;
+    let repl = string_arg(ctx, &c.args[2], grid)?;
+    let src = string_arg(ctx, &c.args[3], grid)?;
+    let re_s = string_arg(ctx, &c.args[4], grid)?;
+    let re = regex::Regex::new(&format!("^(?s:{re_s})$"))
+        .map_err(|e| EngineError::Execution(format!("invalid regular expression in label_replace(): {e}")))?;
+    if dst.is_empty() {
+        return Err(EngineError::Execution(format!("invalid destination label name in label_replace(): {dst}")));
+    }
+    let mut out = Vec::with_capacity(v.len());
+    for s in v {
+        let val = s.labels.get(&src).to_string();
+        let labels = if let Some(caps) = re.captures(&val) {
+            let mut res = String::new();
+            caps.expand(&repl, &mut res);
+            let mut b = LabelsBuilder::from_labels(&s.labels);
+            b.set(dst.clone(), res);
+            b.build()
+        } else {
+            s.labels.clone()
+        };
+        let drop_name = s.drop_name && !(dst == "__name__");
+        out.push(Series { labels, drop_name, ..s });
+    }
+    Ok(Val::Vector(merge_same_labels(out)?))
+}
+
+fn label_join(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
+    let v = eval_vector(ctx, &c.args[0], grid)?;
+    let dst = string_arg(ctx, &c.args[1], grid)?;
+    let sep = string_arg(ctx, &c.args[2], grid)?;
+    let mut srcs = Vec::new();
+    for a in &c.args[3..] {
+        srcs.push(string_arg(ctx, a, grid)?);
+    }
+    let mut out = Vec::with_capacity(v.len());
+    for s in v {
+        let joined: Vec<&str> = srcs.iter().map(|n| s.labels.get(n)).collect();
+        let mut b = LabelsBuilder::from_labels(&s.labels);
+        b.set(dst.clone(), joined.join(&sep));
+        let drop_name = s.drop_name && dst != "__name__";
+        out.push(Series { labels: b.build(), drop_name, ..s });
+    }
+    Ok(Val::Vector(merge_same_labels(out)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(time_part("year", 0.0), 1970.0);
+        assert_eq!(time_part("day_of_week", 0.0), 4.0);
+        // 2024-02-29 12:34:56 UTC
+        let t = 1_709_210_096.0;
+        assert_eq!(time_part("month", t), 2.0);
+        assert_eq!(time_part("day_of_month", t), 29.0);
+        assert_eq!(time_part("days_in_month", t), 29.0);
+        assert_eq!(time_part("day_of_year", t), 60.0);
+        assert_eq!(time_part("hour", t), 12.0);
+        assert_eq!(time_part("minute", t), 34.0);
+    }
+
+    #[test]
+    fn quantiles_and_natural_order() {
+        let mut v = vec![3.0, 1.0, 2.0, 4.0];
+        assert_eq!(quantile(0.5, &mut v), 2.5);
+        assert_eq!(natural_cmp("a10", "a9"), std::cmp::Ordering::Greater);
+        assert_eq!(fmt_g(1.1), "1.1");
+        assert_eq!(fmt_g(-1e-5), "-1e-05");
+    }
+}

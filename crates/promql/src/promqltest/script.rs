@@ -1,0 +1,661 @@
+//! Parser of the promqltest script language (Prometheus' `promql/promqltest/test.go`, `parseLoad`,
+//! `parseEval`, and the series-description grammar of `parser.ParseSeriesDesc`).
+//!
+//! The output is a flat list of [`Command`]s; nothing here touches the engine. Native-histogram points
+//! (`{{...}}`) are recognised and carried as [`Point::Histogram`] so that the runner can report such evals
+//! as unsupported instead of mis-parsing them.
+
+use tessera_model::Labels;
+
+/// One point of a series description.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Point {
+    /// `_`: no sample at this position.
+    Omitted,
+    Float(f64),
+    /// A native histogram literal (not supported by the engine yet).
+    Histogram,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesDef {
+    pub labels: Labels,
+    pub points: Vec<Point>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExpectAnno {
+    /// Any annotation of the kind.
+    Any,
+    Msg(String),
+    Regex(String),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EvalCmd {
+    /// 1-based line of the `eval` command.
+    pub line: usize,
+    pub expr: String,
+    pub is_range: bool,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub step_ms: i64,
+    pub fail: bool,
+    /// `expect fail msg:` / `regex:` / `expected_fail_message` / `expected_fail_regexp`.
+    pub fail_msg: Option<String>,
+    pub fail_regex: Option<String>,
+    pub ordered: bool,
+    /// Legacy `eval_warn` / `eval_info`: at least one annotation of that kind.
+    pub warn: bool,
+    pub info: bool,
+    pub expect_warn: Vec<ExpectAnno>,
+    pub expect_info: Vec<ExpectAnno>,
+    pub no_warn: bool,
+    pub no_info: bool,
+    pub expected_string: Option<String>,
+    /// `expect range vector from .. to .. step ..` on an instant query.
+    pub range_vector: Option<(i64, i64, i64)>,
+    /// A bare number: the expected scalar.
+    pub expect_scalar: Option<f64>,
+    /// Expected series, in file order (position matters for `ordered`).
+    pub expected: Vec<SeriesDef>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Command {
+    Clear,
+    Load { interval_ms: i64, with_nhcb: bool, series: Vec<SeriesDef>, line: usize },
+    Eval(Box<EvalCmd>),
+}
+
+/// A script error, with its 1-based line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("line {line}: {msg}")]
+pub struct ScriptError {
+    pub line: usize,
+    pub msg: String,
+}
+
+fn err(line: usize, msg: impl Into<String>) -> ScriptError {
+    ScriptError { line: line + 1, msg: msg.into() }
+}
+
+/// Parses a Prometheus duration (`model.ParseDuration`): `1h30m`, `5m`, `10s`, `100ms`, `1d`, `1w`, `1y`, `0`.
+pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(0);
+    }
+    if s.is_empty() {
+        return Err("empty duration string".into());
+    }
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut total: i64 = 0;
+    while i < b.len() {
+        let st = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if st == i {
+            return Err(format!("not a valid duration string: {s:?}"));
+        }
+        let n: i64 = s[st..i].parse().map_err(|_| format!("not a valid duration string: {s:?}"))?;
+        let us = i;
+        while i < b.len() && b[i].is_ascii_alphabetic() {
+            i += 1;
+        }
+        let mult = match &s[us..i] {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "w" => 7 * 86_400_000,
+            "y" => 365 * 86_400_000,
+            _ => return Err(format!("not a valid duration string: {s:?}")),
+        };
+        total = total.saturating_add(n.saturating_mul(mult));
+    }
+    Ok(total)
+}
+
+/// Parses a whole script.
+pub fn parse_script(input: &str) -> Result<Vec<Command>, ScriptError> {
+    let lines: Vec<&str> = input
+        .split('\n')
+        .map(|l| {
+            let t = l.trim();
+            if t.starts_with('#') { "" } else { t }
+        })
+        .collect();
+    let mut cmds = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let l = lines[i];
+        if l.is_empty() {
+            i += 1;
+            continue;
+        }
+        let first = l.split_whitespace().next().unwrap_or("").to_ascii_lowercase();
+        if first == "clear" {
+            cmds.push(Command::Clear);
+            i += 1;
+        } else if first.starts_with("load") {
+            let (ni, c) = parse_load(&lines, i)?;
+            cmds.push(c);
+            i = ni + 1;
+        } else if first.starts_with("eval") {
+            let (ni, c) = parse_eval(&lines, i)?;
+            cmds.push(Command::Eval(Box::new(c)));
+            i = ni + 1;
+        } else {
+            return Err(err(i, format!("invalid command {l:?}")));
+        }
+    }
+    Ok(cmds)
+}
+
+fn parse_load(lines: &[&str], mut i: usize) -> Result<(usize, Command), ScriptError> {
+    let l = lines[i];
+    let (kw, rest) = split_word(l);
+    let with_nhcb = match kw {
+        "load" => false,
+        "load_with_nhcb" => true,
+        _ => return Err(err(i, "invalid load command. (load[_with_nhcb] <step:duration>)")),
+    };
+    let interval_ms = parse_duration_ms(rest).map_err(|e| err(i, e))?;
+    let line = i + 1;
+    let mut series = Vec::new();
+    while i + 1 < lines.len() {
+        i += 1;
+        let d = lines[i];
+        if d.is_empty() {
+            i -= 1;
+            break;
+        }
+        if is_st_line(d) {
+            // Start-timestamp lines: not supported; the eval that depend on them will fail and are listed.
+            continue;
+        }
+        series.push(parse_series(d).map_err(|e| err(i, e))?);
+    }
+    Ok((i, Command::Load { interval_ms, with_nhcb, series, line }))
+}
+
+fn is_st_line(d: &str) -> bool {
+    match d.find([' ', '\t']) {
+        Some(p) => d[..p].ends_with("@st"),
+        None => false,
+    }
+}
+
+fn split_word(l: &str) -> (&str, &str) {
+    match l.find([' ', '\t']) {
+        Some(p) => (&l[..p], l[p..].trim_start()),
+        None => (l, ""),
+    }
+}
+
+fn parse_eval(lines: &[&str], mut i: usize) -> Result<(usize, EvalCmd), ScriptError> {
+    let l = lines[i];
+    let (kw, rest) = split_word(l);
+    let mut c = EvalCmd { line: i + 1, ..Default::default() };
+    match kw {
+        "eval" => {}
+        "eval_fail" => c.fail = true,
+        "eval_warn" => c.warn = true,
+        "eval_info" => c.info = true,
+        "eval_ordered" => c.ordered = true,
+        _ => return Err(err(i, format!("invalid evaluation command {kw:?}"))),
+    }
+    let (mode, rest) = split_word(rest);
+    match mode {
+        "instant" => {
+            let (at, rest) = split_word(rest);
+            if at != "at" {
+                return Err(err(i, "expected 'at' after 'instant'"));
+            }
+            let (ts, expr) = split_word(rest);
+            let t = parse_duration_ms(ts).map_err(|e| err(i, format!("invalid timestamp definition {ts:?}: {e}")))?;
+            c.start_ms = t;
+            c.end_ms = t;
+            c.expr = expr.to_string();
+        }
+        "range" => {
+            let (from, rest) = split_word(rest);
+            let (s, rest) = split_word(rest);
+            let (to, rest) = split_word(rest);
+            let (e, rest) = split_word(rest);
+            let (step, rest) = split_word(rest);
+            let (st, expr) = split_word(rest);
+            if from != "from" || to != "to" || step != "step" {
+                return Err(err(i, "invalid range eval: eval range from <from> to <to> step <step> <query>"));
+            }
+            c.is_range = true;
+            c.start_ms = parse_duration_ms(s).map_err(|x| err(i, x))?;
+            c.end_ms = parse_duration_ms(e).map_err(|x| err(i, x))?;
+            c.step_ms = parse_duration_ms(st).map_err(|x| err(i, x))?;
+            c.expr = expr.to_string();
+        }
+        _ => return Err(err(i, "invalid evaluation command: instant or range expected")),
+    }
+    while i + 1 < lines.len() {
+        i += 1;
+        let d = lines[i];
+        if d.is_empty() {
+            i -= 1;
+            break;
+        }
+        if c.fail && d.starts_with("expected_fail_message") {
+            c.fail_msg = Some(d["expected_fail_message".len()..].trim().to_string());
+            break;
+        }
+        if c.fail && d.starts_with("expected_fail_regexp") {
+            c.fail_regex = Some(d["expected_fail_regexp".len()..].trim().to_string());
+            break;
+        }
+        if let Some(r) = d.strip_prefix("expect range vector") {
+            let w: Vec<&str> = r.split_whitespace().collect();
+            if w.len() != 6 || w[0] != "from" || w[2] != "to" || w[4] != "step" {
+                return Err(err(i, format!("invalid range vector definition {d:?}")));
+            }
+            let s = parse_duration_ms(w[1]).map_err(|x| err(i, x))?;
+            let e = parse_duration_ms(w[3]).map_err(|x| err(i, x))?;
+            let st = parse_duration_ms(w[5]).map_err(|x| err(i, x))?;
+            c.range_vector = Some((s, e, st));
+            continue;
+        }
+        if let Some(r) = d.strip_prefix("expect string") {
+            c.expected_string = Some(unquote(r.trim()).ok_or_else(|| err(i, "expected string literal not valid"))?);
+            continue;
+        }
+        if d.split(' ').next() == Some("expect") {
+            parse_expect(d, &mut c).map_err(|e| err(i, e))?;
+            continue;
+        }
+        if let Some(f) = parse_number(d) {
+            c.expect_scalar = Some(f);
+            break;
+        }
+        let s = parse_series(d).map_err(|e| err(i, e))?;
+        c.expected.push(s);
+    }
+    Ok((i, c))
+}
+
+fn parse_expect(d: &str, c: &mut EvalCmd) -> Result<(), String> {
+    let rest = d["expect".len()..].trim_start();
+    let (kind, rest) = split_word(rest);
+    let anno = if rest.is_empty() {
+        ExpectAnno::Any
+    } else if let Some(m) = rest.strip_prefix("msg:") {
+        ExpectAnno::Msg(m.trim().to_string())
+    } else if let Some(r) = rest.strip_prefix("regex:") {
+        ExpectAnno::Regex(r.trim().to_string())
+    } else {
+        return Err(format!("invalid expect statement {d:?}"));
+    };
+    match kind {
+        "fail" => {
+            c.fail = true;
+            match anno {
+                ExpectAnno::Msg(m) => c.fail_msg = Some(m),
+                ExpectAnno::Regex(r) => c.fail_regex = Some(r),
+                ExpectAnno::Any => {}
+            }
+        }
+        "ordered" => c.ordered = true,
+        "warn" => c.expect_warn.push(anno),
+        "info" => c.expect_info.push(anno),
+        "no_warn" => c.no_warn = true,
+        "no_info" => c.no_info = true,
+        _ => return Err(format!("invalid expect statement {d:?}")),
+    }
+    Ok(())
+}
+
+/// Go's `strconv.Unquote` for the forms the scripts use: "..." with escapes, `...`, '...'.
+pub fn unquote(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    if b.len() < 2 {
+        return None;
+    }
+    let q = b[0];
+    if b[b.len() - 1] != q || !(q == b'"' || q == b'\'' || q == b'`') {
+        return None;
+    }
+    let inner = &s[1..s.len() - 1];
+    if q == b'`' {
+        return Some(inner.to_string());
+    }
+    let mut out = String::new();
+    let mut it = inner.chars();
+    while let Some(ch) = it.next() {
+        if ch != '\\' {
+            out.push(ch);
+            continue;
+        }
+        match it.next()? {
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            'r' => out.push('\r'),
+            'a' => out.push('\x07'),
+            'b' => out.push('\x08'),
+            'f' => out.push('\x0c'),
+            'v' => out.push('\x0b'),
+            '\\' => out.push('\\'),
+            '"' => out.push('"'),
+            '\'' => out.push('\''),
+            'x' => {
+                let h: String = it.by_ref().take(2).collect();
+                out.push(char::from(u8::from_str_radix(&h, 16).ok()?));
+            }
+            'u' => {
+                let h: String = it.by_ref().take(4).collect();
+                out.push(char::from_u32(u32::from_str_radix(&h, 16).ok()?)?);
+            }
+            'U' => {
+                let h: String = it.by_ref().take(8).collect();
+                out.push(char::from_u32(u32::from_str_radix(&h, 16).ok()?)?);
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// A number as the series-description lexer reads it: decimal, exponent, `Inf`, `NaN`, optional sign.
+pub fn parse_number(s: &str) -> Option<f64> {
+    let t = s.trim();
+    let (neg, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let v = match body.to_ascii_lowercase().as_str() {
+        "inf" => f64::INFINITY,
+        "nan" => f64::NAN,
+        _ => {
+            if body.is_empty() || !body.bytes().all(|c| c.is_ascii_hexdigit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-' | b'x' | b'X')) {
+                return None;
+            }
+            if let Some(h) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+                i64::from_str_radix(h, 16).ok()? as f64
+            } else {
+                if body.bytes().any(|c| c.is_ascii_alphabetic() && c != b'e' && c != b'E') {
+                    return None;
+                }
+                body.parse::<f64>().ok()?
+            }
+        }
+    };
+    Some(if neg { -v } else { v })
+}
+
+/// Parses `metric{l="v",...} <points>` (a `parser.ParseSeriesDesc` equivalent).
+pub fn parse_series(line: &str) -> Result<SeriesDef, String> {
+    let (labels, rest) = parse_labels_prefix(line)?;
+    let points = parse_points(rest)?;
+    Ok(SeriesDef { labels, points })
+}
+
+/// Parses a series selector-like label set at the start of `s`; returns it and the rest.
+pub fn parse_labels_prefix(s: &str) -> Result<(Labels, &str), String> {
+    let s = s.trim_start();
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    // Metric name (identifier) before the braces.
+    while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b':') {
+        i += 1;
+    }
+    if i > 0 {
+        pairs.push(("__name__".into(), s[..i].to_string()));
+    }
+    if i < b.len() && b[i] == b'{' && !s[i..].starts_with("{{") {
+        i += 1;
+        loop {
+            while i < b.len() && b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            if i >= b.len() {
+                return Err("unterminated label set".into());
+            }
+            if b[i] == b'}' {
+                i += 1;
+                break;
+            }
+            // Label name: identifier or quoted string.
+            let name = if b[i] == b'"' || b[i] == b'\'' {
+                let (q, n) = read_quoted(&s[i..])?;
+                i += n;
+                q
+            } else {
+                let st = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                if st == i {
+                    return Err(format!("unexpected character in label set: {:?}", &s[i..]));
+                }
+                s[st..i].to_string()
+            };
+            while i < b.len() && b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            if i < b.len() && b[i] == b'=' {
+                i += 1;
+                while i < b.len() && b[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+                let (v, n) = read_quoted(&s[i..])?;
+                i += n;
+                pairs.push((name, v));
+            } else {
+                // A bare quoted string inside braces is the metric name.
+                pairs.push(("__name__".into(), name));
+            }
+            while i < b.len() && b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            if i < b.len() && b[i] == b',' {
+                i += 1;
+            }
+        }
+    }
+    if i == 0 {
+        return Err(format!("invalid series description {s:?}"));
+    }
+    Ok((Labels::from_pairs(pairs), &s[i..]))
+}
+
+fn read_quoted(s: &str) -> Result<(String, usize), String> {
+    let b = s.as_bytes();
+    let q = *b.first().ok_or("expected quoted string")?;
+    if q != b'"' && q != b'\'' && q != b'`' {
+        return Err(format!("expected quoted string at {s:?}"));
+    }
+    let mut i = 1;
+    while i < b.len() {
+        if b[i] == b'\\' && q != b'`' {
+            i += 2;
+            continue;
+        }
+        if b[i] == q {
+            let raw = &s[..=i];
+            return Ok((unquote(raw).ok_or_else(|| format!("invalid string {raw}"))?, i + 1));
+        }
+        i += 1;
+    }
+    Err("unterminated string".into())
+}
+
+fn parse_points(s: &str) -> Result<Vec<Point>, String> {
+    let mut out = Vec::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= b.len() {
+            break;
+        }
+        // A token runs to the next whitespace outside `{{ }}`.
+        let st = i;
+        let mut depth = 0i32;
+        while i < b.len() {
+            match b[i] {
+                b'{' => depth += 1,
+                b'}' => depth -= 1,
+                c if c.is_ascii_whitespace() && depth <= 0 => break,
+                _ => {}
+            }
+            i += 1;
+        }
+        expand_item(&s[st..i], &mut out)?;
+    }
+    Ok(out)
+}
+
+fn expand_item(tok: &str, out: &mut Vec<Point>) -> Result<(), String> {
+    if tok.starts_with("{{") {
+        let times = tok.rfind("}}").and_then(|p| tok[p + 2..].rsplit_once('x')).and_then(|(_, n)| n.parse::<usize>().ok());
+        for _ in 0..=times.unwrap_or(0) {
+            out.push(Point::Histogram);
+        }
+        return Ok(());
+    }
+    if tok == "_" {
+        out.push(Point::Omitted);
+        return Ok(());
+    }
+    if let Some(n) = tok.strip_prefix("_x") {
+        let n: usize = n.parse().map_err(|_| format!("invalid repetition in {tok:?}"))?;
+        out.extend(std::iter::repeat_n(Point::Omitted, n));
+        return Ok(());
+    }
+    if tok == "stale" {
+        out.push(Point::Float(tessera_model::STALE_NAN));
+        return Ok(());
+    }
+    // number [ (+|-) number ] [ x N ]
+    let (base_s, rest) = split_number(tok).ok_or_else(|| format!("invalid value {tok:?}"))?;
+    let base = parse_number(base_s).ok_or_else(|| format!("invalid value {tok:?}"))?;
+    if rest.is_empty() {
+        out.push(Point::Float(base));
+        return Ok(());
+    }
+    let (delta, rest) = if rest.starts_with('+') || rest.starts_with('-') {
+        let (d, r) = split_number(rest).ok_or_else(|| format!("invalid value {tok:?}"))?;
+        (parse_number(d).ok_or_else(|| format!("invalid value {tok:?}"))?, r)
+    } else {
+        (0.0, rest)
+    };
+    let n: u64 = rest.strip_prefix('x').and_then(|n| n.parse().ok()).ok_or_else(|| format!("invalid value {tok:?}"))?;
+    let mut v = base;
+    for _ in 0..=n {
+        out.push(Point::Float(v));
+        v += delta;
+    }
+    Ok(())
+}
+
+/// Splits a leading number (with sign, exponent, Inf/NaN) off `s`.
+fn split_number(s: &str) -> Option<(&str, &str)> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+        i += 1;
+    }
+    let lower = s[i..].to_ascii_lowercase();
+    if lower.starts_with("inf") {
+        return Some((&s[..i + 3], &s[i + 3..]));
+    }
+    if lower.starts_with("nan") {
+        return Some((&s[..i + 3], &s[i + 3..]));
+    }
+    let st = i;
+    while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+        i += 1;
+    }
+    if i == st {
+        return None;
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        let mut j = i + 1;
+        if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+            j += 1;
+        }
+        let ds = j;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j > ds {
+            i = j;
+        }
+    }
+    Some((&s[..i], &s[i..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn floats(s: &str) -> Vec<f64> {
+        parse_series(s)
+            .expect("parses")
+            .points
+            .into_iter()
+            .map(|p| match p {
+                Point::Float(f) => f,
+                _ => -999.0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn expansions() {
+        assert_eq!(floats("m 1+2x3"), vec![1.0, 3.0, 5.0, 7.0]);
+        assert_eq!(floats("m 1-1x2"), vec![1.0, 0.0, -1.0]);
+        assert_eq!(floats("m 5x2 -Inf"), vec![5.0, 5.0, 5.0, f64::NEG_INFINITY]);
+        assert_eq!(floats("m 1e3 -2.5e-1+1e1x1"), vec![1000.0, -0.25, 9.75]);
+        let p = parse_series("m _ _x2 stale NaN").expect("parses").points;
+        assert_eq!(p.len(), 5);
+        assert_eq!(p[0], Point::Omitted);
+        assert!(matches!(p[3], Point::Float(f) if tessera_model::is_stale_nan(f)));
+    }
+
+    #[test]
+    fn label_sets() {
+        let s = parse_series(r#"http{job="a\"b", instance="x"} 1"#).expect("parses");
+        assert_eq!(s.labels.get("job"), "a\"b");
+        assert_eq!(s.labels.metric_name(), "http");
+        let s = parse_series(r#"{"some.metric", "a.b"="c"} 1"#).expect("parses");
+        assert_eq!(s.labels.metric_name(), "some.metric");
+        assert_eq!(s.labels.get("a.b"), "c");
+        let s = parse_series("{} 3").expect("parses");
+        assert!(s.labels.is_empty());
+        let s = parse_series("m {{schema:0 sum:1 count:2}}x2 {{schema:0}}").expect("parses");
+        assert_eq!(s.points, vec![Point::Histogram; 4]);
+    }
+
+    #[test]
+    fn script() {
+        let cmds = parse_script(
+            "load 5m\n  m 1 2\n\n# c\neval instant at 5m m\n  expect warn msg: x y\n  m 2\n\neval range from 0 to 10m step 5m m\n  m 1 2 _\n\neval_fail instant at 0 foo(\nclear\n",
+        )
+        .expect("parses");
+        assert_eq!(cmds.len(), 5);
+        match &cmds[1] {
+            Command::Eval(e) => {
+                assert_eq!(e.start_ms, 300_000);
+                assert_eq!(e.expect_warn, vec![ExpectAnno::Msg("x y".into())]);
+                assert_eq!(e.line, 5);
+            }
+            _ => panic!("eval expected"),
+        }
+        assert_eq!(parse_duration_ms("1h30m").expect("ok"), 5_400_000);
+    }
+}

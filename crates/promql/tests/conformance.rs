@@ -1,0 +1,83 @@
+//! Runs every Prometheus conformance script in `../shared/promqltest/` (read in place, never copied) and
+//! compares the failing evals with `promqltest-known-failures.txt` (`file:line reason` per line).
+//!
+//! The test fails when an eval that is not on the list fails, and when a listed eval now passes — so the
+//! list is always exactly true and only shrinks. Set `PROMQLTEST_WRITE_KNOWN=1` to print a fresh list
+//! (with the first failure reason as the reason) instead of asserting.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use tessera_promql::promqltest::run_file;
+
+const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/promqltest");
+const OWN_SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata");
+const KNOWN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/promqltest-known-failures.txt");
+
+fn scripts(dir: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "test")).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn our_own_scripts_pass() {
+    for p in scripts(OWN_SCRIPTS) {
+        let r = run_file(&p);
+        for f in &r.failed {
+            eprintln!("{}:{} {}\n  expected {}\n  got {}", r.file, f.line, f.query, f.expected, f.got);
+        }
+        assert!(r.failed.is_empty(), "{} has failures", r.file);
+        assert!(r.passed > 0, "{} ran no evals", r.file);
+    }
+}
+
+#[test]
+fn prometheus_conformance_scripts() {
+    let files = scripts(SCRIPTS);
+    if files.is_empty() {
+        eprintln!("no scripts found in {SCRIPTS}; skipping");
+        return;
+    }
+    let known_text = std::fs::read_to_string(KNOWN).unwrap_or_default();
+    let known: BTreeMap<String, String> = known_text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| match l.split_once(' ') {
+            Some((k, r)) => (k.to_string(), r.to_string()),
+            None => (l.to_string(), String::new()),
+        })
+        .collect();
+    let mut failing: BTreeMap<String, String> = BTreeMap::new();
+    let (mut pass, mut total) = (0, 0);
+    for p in &files {
+        let r = run_file(p);
+        eprintln!("{:<28} {:>4} / {:>4} passed", r.file, r.passed, r.total());
+        pass += r.passed;
+        total += r.total();
+        for f in r.failed {
+            let reason = format!("{} | expected {} | got {}", f.query, f.expected, f.got);
+            failing.insert(format!("{}:{}", r.file, f.line), reason);
+        }
+    }
+    eprintln!("{:<28} {pass:>4} / {total:>4} passed", "TOTAL");
+    if std::env::var("PROMQLTEST_WRITE_KNOWN").is_ok() {
+        for (k, r) in &failing {
+            let r: String = r.chars().take(200).collect();
+            println!("{k} {}", r.replace('\n', " "));
+        }
+        return;
+    }
+    let failing_keys: BTreeSet<&String> = failing.keys().collect();
+    let known_keys: BTreeSet<&String> = known.keys().collect();
+    let new_failures: Vec<_> = failing_keys.difference(&known_keys).collect();
+    let now_passing: Vec<_> = known_keys.difference(&failing_keys).collect();
+    for k in &new_failures {
+        eprintln!("NEW FAILURE {k}: {}", failing[**k]);
+    }
+    for k in &now_passing {
+        eprintln!("NOW PASSING (remove from the list) {k}");
+    }
+    assert!(new_failures.is_empty() && now_passing.is_empty(), "conformance differs from the known-failures list");
+}
