@@ -644,7 +644,7 @@ mod tests {
     #[test]
     fn script() {
         let cmds = parse_script(
-            "load 5m\n  m 1 2\n\n# c\neval instant at 5m m\n  expect warn msg: x y\n  m 2\n\neval range from 0 to 10m step 5m m\n  m 1 2 _\n\neval_fail instant at 0 foo(\nclear\n",
+            "load 5m\n  m 1 2\n\n# c\neval instant at 5m m\n  expect warn msg: x y\n  m 2\n\neval range from 0 to 10m step 5m m\n  m 1 2 _\n\neval_fail instant at 0 foo(\n\nclear\n",
         )
         .expect("parses");
         assert_eq!(cmds.len(), 5);
