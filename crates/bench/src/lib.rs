@@ -1,3 +1,5 @@
 //! `tessera-bench`: load generators and benchmark harnesses (dev-only). Each subcommand lives in its own
 //! module with an `Args` (clap) and a `run` function; `main.rs` only dispatches.
 #![forbid(unsafe_code)]
+
+pub mod billions;

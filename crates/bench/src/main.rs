@@ -9,9 +9,14 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Cmd {}
+enum Cmd {
+    /// B1: bulk ingest of 10 series × N points through the embedded API ("billions").
+    Billions(tessera_bench::billions::Args),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.cmd {}
+    match cli.cmd {
+        Cmd::Billions(a) => tessera_bench::billions::run(a),
+    }
 }
