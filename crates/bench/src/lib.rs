@@ -3,3 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod billions;
+pub mod disk_usage;
+pub mod http;
+pub mod nodegen;
+pub mod remote_write;

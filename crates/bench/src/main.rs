@@ -12,11 +12,17 @@ struct Cli {
 enum Cmd {
     /// B1: bulk ingest of 10 series × N points through the embedded API ("billions").
     Billions(tessera_bench::billions::Args),
+    /// B2: remote-write load generator (node_exporter-shaped fleet) against any receiver URL.
+    RemoteWrite(tessera_bench::remote_write::Args),
+    /// Bytes on disk of a data directory and RSS of a process (B2's per-sample and per-series figures).
+    DiskUsage(tessera_bench::disk_usage::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Billions(a) => tessera_bench::billions::run(a),
+        Cmd::RemoteWrite(a) => tessera_bench::remote_write::run(a),
+        Cmd::DiskUsage(a) => tessera_bench::disk_usage::run(a),
     }
 }
