@@ -13,6 +13,7 @@
 
 pub mod appender;
 pub mod block;
+pub mod compact;
 pub mod db;
 pub mod error;
 pub mod head;
@@ -21,6 +22,7 @@ mod maintenance;
 pub mod metrics;
 pub mod options;
 pub mod querier;
+pub mod retention;
 pub(crate) mod shard;
 pub mod tombstones;
 pub mod wal_records;

@@ -1,0 +1,484 @@
+//! Compaction: choosing which blocks to merge ([`plan`]) and merging them into one new block
+//! ([`compact`]), plus the crash recovery that goes with it ([`cleanup_after_crash`]).
+//!
+//! Planning mirrors Prometheus' `LeveledCompactor.Plan` (tsdb/compact.go): block ranges grow
+//! geometrically (2h, 6h, 18h, 54h, …, ×3 per level as `ExponentialBlockRanges(2h, 10, 3)`), capped at the
+//! largest block the database allows (a tenth of the retention). Overlapping blocks (out-of-order data
+//! cut into a block of an already covered range) are merged first; then neighbouring blocks that fill a
+//! range of the next size; then single blocks with many tombstones are rewritten to drop deleted data.
+//!
+//! Merging is a k-way merge of the inputs' series (each block's series refs are in label order). Per
+//! series, chunks that do not overlap any other chunk and carry no tombstone are copied as bytes (still
+//! zero-copy slices of the input mappings until written); overlapping chunks are decoded, merged by time,
+//! deduplicated (for equal timestamps the sample of the block listed first wins) and re-encoded as XOR
+//! chunks of at most [`MAX_SAMPLES_PER_CHUNK`] samples; deleted samples are dropped.
+//!
+//! Crash safety: the new block appears atomically (see `block::writer`); only after that does the caller
+//! delete the inputs. A crash in between leaves the inputs next to a block whose `sources` contain all of
+//! theirs at a higher level: [`cleanup_after_crash`] removes such superseded blocks (and any `.tmp`
+//! directory) when the database opens, before blocks are loaded.
+
+use crate::block::meta::sync_dir;
+use crate::block::{is_block_id, write_block_with, Block, BlockMeta, ChunkMeta, CompactionMeta, WriteOptions};
+use crate::index::SeriesRef;
+use crate::tombstones::{Interval, Tombstones};
+use crate::Error;
+use bytes::Bytes;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tessera_model::{ChunkEncoding, ChunkRef, Labels, Sample};
+
+/// Chunks re-encoded by compaction hold at most this many samples (Prometheus' head cuts at 120 too).
+pub const MAX_SAMPLES_PER_CHUNK: usize = 120;
+
+/// `steps` ranges starting at `min_ms`, each `factor` times the previous (Prometheus'
+/// `ExponentialBlockRanges`).
+pub fn exponential_ranges(min_ms: i64, steps: usize, factor: i64) -> Vec<i64> {
+    let mut out = Vec::with_capacity(steps);
+    let mut r = min_ms;
+    for _ in 0..steps {
+        out.push(r);
+        r = r.saturating_mul(factor);
+    }
+    out
+}
+
+/// The compaction ranges: `block_range_ms × 3^i` for i in 0..10, without those above `max_range_ms`
+/// (`max_range_ms <= 0`: no cap). The first range is always kept.
+pub fn block_ranges(block_range_ms: i64, max_range_ms: i64) -> Vec<i64> {
+    let mut r = exponential_ranges(block_range_ms, 10, 3);
+    if max_range_ms > 0 {
+        let first = r[0];
+        r.retain(|&x| x <= max_range_ms);
+        if r.is_empty() {
+            r.push(first);
+        }
+    }
+    r
+}
+
+/// Which blocks to compact now. Each inner vector is one compaction (ids in time order); the groups are
+/// disjoint. Run the compactions, reopen, and call `plan` again until it returns nothing: one level is
+/// planned at a time, as Prometheus does, so that a freshly merged block can join the next level's group
+/// instead of being compacted twice.
+///
+/// Order of preference (mirrors Prometheus' `LeveledCompactor.plan`):
+/// 1. every group of blocks whose time ranges overlap (all such groups at once);
+/// 2. otherwise, leaving out the newest block (the one with the largest `mint`, just cut from the head),
+///    the first group of ≥ 2 blocks that lies in one aligned window of the next range size and either
+///    fills it (`maxt − mint == range`) or ends before the newest block starts (`selectDirs`);
+/// 3. otherwise one block (newest first) whose tombstones exceed 5 % of its series, or that is entirely
+///    deleted, among blocks at least half-way up the range ladder.
+pub fn plan(metas: &[BlockMeta], block_range_ms: i64, max_range_ms: i64) -> Vec<Vec<String>> {
+    let mut ds: Vec<&BlockMeta> = metas.iter().collect();
+    ds.sort_by(|a, b| a.mint_ms.cmp(&b.mint_ms).then(a.maxt_ms.cmp(&b.maxt_ms)).then(a.id.cmp(&b.id)));
+    let overlapping = overlapping_groups(&ds);
+    if !overlapping.is_empty() {
+        return overlapping;
+    }
+    if ds.len() <= 1 {
+        return Vec::new();
+    }
+    // Keep the block just cut from the head out of leveled compaction (Prometheus: "gives users a window
+    // of a full block size to piece-wise backup new data").
+    ds.pop();
+    let ranges = block_ranges(block_range_ms, max_range_ms);
+    if let Some(g) = select_dirs(&ds, &ranges) {
+        return vec![g.iter().map(|m| m.id.clone()).collect()];
+    }
+    let mid_range = ranges[ranges.len() / 2];
+    for m in ds.iter().rev() {
+        let s = &m.stats;
+        if m.maxt_ms - m.mint_ms < mid_range {
+            // Small block: rewrite only when everything in it is deleted (then it simply goes away).
+            if s.num_tombstones > 0 && s.num_tombstones >= s.num_series {
+                return vec![vec![m.id.clone()]];
+            }
+            break;
+        }
+        if s.num_tombstones as f64 / (s.num_series + 1) as f64 > 0.05 {
+            return vec![vec![m.id.clone()]];
+        }
+    }
+    Vec::new()
+}
+
+/// Groups of ≥ 2 blocks whose `[mint, maxt)` ranges overlap (transitively), from blocks sorted by mint
+/// (Prometheus' `selectOverlappingDirs`, returning every group).
+fn overlapping_groups(ds: &[&BlockMeta]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut cur: Vec<String> = Vec::new();
+    let mut cur_max = i64::MIN;
+    for m in ds {
+        if !cur.is_empty() && m.mint_ms < cur_max {
+            cur.push(m.id.clone());
+            cur_max = cur_max.max(m.maxt_ms);
+            continue;
+        }
+        if cur.len() > 1 {
+            out.push(std::mem::take(&mut cur));
+        }
+        cur = vec![m.id.clone()];
+        cur_max = m.maxt_ms;
+    }
+    if cur.len() > 1 {
+        out.push(cur);
+    }
+    out
+}
+
+/// Prometheus' `selectDirs`.
+fn select_dirs<'a>(ds: &[&'a BlockMeta], ranges: &[i64]) -> Option<Vec<&'a BlockMeta>> {
+    let high_time = ds.last()?.mint_ms;
+    for &iv in ranges.iter().skip(1) {
+        for p in split_by_range(ds, iv) {
+            let mint = p[0].mint_ms;
+            let maxt = p[p.len() - 1].maxt_ms;
+            if (maxt - mint == iv || maxt <= high_time) && p.len() > 1 {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// Prometheus' `splitByRange`: groups of consecutive blocks that lie inside one window `[t0, t0 + tr]`
+/// aligned to multiples of `tr`; a block wider than its window is skipped.
+fn split_by_range<'a>(ds: &[&'a BlockMeta], tr: i64) -> Vec<Vec<&'a BlockMeta>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ds.len() {
+        let t0 = ds[i].mint_ms.div_euclid(tr) * tr;
+        if ds[i].maxt_ms > t0 + tr {
+            i += 1;
+            continue;
+        }
+        let mut group = Vec::new();
+        while i < ds.len() && ds[i].maxt_ms <= t0 + tr {
+            group.push(ds[i]);
+            i += 1;
+        }
+        if !group.is_empty() {
+            out.push(group);
+        }
+    }
+    out
+}
+
+/// Merges `blocks` into one new block under `parent_dir` and returns its meta, or `None` when nothing is
+/// left (every sample deleted): then no block is written and the inputs may simply be deleted.
+///
+/// The new block covers `[min mint, max maxt)` of the inputs, has level `max(level) + 1`, sources = the
+/// union of the inputs' sources, parents = the inputs' ids. The inputs are not touched; the caller deletes
+/// them (with [`delete_block_dir`]) once the new block is open. A chunk that fails its checksum aborts
+/// the compaction with that corruption error (the inputs stay as they are).
+pub fn compact(blocks: &[Arc<Block>], parent_dir: &Path) -> Result<Option<BlockMeta>, Error> {
+    compact_with(blocks, parent_dir, &WriteOptions::default())
+}
+
+/// [`compact`] with writer options.
+pub fn compact_with(blocks: &[Arc<Block>], parent_dir: &Path, opts: &WriteOptions) -> Result<Option<BlockMeta>, Error> {
+    if blocks.is_empty() {
+        return Err(Error::Other("compact: no input blocks".into()));
+    }
+    let metas: Vec<BlockMeta> = blocks.iter().map(|b| b.meta()).collect();
+    let mint = metas.iter().map(|m| m.mint_ms).min().expect("non-empty");
+    let maxt = metas.iter().map(|m| m.maxt_ms).max().expect("non-empty");
+    let level = metas.iter().map(|m| m.compaction.level).max().expect("non-empty") + 1;
+    let sources: BTreeSet<String> = metas.iter().flat_map(|m| m.compaction.sources.iter().cloned()).collect();
+    let compaction = CompactionMeta {
+        level,
+        sources: sources.into_iter().collect(),
+        parents: metas.iter().map(|m| m.id.clone()).collect(),
+    };
+    let mut cursors = Vec::with_capacity(blocks.len());
+    for b in blocks {
+        cursors.push(Cursor::new(b.clone())?);
+    }
+    let merger = Merger { cursors, scratch: Vec::new(), failed: false };
+    write_block_with(parent_dir, mint, maxt, merger, compaction, opts)
+}
+
+/// One input block's position in its label-ordered series.
+struct Cursor {
+    block: Arc<Block>,
+    tombstones: Arc<Tombstones>,
+    num_series: SeriesRef,
+    next_ref: SeriesRef,
+    cur: Option<(Labels, SeriesRef, Vec<ChunkMeta>)>,
+}
+
+impl Cursor {
+    fn new(block: Arc<Block>) -> Result<Self, Error> {
+        let tombstones = block.tombstones();
+        let num_series = block.index().num_series();
+        let mut c = Cursor { block, tombstones, num_series, next_ref: 0, cur: None };
+        c.advance()?;
+        Ok(c)
+    }
+
+    fn advance(&mut self) -> Result<(), Error> {
+        if self.next_ref >= self.num_series {
+            self.cur = None;
+            return Ok(());
+        }
+        let r = self.next_ref;
+        self.next_ref += 1;
+        let mut metas = Vec::new();
+        let labels = self.block.index().series_into(r, &mut metas)?;
+        if let Some((prev, _, _)) = &self.cur {
+            if labels <= *prev {
+                return Err(Error::corruption(self.block.index().file(), 0, format!("series {r} out of label order")));
+            }
+        }
+        self.cur = Some((labels, r, metas));
+        Ok(())
+    }
+}
+
+/// A chunk of one input with the deleted intervals that apply to it.
+struct Input {
+    chunk: ChunkRef,
+    deleted: Vec<Interval>,
+    /// Position of the input block in `blocks`: lower wins on equal timestamps.
+    prio: usize,
+}
+
+struct Merger {
+    cursors: Vec<Cursor>,
+    scratch: Vec<Input>,
+    failed: bool,
+}
+
+impl Merger {
+    fn next_series(&mut self) -> Result<Option<(Labels, Vec<ChunkRef>)>, Error> {
+        loop {
+            let mut min: Option<&Labels> = None;
+            for c in &self.cursors {
+                if let Some((l, _, _)) = &c.cur {
+                    if min.is_none_or(|m| l < m) {
+                        min = Some(l);
+                    }
+                }
+            }
+            let Some(min) = min.cloned() else { return Ok(None) };
+            self.scratch.clear();
+            for (prio, c) in self.cursors.iter_mut().enumerate() {
+                let Some((l, r, metas)) = &c.cur else { continue };
+                if *l != min {
+                    continue;
+                }
+                let deleted = c.tombstones.get(*r);
+                for m in metas {
+                    // A chunk entirely inside one deleted interval is dropped unread.
+                    if deleted.iter().any(|iv| iv.mint_ms <= m.mint_ms && m.maxt_ms <= iv.maxt_ms) {
+                        continue;
+                    }
+                    let chunk = c.block.chunk(m)?;
+                    let deleted = deleted.iter().filter(|iv| iv.overlaps(m.mint_ms, m.maxt_ms)).copied().collect();
+                    self.scratch.push(Input { chunk, deleted, prio });
+                }
+                c.advance()?;
+            }
+            let chunks = merge_chunks(std::mem::take(&mut self.scratch))?;
+            if !chunks.is_empty() {
+                return Ok(Some((min, chunks)));
+            }
+        }
+    }
+}
+
+impl Iterator for Merger {
+    type Item = Result<(Labels, Vec<ChunkRef>), Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        match self.next_series() {
+            Ok(Some(s)) => Some(Ok(s)),
+            Ok(None) => None,
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Merges one series' chunks from several blocks into sorted, non-overlapping chunks with deletions
+/// applied. Chunks that overlap nothing and have no deletion are passed through untouched.
+fn merge_chunks(mut inputs: Vec<Input>) -> Result<Vec<ChunkRef>, Error> {
+    inputs.sort_by(|a, b| a.chunk.mint_ms.cmp(&b.chunk.mint_ms).then(a.prio.cmp(&b.prio)));
+    let mut out = Vec::with_capacity(inputs.len());
+    let mut i = 0;
+    while i < inputs.len() {
+        // The cluster of chunks that overlap (transitively) the one at i.
+        let mut j = i + 1;
+        let mut cmax = inputs[i].chunk.maxt_ms;
+        while j < inputs.len() && inputs[j].chunk.mint_ms <= cmax {
+            cmax = cmax.max(inputs[j].chunk.maxt_ms);
+            j += 1;
+        }
+        let cluster = &inputs[i..j];
+        let untouched = cluster.len() == 1 && cluster[0].deleted.is_empty();
+        let decodable = cluster.iter().all(|c| c.chunk.encoding == ChunkEncoding::Xor);
+        if untouched || !decodable {
+            // Non-XOR chunks (native histograms) cannot be merged yet: they are kept as they are.
+            out.extend(cluster.iter().map(|c| c.chunk.clone()));
+        } else {
+            let mut samples: Vec<(Sample, usize)> = Vec::new();
+            let mut buf = Vec::new();
+            for c in cluster {
+                buf.clear();
+                tessera_encoding::decode_xor_into(&c.chunk.data, &mut buf).map_err(|e| {
+                    Error::Other(format!("compaction: undecodable chunk [{}, {}]: {e}", c.chunk.mint_ms, c.chunk.maxt_ms))
+                })?;
+                let deleted = |t: i64| c.deleted.iter().any(|iv| iv.contains(t));
+                samples.extend(buf.iter().filter(|s| !deleted(s.t)).map(|s| (*s, c.prio)));
+            }
+            // Stable sort by (t, prio): the first of equal timestamps comes from the highest-priority block.
+            samples.sort_by(|a, b| a.0.t.cmp(&b.0.t).then(a.1.cmp(&b.1)));
+            samples.dedup_by(|later, first| later.0.t == first.0.t);
+            let merged: Vec<Sample> = samples.into_iter().map(|(s, _)| s).collect();
+            for part in merged.chunks(MAX_SAMPLES_PER_CHUNK) {
+                out.push(ChunkRef {
+                    mint_ms: part[0].t,
+                    maxt_ms: part[part.len() - 1].t,
+                    encoding: ChunkEncoding::Xor,
+                    data: Bytes::from(tessera_encoding::encode_xor(part)),
+                });
+            }
+        }
+        i = j;
+    }
+    Ok(out)
+}
+
+/// Deletes a block directory so that a crash midway leaves nothing that looks like a block: the
+/// directory is first renamed to `<name>.tmp-for-deletion` (removed by [`cleanup_after_crash`] if the
+/// process dies before the removal finishes).
+pub fn delete_block_dir(dir: &Path) -> Result<(), Error> {
+    let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
+        return Err(Error::Other(format!("not a block directory: {}", dir.display())));
+    };
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let doomed = parent.join(format!("{name}.tmp-for-deletion"));
+    std::fs::rename(dir, &doomed).map_err(|e| Error::io(dir, e))?;
+    sync_dir(parent)?;
+    std::fs::remove_dir_all(&doomed).map_err(|e| Error::io(&doomed, e))
+}
+
+/// Recovery when a database opens, before its blocks are loaded. Removes
+/// - every directory whose name contains `.tmp` (a block being written, or being deleted, at a crash);
+/// - every block superseded by another one: a block `A` is superseded by `C` when `C` has a higher
+///   compaction level and `A`'s sources are all among `C`'s, or `C` lists `A` as a parent. This is the
+///   state a crash between "compacted block renamed into place" and "inputs deleted" leaves behind.
+///
+/// Blocks whose `meta.json` cannot be read are left alone (opening them reports the problem). Returns the
+/// paths removed.
+pub fn cleanup_after_crash(parent_dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut removed = Vec::new();
+    let mut metas = Vec::new();
+    let rd = std::fs::read_dir(parent_dir).map_err(|e| Error::io(parent_dir, e))?;
+    for ent in rd {
+        let ent = ent.map_err(|e| Error::io(parent_dir, e))?;
+        let name = ent.file_name().to_string_lossy().into_owned();
+        let path = ent.path();
+        if !path.is_dir() {
+            continue;
+        }
+        let stem = name.split('.').next().unwrap_or("");
+        if name.contains(".tmp") && is_block_id(stem) {
+            std::fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+            removed.push(path);
+        } else if is_block_id(&name) {
+            if let Ok(m) = BlockMeta::read(&path) {
+                metas.push(m);
+            }
+        }
+    }
+    for a in &metas {
+        let superseded = metas.iter().any(|c| {
+            c.id != a.id
+                && (c.compaction.parents.contains(&a.id)
+                    || (c.compaction.level > a.compaction.level
+                        && !a.compaction.sources.is_empty()
+                        && a.compaction.sources.iter().all(|s| c.compaction.sources.contains(s))))
+        });
+        if superseded {
+            let path = parent_dir.join(&a.id);
+            delete_block_dir(&path)?;
+            removed.push(path);
+        }
+    }
+    if !removed.is_empty() {
+        sync_dir(parent_dir)?;
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::{BlockStats, META_VERSION};
+
+    const H: i64 = 3_600_000;
+
+    fn meta(id: &str, mint: i64, maxt: i64) -> BlockMeta {
+        BlockMeta {
+            id: id.into(),
+            mint_ms: mint,
+            maxt_ms: maxt,
+            stats: BlockStats { num_series: 100, ..Default::default() },
+            compaction: CompactionMeta { level: 1, sources: vec![id.into()], parents: vec![] },
+            version: META_VERSION,
+        }
+    }
+
+    #[test]
+    fn ranges_grow_by_three_and_are_capped() {
+        assert_eq!(block_ranges(2 * H, 0)[..4], [2 * H, 6 * H, 18 * H, 54 * H]);
+        assert_eq!(block_ranges(2 * H, 20 * H), vec![2 * H, 6 * H, 18 * H]);
+        assert_eq!(block_ranges(2 * H, H), vec![2 * H]);
+    }
+
+    #[test]
+    fn plan_merges_aligned_neighbours_but_not_the_newest_block() {
+        let ms = [meta("a", 0, 2 * H), meta("b", 2 * H, 4 * H), meta("c", 4 * H, 6 * H), meta("d", 6 * H, 8 * H)];
+        assert_eq!(plan(&ms, 2 * H, 0), vec![vec!["a", "b", "c"]]);
+        // The newest (c) excluded, [a, b] neither fills its 6h window nor ends before c starts: wait.
+        assert!(plan(&ms[..3], 2 * H, 0).is_empty());
+        // With a gap, [a, b] ends before the newest remaining block starts: picked.
+        let gap = [meta("a", 0, 2 * H), meta("b", 2 * H, 4 * H), meta("e", 8 * H, 10 * H), meta("f", 10 * H, 12 * H)];
+        assert_eq!(plan(&gap, 2 * H, 0), vec![vec!["a", "b"]]);
+        // A single block besides the newest: nothing.
+        assert!(plan(&ms[..2], 2 * H, 0).is_empty());
+        // Capped at 2h: no level above the first, nothing to do.
+        assert!(plan(&ms, 2 * H, 2 * H).is_empty());
+    }
+
+    #[test]
+    fn plan_prefers_overlapping_blocks() {
+        let ms = [meta("a", 0, 2 * H), meta("b", H, 2 * H), meta("c", 4 * H, 6 * H), meta("d", 5 * H, 7 * H), meta("e", 8 * H, 10 * H)];
+        assert_eq!(plan(&ms, 2 * H, 0), vec![vec!["a", "b"], vec!["c", "d"]]);
+    }
+
+    #[test]
+    fn plan_rewrites_blocks_with_many_tombstones() {
+        let mut big = meta("big", 0, 18 * H);
+        big.compaction.level = 3;
+        big.stats.num_tombstones = 10;
+        let newest = meta("new", 18 * H, 20 * H);
+        // Ranges capped at 54h: [2h, 6h, 18h, 54h], so an 18h block is "big enough".
+        assert_eq!(plan(&[big.clone(), newest.clone()], 2 * H, 54 * H), vec![vec!["big"]]);
+        // Uncapped, the mid range is 486h: an 18h block with some tombstones is left alone.
+        assert!(plan(&[big.clone(), newest.clone()], 2 * H, 0).is_empty());
+        big.stats.num_tombstones = 5; // 5/101 < 5 %
+        assert!(plan(&[big, newest.clone()], 2 * H, 54 * H).is_empty());
+        let mut small = meta("small", 0, 2 * H);
+        small.stats.num_tombstones = 100; // all series deleted
+        assert_eq!(plan(&[small, newest], 2 * H, 0), vec![vec!["small"]]);
+    }
+}
