@@ -86,12 +86,18 @@ impl Matcher {
         let value = value.into();
         let mut m = Matcher { name, op, value, re: None, set: None, prefix_all: None, prefix: None, match_all: false };
         if matches!(op, MatchOp::Regex | MatchOp::NotRegex) {
+            // Validate the value on its own first (as upstream does): inside the `^(?s:...)$` wrapper an
+            // unbalanced `)` could close the wrapper's group and silently un-anchor the regex (`a)|(b`).
+            let parsed = regex_syntax::ParserBuilder::new().dot_matches_new_line(true).build().parse(&m.value);
+            if let Err(e) = &parsed {
+                return Err(MatcherError::InvalidRegex { pattern: m.value.clone(), reason: e.to_string() });
+            }
             let anchored = format!("^(?s:{})$", m.value);
             let re = Regex::new(&anchored).map_err(|e| MatcherError::InvalidRegex {
                 pattern: m.value.clone(),
                 reason: e.to_string(),
             })?;
-            if let Ok(hir) = regex_syntax::ParserBuilder::new().dot_matches_new_line(true).build().parse(&m.value) {
+            if let Ok(hir) = parsed {
                 m.match_all = is_any_repeat(&hir, 0);
                 m.set = finite_strings(&hir, MAX_SET_MATCHES).map(|mut v| {
                     v.sort();
@@ -342,6 +348,13 @@ mod tests {
         assert_eq!(m.literal_prefix(), Some("foo"));
         assert!(m.matches("fooxbar") && !m.matches("foobar") && !m.matches("xfooxbar"));
         assert!(re(".*").is_match_all_regex());
+    }
+
+    #[test]
+    fn unbalanced_parens_cannot_escape_the_anchoring() {
+        // Wrapped as ^(?s:a)|(b)$ this would compile and match "xb"; the value alone is invalid.
+        assert!(Matcher::new(MatchOp::Regex, "a", "a)|(b").is_err());
+        assert!(Matcher::new(MatchOp::NotRegex, "a", "exp_)oot_log(_hr?").is_err());
     }
 
     #[test]

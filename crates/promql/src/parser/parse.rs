@@ -180,6 +180,9 @@ fn parse_number(s: &str) -> Option<f64> {
         "nan" => return Some(f64::NAN),
         _ => {}
     }
+    if s.contains('_') && !underscore_ok(s) {
+        return None;
+    }
     let clean: String = s.chars().filter(|&c| c != '_').collect();
     if let Some(hex) = clean.strip_prefix("0x").or_else(|| clean.strip_prefix("0X")) {
         return u64::from_str_radix(hex, 16).ok().map(|v| v as f64);
@@ -192,6 +195,37 @@ fn parse_number(s: &str) -> Option<f64> {
         return Some(v as f64);
     }
     clean.parse::<f64>().ok()
+}
+
+/// Go's `strconv.underscoreOK`: underscores only between digits, or between a base prefix and a digit.
+fn underscore_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut saw = b'^';
+    let mut hex = false;
+    if b.len() >= 2 && b[0] == b'0' && matches!(b[1].to_ascii_lowercase(), b'b' | b'o' | b'x') {
+        i = 2;
+        saw = b'0';
+        hex = b[1].to_ascii_lowercase() == b'x';
+    }
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_digit() || (hex && c.is_ascii_hexdigit()) {
+            saw = b'0';
+        } else if c == b'_' {
+            if saw != b'0' {
+                return false;
+            }
+            saw = b'_';
+        } else {
+            if saw == b'_' {
+                return false;
+            }
+            saw = b'!';
+        }
+        i += 1;
+    }
+    saw != b'_'
 }
 
 /// Go's `strconv.Unquote`-like unquoting of a lexed string token (upstream `strutil.Unquote`). Bytes
@@ -346,16 +380,25 @@ fn secs_to_ms(secs: f64) -> i64 {
 /// overflow. Real queries nest a few dozen levels at most.
 const MAX_DEPTH: usize = 400;
 
+const RANGE_CTX: (&str, &str) = ("subquery or range selector", "number, duration, step(), or range()");
+const STEP_CTX: (&str, &str) = ("subquery selector", "number, duration, step(), range(), or \"]\"");
+const OFFSET_CTX: (&str, &str) = ("offset", "number, duration, step(), or range()");
+const AT_CTX: (&str, &str) = ("@", "timestamp");
+
 struct Parser<'a> {
     input: &'a str,
     toks: Vec<Token>,
     i: usize,
     depth: usize,
+    /// Where a syntax error that no rule describes is reported (context, expected): the innermost
+    /// construct that has an `error` production upstream (an aggregation body, an offset, a range or
+    /// step, an `@`). yacc's error recovery pops its stack to that state, so its message names it.
+    ctx: Vec<(&'static str, &'static str)>,
 }
 
 impl<'a> Parser<'a> {
     fn new(input: &'a str) -> Self {
-        Parser { input, toks: lex(input), i: 0, depth: 0 }
+        Parser { input, toks: lex(input), i: 0, depth: 0, ctx: Vec::new() }
     }
 
     fn peek(&self) -> &Token {
@@ -386,6 +429,10 @@ impl<'a> Parser<'a> {
         if t.kind == Kind::Error {
             return self.err(PosRange { start: t.pos, end: self.input.len() }, t.val.clone());
         }
+        let (context, expected) = match self.ctx.last() {
+            Some(&(c, e)) if context.is_empty() && expected.is_empty() => (c, e),
+            _ => (context, expected),
+        };
         let mut msg = format!("unexpected {}", t.desc());
         if !context.is_empty() {
             msg.push_str(" in ");
@@ -404,6 +451,35 @@ impl<'a> Parser<'a> {
         } else {
             Err(self.unexpected(context, expected))
         }
+    }
+
+    /// Runs `f` with a context for otherwise undescribed syntax errors (see `ctx`).
+    fn with_ctx<T>(
+        &mut self,
+        ctx: (&'static str, &'static str),
+        f: impl FnOnce(&mut Self) -> PResult<T>,
+    ) -> PResult<T> {
+        self.ctx.push(ctx);
+        let r = f(self);
+        self.ctx.pop();
+        r
+    }
+
+    /// Whether the current token can begin an expression (FIRST(expr) of upstream's grammar).
+    fn at_expr_start(&self) -> bool {
+        let k = self.peek().kind;
+        k.is_metric_identifier()
+            || k.is_aggregator()
+            || matches!(
+                k,
+                Kind::Number | Kind::Duration | Kind::String | Kind::LeftParen | Kind::LeftBrace | Kind::Add | Kind::Sub
+            )
+    }
+
+    /// yacc records errors of a reduction only after reading the lookahead token, and reading it
+    /// records a lexer error first; call this before such errors.
+    fn lookahead_lex_error(&self) -> PResult<()> {
+        if self.peek().kind == Kind::Error { Err(self.unexpected("", "")) } else { Ok(()) }
     }
 
     fn expect_eof(&mut self) -> PResult<()> {
@@ -476,7 +552,12 @@ impl<'a> Parser<'a> {
                 self.advance();
                 vm.card =
                     if g == Kind::GroupLeft { VectorMatchCardinality::ManyToOne } else { VectorMatchCardinality::OneToMany };
-                if self.peek().kind == Kind::LeftParen {
+                let next = self.peek().kind;
+                if next == Kind::LeftParen
+                    || !(self.at_expr_start() || matches!(next, Kind::Fill | Kind::FillLeft | Kind::FillRight))
+                {
+                    // Upstream's optional label list: anything that cannot follow it is a
+                    // "grouping opts" error.
                     vm.include = self.grouping_labels()?;
                 }
             }
@@ -598,6 +679,10 @@ impl<'a> Parser<'a> {
             return Ok((NumberLiteral { val: ns as f64 / 1e9, duration: true }, r));
         }
         match parse_number(&t.val) {
+            None if t.val.contains('_') => Err(self.err(
+                r,
+                format!("error parsing number: strconv.ParseFloat: parsing {}: invalid syntax", go_quote_str(&t.val)),
+            )),
             Some(v) if v.is_infinite() && !t.val.to_ascii_lowercase().contains("inf") => Err(self.err(
                 r,
                 format!("error parsing number: strconv.ParseFloat: parsing {}: value out of range", go_quote_str(&t.val)),
@@ -674,7 +759,9 @@ impl<'a> Parser<'a> {
             match self.peek().kind {
                 Kind::Comma => {
                     let comma = self.advance();
-                    if self.peek().kind == Kind::RightParen {
+                    // yacc reduces `function_call_args COMMA` (which records this error) by default when
+                    // no expression follows; a lexer error, recorded first upstream, still wins.
+                    if !self.at_expr_start() && self.peek().kind != Kind::Error {
                         return Err(self.err(
                             PosRange { start: comma.pos, end: comma.end() },
                             "trailing commas not allowed in function call args",
@@ -705,11 +792,14 @@ impl<'a> Parser<'a> {
         if self.peek().kind != Kind::LeftParen {
             return Err(self.unexpected("aggregation", ""));
         }
-        let (mut args, mut kids, end) = self.call_body()?;
+        let (mut args, mut kids, end) = self.with_ctx(("aggregation", ""), |p| p.call_body())?;
         if !have_modifier && matches!(self.peek().kind, Kind::By | Kind::Without) {
             without = self.advance().kind == Kind::Without;
             grouping = self.grouping_labels()?;
         }
+        // yacc needs the token after `)` (a `by`/`without` may follow) before reducing, so its lexer
+        // error comes first.
+        self.lookahead_lex_error()?;
         let r = PosRange { start: op_tok.pos, end };
         if args.is_empty() {
             return Err(self.err(r, "no arguments for aggregate expression provided"));
@@ -854,7 +944,7 @@ impl<'a> Parser<'a> {
             }
             return Err(self.unexpected("subquery or range selector", "number, duration, step(), or range()"));
         }
-        let range = self.positive_duration()?;
+        let range = self.with_ctx(RANGE_CTX, |p| p.positive_duration())?;
         match self.peek().kind {
             Kind::RightBracket => {
                 let close = self.advance();
@@ -882,7 +972,7 @@ impl<'a> Parser<'a> {
                             "number, duration, step(), range(), or \"]\"",
                         ));
                     }
-                    step = Some(self.positive_duration()?);
+                    step = Some(self.with_ctx(STEP_CTX, |p| p.positive_duration())?);
                     if self.peek().kind != Kind::RightBracket {
                         return Err(self.unexpected("subquery selector", "\"]\""));
                     }
@@ -918,6 +1008,7 @@ impl<'a> Parser<'a> {
     /// A full duration expression that must be positive when it is a literal (`positive_duration_expr`).
     fn positive_duration(&mut self) -> PResult<DurationExpr> {
         let d = self.duration_expr(0)?;
+        self.lookahead_lex_error()?;
         if let DurationExpr::Number { secs, pos, .. } = &d
             && *secs <= 0.0
         {
@@ -956,6 +1047,7 @@ impl<'a> Parser<'a> {
             }
             let op_tok = self.advance();
             let rhs = self.duration_expr(if op == DurationOp::Pow { prec } else { prec + 1 })?;
+            self.lookahead_lex_error()?;
             if let DurationExpr::Number { secs, .. } = &rhs
                 && *secs == 0.0
             {
@@ -1046,15 +1138,27 @@ impl<'a> Parser<'a> {
     /// `x offset 1m + 2` is `(x offset 1m) + 2`.
     fn offset_duration(&mut self) -> PResult<DurationExpr> {
         let k = self.peek().kind;
+        if matches!(k, Kind::Add | Kind::Sub) && matches!(self.peek_kind_at(1), Kind::Add | Kind::Sub) {
+            // `offset --2 * 2`: only the general `duration_expr` alternative derives a double sign, and
+            // it goes on with the operators that follow.
+            return self.with_ctx(OFFSET_CTX, |p| p.duration_expr(0));
+        }
         let sign = if matches!(k, Kind::Add | Kind::Sub) { Some(self.advance()) } else { None };
         let ok = matches!(
             self.peek().kind,
             Kind::Number | Kind::Duration | Kind::Step | Kind::Range | Kind::MinOf | Kind::MaxOf | Kind::LeftParen
         );
         if !ok {
-            return Err(self.unexpected("offset", "number, duration, step(), or range()"));
+            return Err(self.unexpected(OFFSET_CTX.0, OFFSET_CTX.1));
         }
-        let atom = self.duration_atom()?;
+        // A bare parenthesised start is upstream's `duration_expr` alternative, and yacc prefers shifting
+        // the next operator: `x offset (1m) * 2` offsets by 2m. Every other start (a literal, `step()`,
+        // `min_of(..)`, a sign) is an `offset_duration_expr` that ends there: `x offset 1m * 2` is
+        // `(x offset 1m) * 2`.
+        if sign.is_none() && self.peek().kind == Kind::LeftParen {
+            return self.with_ctx(OFFSET_CTX, |p| p.duration_expr(0));
+        }
+        let atom = self.with_ctx(OFFSET_CTX, |p| p.duration_atom())?;
         match sign {
             Some(op) => self.apply_duration_unary(&op, atom),
             None => Ok(atom),
@@ -1066,8 +1170,8 @@ impl<'a> Parser<'a> {
         let k = self.peek().kind;
         if k == Kind::Start || k == Kind::End {
             self.advance();
-            self.expect(Kind::LeftParen, "@", "timestamp")?;
-            self.expect(Kind::RightParen, "@", "timestamp")?;
+            self.expect(Kind::LeftParen, AT_CTX.0, AT_CTX.1)?;
+            self.expect(Kind::RightParen, AT_CTX.0, AT_CTX.1)?;
             return Ok(AtValue::Mod(if k == Kind::Start { AtModifier::Start } else { AtModifier::End }));
         }
         let mut neg = false;
@@ -1182,10 +1286,56 @@ fn fold_duration(d: DurationExpr) -> (i64, Option<DurationExpr>) {
 }
 
 fn matcher_error_message(e: &tessera_model::MatcherError) -> String {
-    // Upstream surfaces Go's regexp error ("error parsing regexp: ..."); ours comes from the regex crate.
     match e {
-        tessera_model::MatcherError::InvalidRegex { reason, .. } => format!("error parsing regexp: {reason}"),
+        tessera_model::MatcherError::InvalidRegex { pattern, reason } => {
+            format!("error parsing regexp: {}", go_regexp_error(pattern, reason))
+        }
         other => other.to_string(),
+    }
+}
+
+/// Upstream surfaces Go's `regexp/syntax` errors; ours come from the regex crate. The common kinds are
+/// translated into Go's wording (which quotes the offending text); anything else keeps the regex
+/// crate's explanation.
+fn go_regexp_error(pattern: &str, reason: &str) -> String {
+    // The regex crate shows the pattern (possibly inside the matcher's `^(?s:...)$` wrapper) indented by
+    // four spaces, with a caret line under it.
+    let lines: Vec<&str> = reason.lines().collect();
+    let kind = lines.iter().find_map(|l| l.strip_prefix("error: ")).unwrap_or("");
+    let prefix = if lines.get(1).is_some_and(|l| l.starts_with("    ^(?s:")) { 4 + "^(?s:".len() } else { 4 };
+    let caret = lines.get(2).and_then(|l| l.find('^')).map(|c| c.saturating_sub(prefix));
+    let chars: Vec<char> = pattern.chars().collect();
+    let from = |i: usize| chars.get(i..).map(|c| c.iter().collect::<String>()).unwrap_or_default();
+    match kind {
+        "unclosed group" => format!("missing closing ): `{pattern}`"),
+        "unopened group" => format!("unexpected ): `{pattern}`"),
+        "unclosed character class" => match caret {
+            Some(i) => format!("missing closing ]: `{}`", from(i)),
+            None => format!("missing closing ]: `{pattern}`"),
+        },
+        "repetition operator missing expression" => match caret.and_then(|i| chars.get(i)) {
+            Some(op) => format!("missing argument to repetition operator: `{op}`"),
+            None => reason.to_string(),
+        },
+        k if k.starts_with("invalid character class range") => {
+            let span = lines.get(2).map_or(0, |l| l.matches('^').count());
+            match caret {
+                Some(i) => format!("invalid character class range: `{}`", from(i).chars().take(span).collect::<String>()),
+                None => reason.to_string(),
+            }
+        }
+        "unrecognized flag" => match caret {
+            // Go quotes from "(?" up to and including the offending flag.
+            Some(i) => match pattern[..pattern.char_indices().nth(i).map_or(pattern.len(), |(b, _)| b)].rfind("(?") {
+                Some(start) => {
+                    let end = pattern.char_indices().nth(i + 1).map_or(pattern.len(), |(b, _)| b);
+                    format!("invalid or unsupported Perl syntax: `{}`", &pattern[start..end])
+                }
+                None => reason.to_string(),
+            },
+            None => reason.to_string(),
+        },
+        _ => reason.to_string(),
     }
 }
 
