@@ -60,19 +60,4 @@ impl Options {
         }
         Ok(())
     }
-
-    /// Block ranges for compaction: 1×, 3×, 9×, … of `block_range_ms`, capped at a tenth of the retention
-    /// (Prometheus' `ExponentialBlockRanges(min, 10, 3)` and its retention cap).
-    pub(crate) fn compaction_ranges(&self) -> Vec<i64> {
-        let mut v = vec![self.block_range_ms];
-        let cap = if self.retention_ms > 0 { self.retention_ms / 10 } else { i64::MAX };
-        for _ in 0..9 {
-            let next = v.last().copied().expect("non-empty").saturating_mul(3);
-            if next > cap {
-                break;
-            }
-            v.push(next);
-        }
-        v
-    }
 }

@@ -78,6 +78,9 @@ impl Shard {
     /// Opens (or creates) the shard in `dir`: opens its blocks, replays its WAL, opens the WAL writer.
     pub(crate) fn open(id: usize, dir: PathBuf, opts: Options, metrics: Arc<Metrics>) -> Result<Shard> {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        for p in crate::compact::cleanup_after_crash(&dir)? {
+            tracing::info!(dir = %p.display(), "removed leftover of an interrupted block write/compaction");
+        }
         let blocks = open_blocks(&dir)?;
         let min_valid = blocks.iter().map(|b| b.meta().maxt_ms).max().unwrap_or(i64::MIN);
         let mut head = Head::new(opts.block_range_ms, min_valid);
@@ -532,13 +535,6 @@ impl Shard {
         self.state.read().blocks.clone()
     }
 
-    pub(crate) fn opts(&self) -> &Options {
-        &self.opts
-    }
-
-    pub(crate) fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
 }
 
 /// Opens every block directory of a shard; a block that fails to open (corruption) is reported and

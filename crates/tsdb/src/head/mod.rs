@@ -165,16 +165,6 @@ impl MemSeries {
             }
         }
     }
-
-    /// Approximate bytes held by this series (labels, chunks, buffers).
-    pub(crate) fn mem_bytes(&self) -> usize {
-        std::mem::size_of::<Self>()
-            + self.labels.heap_bytes()
-            + self.chunks.capacity() * std::mem::size_of::<HeadChunk>()
-            + self.chunks.iter().map(|c| c.data.len()).sum::<usize>()
-            + self.open.size_bytes()
-            + self.ooo.capacity() * std::mem::size_of::<Sample>()
-    }
 }
 
 /// What to do with one incoming sample.
