@@ -42,6 +42,65 @@ pub enum MatcherError {
     InvalidRegex { pattern: String, reason: String },
 }
 
+/// Go's RE2 syntax treats a `{` that does not start a valid repetition (`{n}`, `{n,}`, `{n,m}`) as a
+/// literal character (`=~"{foo}"`, `=~"a{,2}"`), where the regex crate reports an error; escape such
+/// braces so both accept and match the same strings. Escapes and character classes are left alone.
+fn go_literal_braces(v: &str) -> std::borrow::Cow<'_, str> {
+    fn is_repeat(rest: &str) -> bool {
+        // rest starts just after '{'.
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return false;
+        }
+        let rest = &rest[digits..];
+        if rest.starts_with('}') {
+            return true;
+        }
+        let Some(rest) = rest.strip_prefix(',') else { return false };
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        rest[digits..].starts_with('}')
+    }
+    if !v.contains('{') {
+        return std::borrow::Cow::Borrowed(v);
+    }
+    let mut out = String::with_capacity(v.len() + 4);
+    let mut chars = v.char_indices().peekable();
+    let mut in_class = false;
+    let mut class_start = false;
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                out.push(c);
+                if let Some((_, n)) = chars.next() {
+                    out.push(n);
+                }
+                class_start = false;
+                continue;
+            }
+            '[' if !in_class => {
+                in_class = true;
+                class_start = true;
+                out.push(c);
+                if let Some(&(_, '^')) = chars.peek() {
+                    out.push('^');
+                    chars.next();
+                }
+                continue;
+            }
+            ']' if in_class && !class_start => in_class = false,
+            '{' if !in_class && !is_repeat(&v[i + 1..]) => {
+                out.push_str("\\{");
+                class_start = false;
+                continue;
+            }
+            _ => {}
+        }
+        class_start = false;
+        out.push(c);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The largest literal set a regex is expanded into; beyond it the regex is evaluated per value.
 const MAX_SET_MATCHES: usize = 256;
 
@@ -88,11 +147,12 @@ impl Matcher {
         if matches!(op, MatchOp::Regex | MatchOp::NotRegex) {
             // Validate the value on its own first (as upstream does): inside the `^(?s:...)$` wrapper an
             // unbalanced `)` could close the wrapper's group and silently un-anchor the regex (`a)|(b`).
-            let parsed = regex_syntax::ParserBuilder::new().dot_matches_new_line(true).build().parse(&m.value);
+            let pattern = go_literal_braces(&m.value);
+            let parsed = regex_syntax::ParserBuilder::new().dot_matches_new_line(true).build().parse(&pattern);
             if let Err(e) = &parsed {
                 return Err(MatcherError::InvalidRegex { pattern: m.value.clone(), reason: e.to_string() });
             }
-            let anchored = format!("^(?s:{})$", m.value);
+            let anchored = format!("^(?s:{pattern})$");
             let re = Regex::new(&anchored).map_err(|e| MatcherError::InvalidRegex {
                 pattern: m.value.clone(),
                 reason: e.to_string(),
@@ -348,6 +408,17 @@ mod tests {
         assert_eq!(m.literal_prefix(), Some("foo"));
         assert!(m.matches("fooxbar") && !m.matches("foobar") && !m.matches("xfooxbar"));
         assert!(re(".*").is_match_all_regex());
+    }
+
+    #[test]
+    fn braces_that_start_no_repetition_are_literals_as_in_go() {
+        let m = re("{foo}");
+        assert!(m.matches("{foo}") && !m.matches("foo"));
+        assert!(re("a{,2}").matches("a{,2}"));
+        assert!(re("x{2}").matches("xx"));
+        assert!(re("[{]").matches("{"));
+        assert!(re("\\{").matches("{"));
+        assert!(re("a{2,}").matches("aaa"));
     }
 
     #[test]

@@ -364,9 +364,11 @@ fn aggregate_op(k: Kind) -> Option<AggregateOp> {
 
 /// Upstream `durationLiteralOutOfRange`.
 fn duration_out_of_range(secs: f64) -> bool {
-    // 2^63 ns in seconds.
+    // 2^63 ns in seconds. Written as comparisons on purpose: NaN is not out of range upstream.
     const LIMIT: f64 = 9_223_372_036.854_775;
-    !(-LIMIT..=LIMIT).contains(&secs)
+    #[allow(clippy::manual_range_contains)]
+    let out = secs > LIMIT || secs < -LIMIT;
+    out
 }
 
 /// Seconds to ms the way upstream does: `time.Duration(math.Round(secs*1e9))` truncated to ms.
@@ -1158,6 +1160,15 @@ impl<'a> Parser<'a> {
         if sign.is_none() && self.peek().kind == Kind::LeftParen {
             return self.with_ctx(OFFSET_CTX, |p| p.duration_expr(0));
         }
+        if let Some(op) = &sign
+            && matches!(self.peek().kind, Kind::Number | Kind::Duration)
+        {
+            // `unary_op number_duration_literal`: the range check happens once, after the sign, and
+            // points at the sign.
+            let (n, r) = self.number_literal()?;
+            let lit = DurationExpr::Number { secs: n.val, duration: n.duration, pos: r };
+            return self.apply_duration_unary(op, lit);
+        }
         let atom = self.with_ctx(OFFSET_CTX, |p| p.duration_atom())?;
         match sign {
             Some(op) => self.apply_duration_unary(&op, atom),
@@ -1324,6 +1335,10 @@ fn go_regexp_error(pattern: &str, reason: &str) -> String {
                 None => reason.to_string(),
             }
         }
+        "unrecognized escape sequence" => match caret {
+            Some(i) => format!("invalid escape sequence: `{}`", from(i).chars().take(2).collect::<String>()),
+            None => reason.to_string(),
+        },
         "unrecognized flag" => match caret {
             // Go quotes from "(?" up to and including the offending flag.
             Some(i) => match pattern[..pattern.char_indices().nth(i).map_or(pattern.len(), |(b, _)| b)].rfind("(?") {
