@@ -227,10 +227,10 @@ impl Cursor {
         self.next_ref += 1;
         let mut metas = Vec::new();
         let labels = self.block.index().series_into(r, &mut metas)?;
-        if let Some((prev, _, _)) = &self.cur {
-            if labels <= *prev {
-                return Err(Error::corruption(self.block.index().file(), 0, format!("series {r} out of label order")));
-            }
+        if let Some((prev, _, _)) = &self.cur
+            && labels <= *prev
+        {
+            return Err(Error::corruption(self.block.index().file(), 0, format!("series {r} out of label order")));
         }
         self.cur = Some((labels, r, metas));
         Ok(())
@@ -256,10 +256,10 @@ impl Merger {
         loop {
             let mut min: Option<&Labels> = None;
             for c in &self.cursors {
-                if let Some((l, _, _)) = &c.cur {
-                    if min.is_none_or(|m| l < m) {
-                        min = Some(l);
-                    }
+                if let Some((l, _, _)) = &c.cur
+                    && min.is_none_or(|m| l < m)
+                {
+                    min = Some(l);
                 }
             }
             let Some(min) = min.cloned() else { return Ok(None) };
@@ -393,10 +393,10 @@ pub fn cleanup_after_crash(parent_dir: &Path) -> Result<Vec<PathBuf>, Error> {
         if name.contains(".tmp") && is_block_id(stem) {
             std::fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
             removed.push(path);
-        } else if is_block_id(&name) {
-            if let Ok(m) = BlockMeta::read(&path) {
-                metas.push(m);
-            }
+        } else if is_block_id(&name)
+            && let Ok(m) = BlockMeta::read(&path)
+        {
+            metas.push(m);
         }
     }
     for a in &metas {

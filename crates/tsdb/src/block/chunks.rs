@@ -149,6 +149,9 @@ impl ChunkReader {
             if v != SEGMENT_VERSION {
                 return Err(Error::corruption(&file, 4, format!("unsupported segment version {v}")));
             }
+            if d.bytes(3)? != [0, 0, 0] {
+                return Err(Error::corruption(&file, 5, "segment header padding is not zero"));
+            }
             segments.push((data, file));
         }
         Ok(Self { segments })

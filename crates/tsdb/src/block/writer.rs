@@ -10,7 +10,7 @@ use super::meta::{new_block_id, sync_dir, BlockMeta, BlockStats, CompactionMeta,
 use super::{CHUNKS_DIR, INDEX_FILE, TOMBSTONES_FILE};
 use crate::tombstones::Tombstones;
 use crate::Error;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tessera_model::{ChunkRef, Labels};
 
 /// Knobs of the block writer (tests shrink the segment size to exercise many segments).
@@ -98,7 +98,7 @@ pub fn write_block_with(
 
 /// Writes chunks, index and tombstones into `tmp`; `None` when there was no series with chunks.
 fn write_into(
-    tmp: &PathBuf,
+    tmp: &Path,
     _id: &str,
     mint_ms: i64,
     maxt_ms: i64,
@@ -114,10 +114,10 @@ fn write_into(
     let mut metas = Vec::new();
     for item in series {
         let (labels, chunks) = item?;
-        if let Some(p) = &prev {
-            if labels <= *p {
-                return Err(Error::Other(format!("write_block: series not strictly sorted: {labels} after {p}")));
-            }
+        if let Some(p) = &prev
+            && labels <= *p
+        {
+            return Err(Error::Other(format!("write_block: series not strictly sorted: {labels} after {p}")));
         }
         if chunks.is_empty() {
             prev = Some(labels);
