@@ -515,3 +515,25 @@ fn json_ast_matches_prometheus_shape() {
     );
     assert_eq!(to_json(&parse("1.5").expect("parses")), serde_json::json!({"type": "numberLiteral", "val": "1.5"}));
 }
+
+/// Byte-identical results to upstream's parser on 2,238 stratified inputs (see testdata/README.md).
+#[test]
+fn upstream_golden() {
+    let text = include_str!("testdata/upstream_golden.jsonl");
+    let mut bad = Vec::new();
+    let mut n = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("valid json line");
+        let q = v["q"].as_str().expect("query");
+        n += 1;
+        let got = match parse(q) {
+            Ok(e) => serde_json::json!({"q": q, "ok": e.to_string(), "pretty": pretty(&e)}),
+            Err(e) => serde_json::json!({"q": q, "err": e.to_string()}),
+        };
+        if got != v {
+            bad.push(format!("{q:?}\n  upstream: {v}\n  ours:     {got}"));
+        }
+    }
+    assert!(n > 2000, "golden file truncated: {n}");
+    assert!(bad.is_empty(), "{} of {n} differ from upstream:\n{}", bad.len(), bad.join("\n"));
+}
