@@ -239,13 +239,19 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
             }
         }
     }
+    // Delayed name removal: a group keeps `__name__` (by (__name__)) but inherits the members' flag.
+    let mut gdrop = vec![false; ng];
+    for (s, &g) in v.iter().zip(&ids) {
+        gdrop[g] |= s.drop_name;
+    }
     let out: Vec<Series> = gl
         .into_iter()
         .enumerate()
         .filter_map(|(g, labels)| {
             let row = &accs[g * n..(g + 1) * n];
             let vals: Vec<Option<f64>> = row.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
-            vals.iter().any(|x| x.is_some()).then_some(Series { labels, vals, drop_name: false })
+            let drop_name = gdrop[g] && labels.has("__name__");
+            vals.iter().any(|x| x.is_some()).then_some(Series { labels, vals, drop_name })
         })
         .collect();
     Ok(Val::Vector(out))
@@ -379,20 +385,29 @@ pub fn fmt_float_f(f: f64) -> String {
 }
 
 fn count_values(ctx: &QueryCtx<'_>, a: &AggregateExpr, v: Vec<Series>, grid: &Grid) -> Result<Val, EngineError> {
-    let label = match a.param.as_deref() {
+    let label = match a.param.as_deref().map(|p| p.unwrap_parens()) {
+        Some(Expr::StringLiteral(sl)) => {
+            if let Some(raw) = &sl.raw {
+                return Err(EngineError::Execution(format!("invalid label name {}", crate::parser::go_quote_bytes(raw))));
+            }
+            sl.val.clone()
+        }
         Some(p) => match super::eval::eval(ctx, p, grid)? {
             Val::Str(s) => s,
             _ => return Err(EngineError::Execution("count_values: expected string parameter".into())),
         },
         None => return Err(EngineError::Execution("count_values: missing parameter".into())),
     };
-    if label.is_empty() || label.contains('\u{fffd}') {
+    if label.is_empty() {
         return Err(EngineError::Execution(format!("invalid label name {}", tessera_model::labels::go_quote(&label))));
     }
     let n = grid.n;
     let (ids, gl) = groups(&v, a);
     let mut out: Vec<Series> = Vec::new();
+    // Output series are keyed by their labels: overwriting a grouping label with the value label merges
+    // groups (upstream does the same).
     let mut idx: HashMap<(usize, u64), usize> = HashMap::new();
+    let mut by_labels: HashMap<Labels, usize> = HashMap::new();
     for i in 0..n {
         for (s, &g) in v.iter().zip(&ids) {
             let Some(x) = s.vals[i] else { continue };
@@ -400,14 +415,17 @@ fn count_values(ctx: &QueryCtx<'_>, a: &AggregateExpr, v: Vec<Series>, grid: &Gr
             let o = *idx.entry(key).or_insert_with(|| {
                 let mut b = LabelsBuilder::from_labels(&gl[g]);
                 b.set(label.clone(), fmt_float_f(x));
-                out.push(Series { labels: b.build(), vals: vec![None; n], drop_name: false });
-                out.len() - 1
+                let l = b.build();
+                *by_labels.entry(l.clone()).or_insert_with(|| {
+                    out.push(Series { labels: l, vals: vec![None; n], drop_name: false });
+                    out.len() - 1
+                })
             });
             let c = out[o].vals[i].get_or_insert(0.0);
             *c += 1.0;
         }
     }
-    Ok(Val::Vector(super::eval::merge_same_labels(out)?))
+    Ok(Val::Vector(out))
 }
 
 /// One classic-histogram bucket.
@@ -530,6 +548,9 @@ fn bucket_fraction(lower: f64, upper: f64, mut b: Vec<Bucket>) -> f64 {
         return 0.0;
     }
     let rank_at = |x: f64| -> f64 {
+        if x == f64::NEG_INFINITY {
+            return 0.0;
+        }
         let mut prev_upper = f64::NEG_INFINITY;
         let mut prev_count = 0.0;
         for bk in &b {
@@ -539,7 +560,8 @@ fn bucket_fraction(lower: f64, upper: f64, mut b: Vec<Bucket>) -> f64 {
                 }
                 // Interpolate inside the bucket; the first bucket starts at 0 if its bound is positive.
                 let lo = if prev_upper == f64::NEG_INFINITY {
-                    if bk.upper > 0.0 { 0.0 } else { return prev_count }
+                    // An infinitely wide first bucket contributes nothing (no interpolation).
+                    if bk.upper > 0.0 { 0.0 } else { return bk.count }
                 } else {
                     prev_upper
                 };
@@ -632,5 +654,46 @@ pub fn histogram_fraction(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<V
     Ok(Val::Vector(out))
 }
 
-#[allow(dead_code)]
-fn _unused(_: &Expr) {}
+/// Labels values of `histogram_quantiles`' quantile label: integers keep a `.0` (`0.0`, `1.0`).
+fn fmt_quantile_label(q: f64) -> String {
+    if q.is_finite() && q.fract() == 0.0 && q.abs() < 1e21 { format!("{q:.1}") } else { fmt_float_f(q) }
+}
+
+/// `histogram_quantiles(v, "label", q1, q2, ...)` (experimental): one output series per quantile, told
+/// apart by `label`.
+pub fn histogram_quantiles(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
+    let v = eval_vector(ctx, &c.args[0], grid)?;
+    let label = match super::eval::eval(ctx, &c.args[1], grid)? {
+        Val::Str(s) => s,
+        _ => return Err(EngineError::Execution("histogram_quantiles: expected string label".into())),
+    };
+    let mut qs = Vec::new();
+    for a in &c.args[2..] {
+        qs.push(eval_scalar(ctx, a, grid)?);
+    }
+    for q in &qs {
+        if let Some(bad) = q.iter().find(|q| q.is_nan() || **q < 0.0 || **q > 1.0) {
+            ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*bad)));
+        }
+    }
+    let mut out = Vec::new();
+    for q in &qs {
+        let res = per_histogram(ctx, v.clone(), grid.n, |i, b, labels| {
+            let (r, forced) = bucket_quantile(q[i], b);
+            if forced {
+                ctx.info(format!(
+                    "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name \"{}\"",
+                    labels.metric_name()
+                ));
+            }
+            Some(r)
+        });
+        for mut s in res {
+            let mut b = LabelsBuilder::from_labels(&s.labels);
+            b.set(label.clone(), fmt_quantile_label(q[0]));
+            s.labels = b.build();
+            out.push(s);
+        }
+    }
+    Ok(Val::Vector(super::eval::merge_same_labels(out)?))
+}

@@ -280,6 +280,15 @@ fn vector_vector(
             } else {
                 continue;
             };
+            // Upstream checks one-to-one uniqueness before a comparison filters the sample out.
+            if m.card == VectorMatchCardinality::OneToOne && j.is_some() {
+                if matched[sid] == stamp {
+                    return Err(EngineError::Execution(
+                        "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into(),
+                    ));
+                }
+                matched[sid] = stamp;
+            }
             let (lv, rv) = if swapped { (ov, mv) } else { (mv, ov) };
             let (v, keep) = elem_binop(op, lv, rv);
             let v = if return_bool {
@@ -304,17 +313,12 @@ fn vector_vector(
                     o
                 }
             };
-            if m.card == VectorMatchCardinality::OneToOne {
-                if matched[sid] == stamp {
-                    return Err(EngineError::Execution(
-                        "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into(),
-                    ));
-                }
-                matched[sid] = stamp;
-            } else if out[o].vals[i].is_some() {
-                return Err(EngineError::Execution(
-                    "multiple matches for labels: grouping labels must ensure unique matches".into(),
-                ));
+            if out[o].vals[i].is_some() {
+                return Err(EngineError::Execution(if m.card == VectorMatchCardinality::OneToOne {
+                    "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into()
+                } else {
+                    "multiple matches for labels: grouping labels must ensure unique matches".into()
+                }));
             }
             out[o].vals[i] = Some(v);
             out[o].drop_name |= drop_op || s.drop_name;

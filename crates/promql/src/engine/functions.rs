@@ -34,6 +34,8 @@ pub struct Window<'a> {
     pub range_start: i64,
     pub range_end: i64,
     pub range_ms: i64,
+    /// The evaluation step's own time (not shifted by `@`/offset): predict_linear's intercept time.
+    pub step_t: i64,
     /// Scalar parameters at this step (quantile, smoothing factors, predict_linear's duration).
     pub params: &'a [f64],
 }
@@ -241,7 +243,7 @@ pub fn range_kernel(name: &str) -> Option<fn(&Window<'_>) -> Option<f64>> {
         "deriv" => |w| (w.s.len() >= 2).then(|| linear_regression(w.s, w.s[0].t).0),
         "predict_linear" => |w| {
             (w.s.len() >= 2).then(|| {
-                let (slope, icpt) = linear_regression(w.s, w.range_end);
+                let (slope, icpt) = linear_regression(w.s, w.step_t);
                 slope * w.params[0] + icpt
             })
         },
@@ -317,6 +319,9 @@ pub fn range_kernel(name: &str) -> Option<fn(&Window<'_>) -> Option<f64>> {
         "mad_over_time" => |w| {
             (!w.s.is_empty()).then(|| {
                 let mut v: Vec<f64> = w.s.iter().map(|p| p.v).collect();
+                if v.iter().any(|x| x.is_nan()) {
+                    return f64::NAN;
+                }
                 let med = quantile(0.5, &mut v);
                 let mut d: Vec<f64> = v.iter().map(|x| (x - med).abs()).collect();
                 quantile(0.5, &mut d)
@@ -507,6 +512,7 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
         }
         "histogram_quantile" => super::aggregate::histogram_quantile(ctx, c, grid),
         "histogram_fraction" => super::aggregate::histogram_fraction(ctx, c, grid),
+        "histogram_quantiles" => super::aggregate::histogram_quantiles(ctx, c, grid),
         "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
             // Native histograms only: float samples produce nothing.
             let _ = eval_vector(ctx, &c.args[0], grid)?;
@@ -775,7 +781,7 @@ fn eval_range_function(
             for (j, p) in params.iter().enumerate() {
                 pbuf[j] = p[i];
             }
-            let win = Window { s: w, range_start: ra.eff[i] - ra.range_ms, range_end: ra.eff[i], range_ms: ra.range_ms, params: &pbuf };
+            let win = Window { s: w, range_start: ra.eff[i] - ra.range_ms, range_end: ra.eff[i], range_ms: ra.range_ms, step_t: grid.t(i), params: &pbuf };
             if let Some(v) = k(&win) {
                 vals[i] = Some(v);
                 any = true;
@@ -819,6 +825,14 @@ pub fn fmt_g(f: f64) -> String {
 
 fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
     let v = eval_vector(ctx, &c.args[0], grid)?;
+    if let Expr::StringLiteral(sl) = c.args[1].unwrap_parens() {
+        if let Some(raw) = &sl.raw {
+            return Err(EngineError::Execution(format!(
+                "invalid destination label name in label_replace(): {}",
+                String::from_utf8_lossy(raw)
+            )));
+        }
+    }
     let dst = string_arg(ctx, &c.args[1], grid)?;
     let repl = string_arg(ctx, &c.args[2], grid)?;
     let src = string_arg(ctx, &c.args[3], grid)?;
