@@ -144,7 +144,7 @@ impl<'a> BitReader<'a> {
     /// The unread bytes when the reader sits on a byte boundary, else `None`.
     pub fn aligned_tail(&self) -> Option<&'a [u8]> {
         let pos = self.bit_position();
-        (pos % 8 == 0).then(|| &self.data[pos / 8..])
+        pos.is_multiple_of(8).then(|| &self.data[pos / 8..])
     }
 
     /// Tops `acc` up to at least 57 valid bits, or with everything left when the data ends first.

@@ -203,7 +203,7 @@ impl XorEncoder {
     /// Bytes after the last sample's bits (padding, garbage) are dropped.
     pub fn from_bytes(data: &[u8]) -> Result<Self, ChunkError> {
         let mut it = XorIter::new(data);
-        while let Some(r) = it.next() {
+        for r in it.by_ref() {
             r?;
         }
         let mut enc = Self::with_capacity(data.len().max(128));
@@ -560,7 +560,22 @@ pub fn decode_xor_range_into(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut 
     let mut it = XorIter::new(data);
     out.reserve(usize::from(it.num_total));
     let res = (|| {
-        while let Some(r) = it.next() {
+        // The first two samples are byte-aligned fields: the iterator's cold paths read them.
+        while it.num_read < 2 {
+            let Some(r) = it.next() else { return Ok(()) };
+            let (t, v) = r?;
+            if t > maxt_ms {
+                return Ok(());
+            }
+            if t >= mint_ms {
+                out.push(Sample { t, v });
+            }
+        }
+        if fast_loop(&mut it, mint_ms, maxt_ms, out)? {
+            return Ok(());
+        }
+        // The last few samples, close to the end of the data: bounds-checked reads.
+        for r in it.by_ref() {
             let (t, v) = r?;
             if t > maxt_ms {
                 break;
@@ -575,6 +590,110 @@ pub fn decode_xor_range_into(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut 
         out.truncate(before);
     }
     res
+}
+
+/// Loads 64 bits starting at bit `pos` of `body`, of which the top 57 are always the stream's next bits.
+/// The caller guarantees `pos / 8 + 8 <= body.len()`.
+#[inline(always)]
+fn load57(body: &[u8], pos: usize) -> u64 {
+    let b = pos >> 3;
+    let w = u64::from_be_bytes(body[b..b + 8].try_into().expect("slice of length 8"));
+    w << (pos & 7)
+}
+
+/// Reads `n` (1..=64) bits at bit `pos` without branching on `n`; the caller guarantees
+/// `pos / 8 + 16 <= body.len()`.
+#[inline(always)]
+fn read_at(body: &[u8], pos: usize, n: u32) -> u64 {
+    let b = pos >> 3;
+    let w = u128::from_be_bytes(body[b..b + 16].try_into().expect("slice of length 16"));
+    ((w << (pos & 7)) >> (128 - n)) as u64
+}
+
+/// Decodes samples while at least `FAST_MARGIN` bytes remain, with unchecked-length word loads and the
+/// state in locals (registers). Leaves `it` positioned after the last sample it decoded, ready for the
+/// iterator's checked path. Returns `Ok(true)` when decoding is finished (a sample after `maxt_ms`).
+fn fast_loop(it: &mut XorIter<'_>, mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<bool, ChunkError> {
+    // One sample takes at most 4+64 + 2+11+64 = 145 bits; loads reach 8 bytes past a bit position.
+    const FAST_MARGIN: usize = 32;
+    let body = &it.data[it.br_base..];
+    let mut pos = it.br.bit_position();
+    if body.len() < FAST_MARGIN {
+        return Ok(false);
+    }
+    let limit = body.len() - FAST_MARGIN;
+    let (mut t, mut t_delta, mut v_bits) = (it.t, it.t_delta, it.v_bits);
+    let (mut trailing, mut sig, mut window_seen) = (it.trailing, it.sig, it.window_seen);
+    let mut num_read = it.num_read;
+    let mut done = false;
+    let mut corrupt = false;
+    while num_read < it.num_total && (pos >> 3) <= limit {
+        // Delta of delta: the prefix's leading 1s (capped at 4) give the bucket. Branch-free for the
+        // 0/14/17/20-bit buckets, as jittered scrapes mix them unpredictably.
+        let w = load57(body, pos);
+        let ones = (!w).leading_zeros().min(4);
+        if ones < 4 {
+            let hdr = ones + (ones < 4) as u32;
+            let sz = DOD_BITS[ones as usize];
+            // `>> 1 >> (63 - sz)` is `>> (64 - sz)` that also works for sz == 0.
+            let mut bits = ((w << hdr) >> 1) >> (63 - sz);
+            let half = (1u64 << sz) >> 1;
+            bits = bits.wrapping_sub(u64::from(bits > half) << sz);
+            t_delta = t_delta.wrapping_add(bits);
+            pos += (hdr + sz) as usize;
+        } else {
+            t_delta = t_delta.wrapping_add(read_at(body, pos + 4, 64));
+            pos += 68;
+        }
+        t = t.wrapping_add(t_delta as i64);
+
+        // Value. (A branch-free variant measured ~35% slower on random data: it always pays the read.)
+        let w = load57(body, pos);
+        if w >> 63 == 0 {
+            pos += 1;
+        } else {
+            if (w >> 62) & 1 == 1 {
+                let leading = ((w >> 57) & 31) as u32;
+                let s = ((w >> 51) & 63) as u32;
+                let s = s + (u32::from(s == 0) << 6);
+                if leading + s > 64 {
+                    corrupt = true;
+                    break;
+                }
+                sig = s;
+                trailing = 64 - leading - s;
+                window_seen = true;
+                pos += 13;
+            } else {
+                pos += 2;
+            }
+            let payload = if sig <= 57 { load57(body, pos) >> (64 - sig) } else { read_at(body, pos, sig) };
+            v_bits ^= payload << trailing;
+            pos += sig as usize;
+        }
+        num_read += 1;
+        if t > maxt_ms {
+            done = true;
+            break;
+        }
+        if t >= mint_ms {
+            out.push(Sample { t, v: f64::from_bits(v_bits) });
+        }
+    }
+    // Hand the state back so the checked path (or an error report) continues from here.
+    it.br = BitReader::new(&body[pos >> 3..]);
+    it.br.skip_bits((pos & 7) as u32).expect("pos is inside body");
+    it.br_base += pos >> 3;
+    (it.t, it.t_delta, it.v_bits) = (t, t_delta, v_bits);
+    (it.trailing, it.sig, it.window_seen) = (trailing, sig, window_seen);
+    it.num_read = num_read;
+    if corrupt {
+        return Err(ChunkError::Corrupt {
+            offset: it.br_base,
+            reason: "xor leading zeros plus significant bits exceed 64",
+        });
+    }
+    Ok(done)
 }
 
 /// Encodes samples into one XOR chunk. Timestamps must be strictly increasing.
