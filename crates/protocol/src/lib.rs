@@ -9,12 +9,15 @@
 //!   `STREAMED_XOR_CHUNKS` frame format (uvarint length | big-endian CRC32C | message) and the `SAMPLES`
 //!   response.
 //!
-//! Key decision: untrusted bodies are decoded into byte-typed twins of the upstream messages
-//! (`remote_write::raw`) rather than into `String`-typed ones, because prost fails the *whole* message
-//! when any `string` field holds invalid UTF-8; decoding bytes first lets one bad series be reported
-//! while the rest of the request is still written, as the remote-write specs ask.
+//! Key decision: untrusted remote-write bodies are decoded by a zero-copy protobuf walker (`pbwire`)
+//! into [`remote_write::WriteRequestRef`], whose labels borrow from the body, rather than by prost into
+//! `String`-typed messages: prost fails the *whole* message when any `string` field holds invalid
+//! UTF-8 (one bad series must not sink the request, the specs say the valid rest is written), and it
+//! allocates per label and per series (the walker is ~3–4× faster). A differential proptest keeps the
+//! walker in step with prost on arbitrary bytes.
 #![forbid(unsafe_code)]
 
+mod pbwire;
 pub mod prompb;
 pub mod remote_read;
 pub mod remote_write;

@@ -11,16 +11,20 @@
 //! A [`DecodeError`] means the body as a whole is unusable (bad snappy, bad protobuf, a broken 2.0
 //! symbol table): answer 400 and write nothing.
 //!
-//! Decoding goes through [`raw`], byte-typed twins of the upstream messages: prost rejects a whole
-//! message when one `string` field holds invalid UTF-8, so strings are decoded as bytes and checked per
-//! series here. prost allocates only for elements actually present in the buffer (every length prefix is
-//! checked against the remaining input), so a body of N bytes cannot make the decoder allocate much more
-//! than a small multiple of N; a test with a counting allocator pins that down.
+//! Decoding walks the protobuf without materialising it (`crate::pbwire`): [`decode_ref`] returns a
+//! [`WriteRequestRef`] whose label strings borrow from the body (the receiver's fast path: it can hash
+//! and look up a series without allocating, and copy labels only for new series); [`decode`] is the
+//! same plus owned labels. Strings are checked for UTF-8 per series, so one bad series does not sink
+//! the request (prost would reject the whole message). Every element the decoder stores was present
+//! in the buffer (each length prefix is checked against the remaining input), so a body of N bytes
+//! cannot make it allocate much more than a small multiple of N; a test with a counting allocator pins
+//! that down. [`raw`] keeps byte-typed prost twins of the messages for tests and tools.
 //!
 //! The encoders ([`V1Builder`], [`V2Builder`], [`encode_v1`], [`encode_v2`]) write protobuf directly
 //! from borrowed labels and samples, without building `prost` structs: the B2 load generator shares the
 //! machine with the receiver it measures, so the sender must be cheap.
 
+use crate::pbwire::{read_u32s, Reader, WireError, WT_FIXED64, WT_LEN, WT_VARINT};
 use crate::prompb;
 use prost::Message;
 use std::collections::HashMap;
@@ -332,14 +336,14 @@ impl DecodedWrite {
 }
 
 /// Decodes an (already decompressed) body and validates it series by series.
+/// Allocates owned labels for every series; receivers that look series up by their labels can use
+/// [`decode_ref`] instead and allocate only for new series.
 pub fn decode(version: ProtoVersion, buf: &[u8], limits: &Limits) -> Result<DecodedWrite, DecodeError> {
-    match version {
-        ProtoVersion::V1 => decode_v1(buf, limits),
-        ProtoVersion::V2 => decode_v2(buf, limits),
-    }
+    decode_ref(version, buf, limits).map(|r| r.to_owned_write())
 }
 
-/// Byte-typed twins of the upstream messages, used only for decoding untrusted bodies (see module docs).
+/// Byte-typed prost twins of the upstream messages (tests build hostile bodies with them, and the
+/// differential proptest checks the zero-copy walker against prost through them).
 /// Same field numbers as [`prompb`]; `bytes` and `string` share a wire type.
 pub mod raw {
     use crate::prompb;
@@ -434,21 +438,172 @@ fn shorten(b: &[u8]) -> String {
     }
 }
 
+/// One label borrowed from the request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LabelRef<'a> {
+    pub name: &'a str,
+    pub value: &'a str,
+}
+
+/// One valid series of a [`WriteRequestRef`]: labels sorted by name, unique, non-empty values only
+/// (an empty value means "absent"), `__name__` present.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SeriesRef<'r> {
+    pub labels: &'r [LabelRef<'r>],
+    pub samples: &'r [Sample],
+    pub histograms: usize,
+    pub exemplars: usize,
+    pub created_timestamp_ms: Option<i64>,
+}
+
+impl SeriesRef<'_> {
+    /// The value of `__name__`.
+    pub fn metric_name(&self) -> &str {
+        self.labels.iter().find(|l| l.name == METRIC_NAME).map(|l| l.value).unwrap_or("")
+    }
+
+    /// Owned labels (allocates).
+    pub fn to_labels(&self) -> Labels {
+        Labels::from_vec_unchecked(self.labels.iter().map(|l| Label::new(l.name, l.value)).collect())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct SeriesEntry {
+    labels: (u32, u32),
+    samples: (u32, u32),
+    histograms: u32,
+    exemplars: u32,
+    created_timestamp_ms: Option<i64>,
+}
+
+/// A decoded, validated request whose label strings borrow from the decompressed body: the fast path
+/// for receivers (no allocation per label or per series; three flat vectors per request). Same
+/// validation and reporting as [`decode`], which is this plus a conversion to owned labels.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WriteRequestRef<'a> {
+    labels: Vec<LabelRef<'a>>,
+    samples: Vec<Sample>,
+    entries: Vec<SeriesEntry>,
+    /// The invalid series, in request order.
+    pub invalid: Vec<InvalidSeries>,
+    /// See [`DecodedWrite::metadata`].
+    pub metadata: Vec<Metadata>,
+    pub invalid_metadata: Vec<String>,
+    pub histograms: u64,
+    pub exemplars: u64,
+}
+
+impl<'a> WriteRequestRef<'a> {
+    /// Number of valid series.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The `i`-th valid series.
+    pub fn get(&self, i: usize) -> SeriesRef<'_> {
+        let e = &self.entries[i];
+        SeriesRef {
+            labels: &self.labels[e.labels.0 as usize..e.labels.1 as usize],
+            samples: &self.samples[e.samples.0 as usize..e.samples.1 as usize],
+            histograms: e.histograms as usize,
+            exemplars: e.exemplars as usize,
+            created_timestamp_ms: e.created_timestamp_ms,
+        }
+    }
+
+    /// The valid series in request order.
+    pub fn series(&self) -> impl ExactSizeIterator<Item = SeriesRef<'_>> + '_ {
+        (0..self.entries.len()).map(|i| self.get(i))
+    }
+
+    /// Float samples in the valid series.
+    pub fn valid_samples(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// Converts to owned series (allocates every label).
+    pub fn to_owned_write(&self) -> DecodedWrite {
+        DecodedWrite {
+            series: self
+                .series()
+                .map(|s| WriteSeries {
+                    labels: s.to_labels(),
+                    samples: s.samples.to_vec(),
+                    histograms: s.histograms,
+                    exemplars: s.exemplars,
+                    created_timestamp_ms: s.created_timestamp_ms,
+                })
+                .collect(),
+            invalid: self.invalid.clone(),
+            metadata: self.metadata.clone(),
+            invalid_metadata: self.invalid_metadata.clone(),
+            histograms: self.histograms,
+            exemplars: self.exemplars,
+        }
+    }
+
+    /// Validates one series' raw label pairs and, when valid, records it with its samples (which the
+    /// caller has already appended to `self.samples` from `samples_start`). Otherwise the samples are
+    /// dropped and the series is reported.
+    fn finish_series(
+        &mut self,
+        pairs: &[(&'a [u8], &'a [u8])],
+        samples_start: usize,
+        (histograms, exemplars, created_timestamp_ms): (usize, usize, Option<i64>),
+        extra_check: Option<String>,
+        limits: &Limits,
+    ) -> bool {
+        self.histograms += histograms as u64;
+        self.exemplars += exemplars as u64;
+        let labels_start = self.labels.len();
+        let res = match extra_check {
+            Some(reason) => Err(reason),
+            None => validate_labels(pairs, limits, &mut self.labels),
+        };
+        match res {
+            Ok(()) => {
+                self.entries.push(SeriesEntry {
+                    labels: (labels_start as u32, self.labels.len() as u32),
+                    samples: (samples_start as u32, self.samples.len() as u32),
+                    histograms: histograms as u32,
+                    exemplars: exemplars as u32,
+                    created_timestamp_ms,
+                });
+                true
+            }
+            Err(reason) => {
+                self.labels.truncate(labels_start);
+                let samples = self.samples.len() - samples_start;
+                self.samples.truncate(samples_start);
+                self.invalid.push(InvalidSeries {
+                    labels_text: labels_text(pairs.iter().copied()),
+                    reason,
+                    samples,
+                    histograms,
+                    exemplars,
+                });
+                false
+            }
+        }
+    }
+}
+
 /// The checks of Prometheus' write handler (`labels.IsValid`, `HasDuplicateLabelNames`, a present
-/// metric name) plus strict sorting and the size limits. `pairs` are raw bytes; the result owns UTF-8
-/// strings. Returns the reason on failure.
-fn validate_labels<'a>(
-    pairs: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])> + Clone,
-    limits: &Limits,
-) -> Result<Labels, String> {
+/// metric name) plus strict sorting and the size limits, on raw bytes. Valid non-empty pairs are
+/// appended to `out` (the caller truncates on error). Returns the reason on failure.
+fn validate_labels<'a>(pairs: &[(&'a [u8], &'a [u8])], limits: &Limits, out: &mut Vec<LabelRef<'a>>) -> Result<(), String> {
     let n = pairs.len();
     if n > limits.max_labels_per_series {
         return Err(format!("too many labels ({n} > {})", limits.max_labels_per_series));
     }
-    let mut out: Vec<Label> = Vec::with_capacity(n);
     let mut prev: Option<&[u8]> = None;
     let mut has_name = false;
-    for (name, value) in pairs {
+    for &(name, value) in pairs {
         if name.is_empty() {
             return Err("empty label name".to_string());
         }
@@ -491,159 +646,312 @@ fn validate_labels<'a>(
         }
         // An empty value means "absent" (Prometheus semantics): dropped, not stored.
         if !value.is_empty() {
-            out.push(Label { name: name_str.to_owned(), value: value_str.to_owned() });
+            out.push(LabelRef { name: name_str, value: value_str });
         }
     }
     if !has_name {
         return Err(format!("missing metric name (no {METRIC_NAME} label)"));
     }
-    Ok(Labels::from_vec_unchecked(out))
+    Ok(())
 }
 
 fn proto_err(message: &'static str) -> impl FnOnce(prost::DecodeError) -> DecodeError {
     move |e| DecodeError::Protobuf { message, reason: e.to_string() }
 }
 
-/// Mirrors Prometheus' `writeHandler.write` (1.0).
-fn decode_v1(buf: &[u8], limits: &Limits) -> Result<DecodedWrite, DecodeError> {
-    let req = raw::WriteRequest::decode(buf).map_err(proto_err("prometheus.WriteRequest"))?;
-    let mut out = DecodedWrite { series: Vec::with_capacity(req.timeseries.len()), ..Default::default() };
-    for ts in req.timeseries {
-        let histograms = ts.histograms.len();
-        let exemplars = ts.exemplars.len();
-        out.histograms += histograms as u64;
-        out.exemplars += exemplars as u64;
-        let pairs = ts.labels.iter().map(|l| (l.name.as_slice(), l.value.as_slice()));
-        match validate_labels(pairs.clone(), limits) {
-            Ok(labels) => out.series.push(WriteSeries {
-                labels,
-                samples: ts.samples.iter().map(|s| Sample::new(s.timestamp, s.value)).collect(),
-                histograms,
-                exemplars,
-                created_timestamp_ms: None,
-            }),
-            Err(reason) => out.invalid.push(InvalidSeries {
-                labels_text: labels_text(pairs),
-                reason,
-                samples: ts.samples.len(),
-                histograms,
-                exemplars,
-            }),
+fn wire_err(message: &'static str) -> impl FnOnce(WireError) -> DecodeError {
+    move |e| DecodeError::Protobuf { message, reason: e.0 }
+}
+
+/// Decodes an (already decompressed) body into a [`WriteRequestRef`] borrowing from `buf`.
+pub fn decode_ref<'a>(version: ProtoVersion, buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, DecodeError> {
+    match version {
+        ProtoVersion::V1 => decode_v1(buf, limits).map_err(wire_err("prometheus.WriteRequest")),
+        ProtoVersion::V2 => decode_v2(buf, limits),
+    }
+}
+
+/// `Sample { double value = 1; int64 timestamp = 2; }` (same in 1.0 and 2.0).
+fn read_sample(buf: &[u8]) -> Result<Sample, WireError> {
+    let mut r = Reader::new(buf);
+    let (mut t, mut v) = (0i64, 0u64);
+    while !r.is_empty() {
+        match r.key()? {
+            (1, wt) => {
+                r.expect_wt(1, wt, WT_FIXED64)?;
+                v = r.fixed64()?;
+            }
+            (2, wt) => {
+                r.expect_wt(2, wt, WT_VARINT)?;
+                t = r.varint()? as i64;
+            }
+            (tag, wt) => r.skip(tag, wt)?,
         }
     }
+    Ok(Sample::new(t, f64::from_bits(v)))
+}
+
+/// `Label { string name = 1; string value = 2; }`, as bytes.
+fn read_label(buf: &[u8]) -> Result<(&[u8], &[u8]), WireError> {
+    let mut r = Reader::new(buf);
+    let (mut n, mut v): (&[u8], &[u8]) = (b"", b"");
+    while !r.is_empty() {
+        match r.key()? {
+            (1, wt) => {
+                r.expect_wt(1, wt, WT_LEN)?;
+                n = r.bytes()?;
+            }
+            (2, wt) => {
+                r.expect_wt(2, wt, WT_LEN)?;
+                v = r.bytes()?;
+            }
+            (tag, wt) => r.skip(tag, wt)?,
+        }
+    }
+    Ok((n, v))
+}
+
+/// Mirrors Prometheus' `writeHandler.write` (1.0): every series validated on its own.
+fn decode_v1<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, WireError> {
+    let mut out = WriteRequestRef::default();
+    let mut pairs: Vec<(&'a [u8], &'a [u8])> = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for md in req.metadata {
-        let (Ok(name), Ok(help), Ok(unit)) = (
-            String::from_utf8(md.metric_family_name.clone()),
-            String::from_utf8(md.help),
-            String::from_utf8(md.unit),
-        ) else {
-            out.invalid_metadata.push(format!(
-                "metadata for {:?}: invalid UTF-8",
-                String::from_utf8_lossy(&md.metric_family_name)
-            ));
-            continue;
-        };
-        let m = Metadata { metric_family_name: name, kind: MetricType::from_wire(md.r#type), help, unit };
-        if seen.insert(m.clone()) {
-            out.metadata.push(m);
+    let mut r = Reader::new(buf);
+    while !r.is_empty() {
+        match r.key()? {
+            (1, wt) => {
+                r.expect_wt(1, wt, WT_LEN)?;
+                let mut ts = Reader::new(r.bytes()?);
+                pairs.clear();
+                let samples_start = out.samples.len();
+                let (mut histograms, mut exemplars) = (0usize, 0usize);
+                while !ts.is_empty() {
+                    match ts.key()? {
+                        (1, wt) => {
+                            ts.expect_wt(1, wt, WT_LEN)?;
+                            pairs.push(read_label(ts.bytes()?)?);
+                        }
+                        (2, wt) => {
+                            ts.expect_wt(2, wt, WT_LEN)?;
+                            out.samples.push(read_sample(ts.bytes()?)?);
+                        }
+                        (3, wt) => {
+                            ts.expect_wt(3, wt, WT_LEN)?;
+                            Reader::check_message(ts.bytes()?, 1)?;
+                            exemplars += 1;
+                        }
+                        (4, wt) => {
+                            ts.expect_wt(4, wt, WT_LEN)?;
+                            Reader::check_message(ts.bytes()?, 1)?;
+                            histograms += 1;
+                        }
+                        (tag, wt) => ts.skip(tag, wt)?,
+                    }
+                }
+                out.finish_series(&pairs, samples_start, (histograms, exemplars, None), None, limits);
+            }
+            (3, wt) => {
+                r.expect_wt(3, wt, WT_LEN)?;
+                let mut m = Reader::new(r.bytes()?);
+                let (mut kind, mut name, mut help, mut unit): (i32, &[u8], &[u8], &[u8]) = (0, b"", b"", b"");
+                while !m.is_empty() {
+                    match m.key()? {
+                        (1, wt) => {
+                            m.expect_wt(1, wt, WT_VARINT)?;
+                            kind = m.varint()? as i32;
+                        }
+                        (2, wt) => {
+                            m.expect_wt(2, wt, WT_LEN)?;
+                            name = m.bytes()?;
+                        }
+                        (4, wt) => {
+                            m.expect_wt(4, wt, WT_LEN)?;
+                            help = m.bytes()?;
+                        }
+                        (5, wt) => {
+                            m.expect_wt(5, wt, WT_LEN)?;
+                            unit = m.bytes()?;
+                        }
+                        (tag, wt) => m.skip(tag, wt)?,
+                    }
+                }
+                let (Ok(n), Ok(h), Ok(u)) = (std::str::from_utf8(name), std::str::from_utf8(help), std::str::from_utf8(unit))
+                else {
+                    out.invalid_metadata.push(format!("metadata for {:?}: invalid UTF-8", String::from_utf8_lossy(name)));
+                    continue;
+                };
+                let md = Metadata {
+                    metric_family_name: n.to_owned(),
+                    kind: MetricType::from_wire(kind),
+                    help: h.to_owned(),
+                    unit: u.to_owned(),
+                };
+                if seen.insert(md.clone()) {
+                    out.metadata.push(md);
+                }
+            }
+            (tag, wt) => r.skip(tag, wt)?,
         }
     }
     Ok(out)
 }
 
+/// v2 metadata fields, merged across occurrences as protobuf merges a message field.
+#[derive(Default, Clone, Copy)]
+struct MetaRefs {
+    kind: i32,
+    help_ref: u32,
+    unit_ref: u32,
+}
+
 /// Mirrors Prometheus' `writeHandler.writeV2` / `appendV2` (2.0).
-fn decode_v2(buf: &[u8], limits: &Limits) -> Result<DecodedWrite, DecodeError> {
-    let req = raw::RequestV2::decode(buf).map_err(proto_err("io.prometheus.write.v2.Request"))?;
-    if let Some(first) = req.symbols.first()
+fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, DecodeError> {
+    const MSG: &str = "io.prometheus.write.v2.Request";
+    let werr = |e: WireError| DecodeError::Protobuf { message: MSG, reason: e.0 };
+    // Pass 1: the symbol table and the series bodies (fields may come in any order).
+    let mut symbols: Vec<&'a [u8]> = Vec::new();
+    let mut bodies: Vec<&'a [u8]> = Vec::new();
+    let mut r = Reader::new(buf);
+    while !r.is_empty() {
+        match r.key().map_err(werr)? {
+            (4, wt) => {
+                r.expect_wt(4, wt, WT_LEN).map_err(werr)?;
+                symbols.push(r.bytes().map_err(werr)?);
+            }
+            (5, wt) => {
+                r.expect_wt(5, wt, WT_LEN).map_err(werr)?;
+                bodies.push(r.bytes().map_err(werr)?);
+            }
+            (tag, wt) => r.skip(tag, wt).map_err(werr)?,
+        }
+    }
+    if let Some(first) = symbols.first()
         && !first.is_empty()
     {
-        return Err(DecodeError::Symbols(format!(
-            "symbols[0] must be the empty string, got {:?}",
-            shorten(first)
-        )));
+        return Err(DecodeError::Symbols(format!("symbols[0] must be the empty string, got {:?}", shorten(first))));
     }
-    if req.symbols.is_empty() && !req.timeseries.is_empty() {
+    if symbols.is_empty() && !bodies.is_empty() {
         return Err(DecodeError::Symbols("series present but the symbol table is empty".to_string()));
     }
-    let syms = &req.symbols;
-    let sym = |r: u32| -> Option<&[u8]> { syms.get(r as usize).map(Vec::as_slice) };
-    let mut out = DecodedWrite { series: Vec::with_capacity(req.timeseries.len()), ..Default::default() };
+    let nsym = symbols.len();
+    let sym = |r: u32| -> Option<&'a [u8]> { symbols.get(r as usize).copied() };
+    // Pass 2: every series on its own; a structural error still fails the whole body.
+    let mut out = WriteRequestRef::default();
     let mut seen = std::collections::HashSet::new();
-    for ts in req.timeseries {
-        let histograms = ts.histograms.len();
-        let exemplars = ts.exemplars.len();
-        out.histograms += histograms as u64;
-        out.exemplars += exemplars as u64;
-        let result = (|| -> Result<(Labels, Option<Metadata>), String> {
-            let refs = &ts.labels_refs;
-            if refs.len() % 2 != 0 {
-                return Err(format!("labels_refs has odd length {}", refs.len()));
-            }
-            if let Some(&bad) = refs.iter().find(|&&r| r as usize >= syms.len()) {
-                return Err(format!("label symbol ref {bad} out of range ({} symbols)", syms.len()));
-            }
-            let pairs = refs.chunks_exact(2).map(|p| (syms[p[0] as usize].as_slice(), syms[p[1] as usize].as_slice()));
-            let labels = validate_labels(pairs, limits)?;
-            for ex in &ts.exemplars {
-                if ex.labels_refs.len() % 2 != 0 {
-                    return Err(format!("exemplar labels_refs has odd length {}", ex.labels_refs.len()));
+    let mut refs: Vec<u32> = Vec::new();
+    let mut ex_refs: Vec<u32> = Vec::new();
+    let mut pairs: Vec<(&'a [u8], &'a [u8])> = Vec::new();
+    for body in bodies {
+        refs.clear();
+        let samples_start = out.samples.len();
+        let (mut histograms, mut exemplars) = (0usize, 0usize);
+        let mut meta: Option<MetaRefs> = None;
+        let mut ct: i64 = 0;
+        let mut problem: Option<String> = None;
+        let mut ts = Reader::new(body);
+        while !ts.is_empty() {
+            match ts.key().map_err(werr)? {
+                (1, wt) => read_u32s(&mut ts, 1, wt, &mut refs).map_err(werr)?,
+                (2, wt) => {
+                    ts.expect_wt(2, wt, WT_LEN).map_err(werr)?;
+                    out.samples.push(read_sample(ts.bytes().map_err(werr)?).map_err(werr)?);
                 }
-                if let Some(&bad) = ex.labels_refs.iter().find(|&&r| r as usize >= syms.len()) {
-                    return Err(format!("exemplar label symbol ref {bad} out of range ({} symbols)", syms.len()));
+                (3, wt) => {
+                    ts.expect_wt(3, wt, WT_LEN).map_err(werr)?;
+                    Reader::check_message(ts.bytes().map_err(werr)?, 1).map_err(werr)?;
+                    histograms += 1;
                 }
-            }
-            let md = match ts.metadata {
-                None => None,
-                Some(m) => {
-                    let help = sym(m.help_ref)
-                        .ok_or_else(|| format!("metadata help_ref {} out of range ({} symbols)", m.help_ref, syms.len()))?;
-                    let unit = sym(m.unit_ref)
-                        .ok_or_else(|| format!("metadata unit_ref {} out of range ({} symbols)", m.unit_ref, syms.len()))?;
-                    let help = std::str::from_utf8(help).map_err(|_| "invalid UTF-8 in metadata help".to_string())?;
-                    let unit = std::str::from_utf8(unit).map_err(|_| "invalid UTF-8 in metadata unit".to_string())?;
-                    let kind = MetricType::from_wire(m.r#type);
-                    // A zero Metadata (type UNSPECIFIED, no help, no unit) is what senders send when
-                    // they know nothing: not worth storing.
-                    if kind == MetricType::Unknown && help.is_empty() && unit.is_empty() {
-                        None
-                    } else {
-                        Some(Metadata {
-                            metric_family_name: labels.metric_name().to_owned(),
-                            kind,
-                            help: help.to_owned(),
-                            unit: unit.to_owned(),
-                        })
+                (4, wt) => {
+                    ts.expect_wt(4, wt, WT_LEN).map_err(werr)?;
+                    let mut ex = Reader::new(ts.bytes().map_err(werr)?);
+                    ex_refs.clear();
+                    while !ex.is_empty() {
+                        match ex.key().map_err(werr)? {
+                            (1, wt) => read_u32s(&mut ex, 1, wt, &mut ex_refs).map_err(werr)?,
+                            (tag, wt) => ex.skip(tag, wt).map_err(werr)?,
+                        }
+                    }
+                    exemplars += 1;
+                    if problem.is_none() {
+                        if !ex_refs.len().is_multiple_of(2) {
+                            problem = Some(format!("exemplar labels_refs has odd length {}", ex_refs.len()));
+                        } else if let Some(&bad) = ex_refs.iter().find(|&&r| r as usize >= nsym) {
+                            problem = Some(format!("exemplar label symbol ref {bad} out of range ({nsym} symbols)"));
+                        }
                     }
                 }
-            };
-            Ok((labels, md))
-        })();
-        match result {
-            Ok((labels, md)) => {
-                if let Some(m) = md
-                    && seen.insert(m.clone())
-                {
-                    out.metadata.push(m);
+                (5, wt) => {
+                    ts.expect_wt(5, wt, WT_LEN).map_err(werr)?;
+                    let m = meta.get_or_insert_with(MetaRefs::default);
+                    let mut mr = Reader::new(ts.bytes().map_err(werr)?);
+                    while !mr.is_empty() {
+                        match mr.key().map_err(werr)? {
+                            (1, wt) => {
+                                mr.expect_wt(1, wt, WT_VARINT).map_err(werr)?;
+                                m.kind = mr.varint().map_err(werr)? as i32;
+                            }
+                            (3, wt) => {
+                                mr.expect_wt(3, wt, WT_VARINT).map_err(werr)?;
+                                m.help_ref = mr.varint().map_err(werr)? as u32;
+                            }
+                            (4, wt) => {
+                                mr.expect_wt(4, wt, WT_VARINT).map_err(werr)?;
+                                m.unit_ref = mr.varint().map_err(werr)? as u32;
+                            }
+                            (tag, wt) => mr.skip(tag, wt).map_err(werr)?,
+                        }
+                    }
                 }
-                out.series.push(WriteSeries {
-                    labels,
-                    samples: ts.samples.iter().map(|s| Sample::new(s.timestamp, s.value)).collect(),
-                    histograms,
-                    exemplars,
-                    created_timestamp_ms: (ts.created_timestamp != 0).then_some(ts.created_timestamp),
-                });
+                (6, wt) => {
+                    ts.expect_wt(6, wt, WT_VARINT).map_err(werr)?;
+                    ct = ts.varint().map_err(werr)? as i64;
+                }
+                (tag, wt) => ts.skip(tag, wt).map_err(werr)?,
             }
-            Err(reason) => {
-                let refs = &ts.labels_refs;
-                let pairs = refs.chunks_exact(2).map(|p| (sym(p[0]).unwrap_or(b"?"), sym(p[1]).unwrap_or(b"?")));
-                out.invalid.push(InvalidSeries {
-                    labels_text: labels_text(pairs),
-                    reason,
-                    samples: ts.samples.len(),
-                    histograms,
-                    exemplars,
-                });
+        }
+        // Label references first (their problems name the series best), then exemplars, metadata.
+        pairs.clear();
+        let label_problem = if !refs.len().is_multiple_of(2) {
+            Some(format!("labels_refs has odd length {}", refs.len()))
+        } else if let Some(&bad) = refs.iter().find(|&&r| r as usize >= nsym) {
+            Some(format!("label symbol ref {bad} out of range ({nsym} symbols)"))
+        } else {
+            None
+        };
+        for p in refs.chunks_exact(2) {
+            pairs.push((sym(p[0]).unwrap_or(b"?"), sym(p[1]).unwrap_or(b"?")));
+        }
+        let mut md_text: Option<(&'a str, &'a str, i32)> = None;
+        let problem = label_problem.or(problem).or_else(|| {
+            let m = meta?;
+            let Some(help) = sym(m.help_ref) else {
+                return Some(format!("metadata help_ref {} out of range ({nsym} symbols)", m.help_ref));
+            };
+            let Some(unit) = sym(m.unit_ref) else {
+                return Some(format!("metadata unit_ref {} out of range ({nsym} symbols)", m.unit_ref));
+            };
+            let Ok(help) = std::str::from_utf8(help) else {
+                return Some("invalid UTF-8 in metadata help".to_string());
+            };
+            let Ok(unit) = std::str::from_utf8(unit) else {
+                return Some("invalid UTF-8 in metadata unit".to_string());
+            };
+            md_text = Some((help, unit, m.kind));
+            None
+        });
+        let created = (ct != 0).then_some(ct);
+        if out.finish_series(&pairs, samples_start, (histograms, exemplars, created), problem, limits)
+            && let Some((help, unit, kind)) = md_text
+        {
+            let kind = MetricType::from_wire(kind);
+            // A zero Metadata (type UNSPECIFIED, no help, no unit) is what senders send when they
+            // know nothing: not worth storing.
+            if !(kind == MetricType::Unknown && help.is_empty() && unit.is_empty()) {
+                let s = out.get(out.len() - 1);
+                let md = Metadata { metric_family_name: s.metric_name().to_owned(), kind, help: help.to_owned(), unit: unit.to_owned() };
+                if seen.insert(md.clone()) {
+                    out.metadata.push(md);
+                }
             }
         }
     }
@@ -663,7 +971,7 @@ fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
 
 fn uvarint_len(v: u64) -> usize {
     // 1 byte per started group of 7 bits; 0 takes one byte.
-    ((64 - (v | 1).leading_zeros() as usize) + 6) / 7
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// Field key: `tag << 3 | wire_type`.
@@ -671,9 +979,6 @@ fn put_key(out: &mut Vec<u8>, tag: u32, wire_type: u8) {
     put_uvarint(out, ((tag as u64) << 3) | wire_type as u64);
 }
 
-const WT_VARINT: u8 = 0;
-const WT_FIXED64: u8 = 1;
-const WT_LEN: u8 = 2;
 
 fn len_field_len(tag: u32, len: usize) -> usize {
     uvarint_len(((tag as u64) << 3) | 2) + uvarint_len(len as u64) + len

@@ -24,7 +24,33 @@ fn valid_v2() -> Vec<u8> {
     encode_v2(&s, &md)
 }
 
+/// Our zero-copy walker against prost's decoding of the byte-typed twins: never stricter than prost,
+/// and when both accept a body they see the same series.
+fn differential(bytes: &[u8]) {
+    use prost::Message;
+    use tessera_protocol::remote_write::raw;
+    let limits = Limits::default();
+    let ours = decode_ref(ProtoVersion::V1, bytes, &limits);
+    let theirs = raw::WriteRequest::decode(bytes);
+    match (&ours, &theirs) {
+        (Ok(o), Ok(t)) => {
+            assert_eq!(o.len() + o.invalid.len(), t.timeseries.len(), "v1 series count");
+            assert_eq!(o.valid_samples() + o.invalid.iter().map(|i| i.samples).sum::<usize>(), t.timeseries.iter().map(|s| s.samples.len()).sum::<usize>());
+        }
+        (Err(e), Ok(_)) => panic!("v1: we reject what prost accepts: {e}"),
+        _ => {}
+    }
+    let ours = decode_ref(ProtoVersion::V2, bytes, &limits);
+    let theirs = raw::RequestV2::decode(bytes);
+    match (&ours, &theirs) {
+        (Ok(o), Ok(t)) => assert_eq!(o.len() + o.invalid.len(), t.timeseries.len(), "v2 series count"),
+        (Err(DecodeError::Protobuf { reason, .. }), Ok(_)) => panic!("v2: we reject what prost accepts: {reason}"),
+        _ => {}
+    }
+}
+
 fn check_all(bytes: &[u8]) {
+    differential(bytes);
     let limits = Limits::default();
     let _ = decompress(bytes, 1 << 20);
     let _ = decode(ProtoVersion::V1, bytes, &limits);
@@ -48,7 +74,7 @@ fn mutate(mut base: Vec<u8>, edits: &[(usize, u8)], cut: usize) -> Vec<u8> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512), ..ProptestConfig::default() })]
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {

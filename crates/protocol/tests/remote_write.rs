@@ -253,7 +253,10 @@ fn garbage_gzip_and_truncated_bodies_are_decode_errors() {
 }
 
 /// A 1.0 request with hand-made labels (any order, any bytes).
-fn raw_v1(series: &[(Vec<(&[u8], &[u8])>, usize)]) -> Vec<u8> {
+/// Raw label pairs of one series.
+type RawPairs<'a> = Vec<(&'a [u8], &'a [u8])>;
+
+fn raw_v1(series: &[(RawPairs<'_>, usize)]) -> Vec<u8> {
     use tessera_protocol::remote_write::raw;
     raw::WriteRequest {
         timeseries: series
@@ -272,8 +275,8 @@ fn raw_v1(series: &[(Vec<(&[u8], &[u8])>, usize)]) -> Vec<u8> {
 
 #[test]
 fn invalid_series_are_reported_and_the_rest_kept() {
-    let good: Vec<(&[u8], &[u8])> = vec![(b"__name__", b"ok"), (b"job", b"a")];
-    let cases: Vec<(Vec<(&[u8], &[u8])>, &str)> = vec![
+    let good: RawPairs<'_> = vec![(b"__name__", b"ok"), (b"job", b"a")];
+    let cases: Vec<(RawPairs<'_>, &str)> = vec![
         (vec![(b"__name__", b"x"), (b"c", b"1"), (b"b", b"2")], "label names not sorted: \"b\" after \"c\""),
         (vec![(b"__name__", b"x"), (b"job", b"1"), (b"job", b"2")], "duplicate label name \"job\""),
         (vec![(b"__name__", b""), (b"job", b"1")], "empty metric name"),
@@ -282,7 +285,7 @@ fn invalid_series_are_reported_and_the_rest_kept() {
         (vec![(b"__name__", b"x"), (b"j\xffb", b"1")], "invalid UTF-8 in label name"),
         (vec![(b"", b"x"), (b"__name__", b"x")], "empty label name"),
     ];
-    let mut all: Vec<(Vec<(&[u8], &[u8])>, usize)> = vec![(good.clone(), 2)];
+    let mut all: Vec<(RawPairs<'_>, usize)> = vec![(good.clone(), 2)];
     all.extend(cases.iter().map(|(l, _)| (l.clone(), 3)));
     all.push((good.clone(), 1));
     let buf = raw_v1(&all);
@@ -390,4 +393,22 @@ fn histograms_and_exemplars_are_counted() {
     let d = decode(ProtoVersion::V1, &req.encode_to_vec(), &Limits::default()).expect("decodes");
     assert_eq!((d.histograms, d.exemplars), (3, 2));
     assert_eq!((d.series[0].histograms, d.series[0].exemplars), (3, 2));
+}
+
+#[test]
+fn decode_ref_borrows_the_same_series_decode_owns() {
+    let w = wire();
+    for (v, key) in [(ProtoVersion::V1, "rw1_request_snappy_hex"), (ProtoVersion::V2, "rw2_request_snappy_hex")] {
+        let buf = decompress(&hex_field(&w, key), 1 << 20).expect("snappy");
+        let r = decode_ref(v, &buf, &Limits::default()).expect("decodes");
+        let owned = decode(v, &buf, &Limits::default()).expect("decodes");
+        assert_eq!(r.len(), owned.series.len());
+        for (a, b) in r.series().zip(&owned.series) {
+            assert_eq!(a.to_labels(), b.labels);
+            assert_eq!(a.samples, b.samples.as_slice());
+            assert_eq!(a.metric_name(), b.labels.metric_name());
+            assert!(a.labels.iter().all(|l| buf.as_ptr_range().contains(&l.value.as_ptr())), "borrowed from the body");
+        }
+        assert_eq!(r.metadata, owned.metadata);
+    }
 }
