@@ -1,8 +1,179 @@
-//! tessera-api (being written).
+//! `tessera-api`: Tessera's HTTP surface — Prometheus' HTTP API v1, remote write, and the operational
+//! endpoints — as an `axum` [`Router`] over an [`AppState`].
+//!
+//! Main types:
+//! - [`AppState`]: everything a handler needs: the database (set once the data directory is open, which
+//!   is what `/-/ready` reports), the [`ApiOptions`], the remote-write [`metadata::MetadataStore`], the
+//!   self-metrics ([`metrics::ApiMetrics`]), the in-flight write budget, the flags for
+//!   `/api/v1/status/flags`.
+//! - [`router`]: the route table. Each endpoint lives in its own module ([`read`], [`write`],
+//!   [`status`], [`ops`]); a new endpoint (query, query_range, remote read…) is a new module plus one
+//!   `.route(…)` line here, never a change to an existing handler.
+//! - [`response`]: the JSON envelope and errors, byte-compatible with Prometheus (Go's escaping, field
+//!   order, status codes); [`params`]: Prometheus' parameter parsing (times, durations, limits, forms).
+//!
+//! Key decision: the server starts serving before the database is open (WAL replay can take minutes),
+//! so the database sits in a `OnceLock`: `/-/healthy` answers at once, `/-/ready` and every data
+//! endpoint answer 503 until [`AppState::set_db`] is called. Storage work (decoding, appending, index
+//! reads) runs on tokio's blocking pool, never on the async workers.
 #![forbid(unsafe_code)]
 
 pub mod metadata;
 pub mod metrics;
+pub mod ops;
 pub mod params;
+pub mod read;
 pub mod response;
 pub mod selector;
+pub mod status;
+pub mod write;
+
+use axum::Router;
+use axum::routing::{get, post};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use tessera_tsdb::Db;
+
+pub use response::{ApiError, ErrorType};
+
+/// Settings of the HTTP layer (the server fills them from flags and the config file).
+#[derive(Debug, Clone)]
+pub struct ApiOptions {
+    /// The data directory (metadata.json lives there; runtimeinfo reports it).
+    pub data_dir: PathBuf,
+    /// Largest accepted remote-write body (compressed), bytes.
+    pub max_request_bytes: usize,
+    /// Total compressed bytes of remote-write requests being processed at once; beyond it, 429.
+    pub max_inflight_write_bytes: usize,
+    /// Per-request decoding limits (decompressed size, labels per series, name/value lengths).
+    pub write_limits: tessera_protocol::remote_write::Limits,
+    /// Human-readable retention for `/api/v1/status/runtimeinfo` (e.g. "15d", "15d or 512MiB").
+    pub retention_description: String,
+    /// For the query endpoints: default lookback delta, timeout and sample limit.
+    pub lookback_delta_ms: i64,
+    pub query_timeout_ms: i64,
+    pub query_max_samples: usize,
+}
+
+impl Default for ApiOptions {
+    fn default() -> Self {
+        ApiOptions {
+            data_dir: PathBuf::from("data"),
+            max_request_bytes: 32 << 20,
+            max_inflight_write_bytes: 256 << 20,
+            write_limits: Default::default(),
+            retention_description: "15d".into(),
+            lookback_delta_ms: 5 * 60 * 1000,
+            query_timeout_ms: 2 * 60 * 1000,
+            query_max_samples: 50_000_000,
+        }
+    }
+}
+
+/// Build information reported by `/api/v1/status/buildinfo`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BuildInfo {
+    pub version: String,
+    pub revision: String,
+    pub branch: String,
+    #[serde(rename = "buildUser")]
+    pub build_user: String,
+    #[serde(rename = "buildDate")]
+    pub build_date: String,
+    /// Named as Prometheus names it (clients parse the field); holds the Rust toolchain.
+    #[serde(rename = "goVersion")]
+    pub go_version: String,
+}
+
+impl Default for BuildInfo {
+    fn default() -> Self {
+        BuildInfo {
+            version: env!("CARGO_PKG_VERSION").into(),
+            revision: option_env!("TESSERA_GIT_REVISION").unwrap_or("unknown").into(),
+            branch: option_env!("TESSERA_GIT_BRANCH").unwrap_or("unknown").into(),
+            build_user: option_env!("TESSERA_BUILD_USER").unwrap_or("unknown").into(),
+            build_date: option_env!("TESSERA_BUILD_DATE").unwrap_or("unknown").into(),
+            go_version: format!("rust{}", env!("CARGO_PKG_RUST_VERSION")),
+        }
+    }
+}
+
+/// Shared state of every handler.
+pub struct AppState {
+    pub options: ApiOptions,
+    db: OnceLock<Arc<Db>>,
+    pub metadata: metadata::MetadataStore,
+    pub metrics: metrics::ApiMetrics,
+    /// Permits are bytes of request bodies being processed.
+    pub(crate) write_budget: Arc<tokio::sync::Semaphore>,
+    /// When the process started serving, unix ms.
+    pub start_time_ms: i64,
+    /// Flag name → effective value, for `/api/v1/status/flags`.
+    pub flags: BTreeMap<String, String>,
+    pub build: BuildInfo,
+}
+
+impl AppState {
+    pub fn new(options: ApiOptions, flags: BTreeMap<String, String>) -> Arc<Self> {
+        let budget = options.max_inflight_write_bytes.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        Arc::new(AppState {
+            options,
+            db: OnceLock::new(),
+            metadata: metadata::MetadataStore::new(),
+            metrics: metrics::ApiMetrics::new(),
+            write_budget: Arc::new(tokio::sync::Semaphore::new(budget)),
+            start_time_ms: now_ms(),
+            flags,
+            build: BuildInfo::default(),
+        })
+    }
+
+    /// Publishes the opened database: from now on the server is ready.
+    pub fn set_db(&self, db: Arc<Db>) {
+        if self.db.set(db).is_err() {
+            tracing::warn!("set_db called twice; keeping the first database");
+        }
+    }
+
+    /// The database, once open.
+    pub fn db(&self) -> Option<&Arc<Db>> {
+        self.db.get()
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.db.get().is_some()
+    }
+
+    /// The database or the 503 every data endpoint answers before it is open.
+    pub fn ready_db(&self) -> Result<Arc<Db>, ApiError> {
+        self.db.get().cloned().ok_or_else(ApiError::unavailable)
+    }
+}
+
+/// Unix time now, ms.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The route table. Prometheus' paths; GET and POST where Prometheus takes both.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/-/healthy", get(ops::healthy).head(ops::healthy))
+        .route("/-/ready", get(ops::ready).head(ops::ready))
+        .route("/metrics", get(ops::metrics))
+        .route("/api/v1/write", post(write::remote_write))
+        .route("/api/v1/series", get(read::series).post(read::series))
+        .route("/api/v1/labels", get(read::label_names).post(read::label_names))
+        .route("/api/v1/label/{name}/values", get(read::label_values))
+        .route("/api/v1/metadata", get(read::metadata))
+        .route("/api/v1/status/buildinfo", get(status::buildinfo))
+        .route("/api/v1/status/runtimeinfo", get(status::runtimeinfo))
+        .route("/api/v1/status/flags", get(status::flags))
+        .route("/api/v1/status/tsdb", get(status::tsdb))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), ops::track))
+        .with_state(state)
+}

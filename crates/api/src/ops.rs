@@ -1,0 +1,54 @@
+//! Operational endpoints: `/-/healthy`, `/-/ready`, `/metrics`, and the middleware that counts and
+//! times every request.
+
+use crate::AppState;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+/// Always 200 while the process serves HTTP (Prometheus' `/-/healthy`).
+pub async fn healthy() -> impl IntoResponse {
+    (StatusCode::OK, "Tessera is Healthy.\n")
+}
+
+/// 200 once the data directory is open and its WAL replayed, 503 before (Prometheus' `/-/ready`).
+pub async fn ready(State(st): State<Arc<AppState>>) -> impl IntoResponse {
+    if st.is_ready() {
+        (StatusCode::OK, "Tessera is Ready.\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable")
+    }
+}
+
+/// Tessera's own metrics in the text format: HTTP and remote write, storage, process.
+pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
+    let mut out = String::with_capacity(16 << 10);
+    st.metrics.encode_text(&mut out);
+    if let Some(db) = st.db() {
+        db.metrics().encode_text(&mut out);
+    }
+    out.push_str("# HELP tessera_ready Whether the data directory is open (1) or still being opened (0).\n");
+    out.push_str("# TYPE tessera_ready gauge\n");
+    out.push_str(if st.is_ready() { "tessera_ready 1\n" } else { "tessera_ready 0\n" });
+    out.push_str("# HELP tessera_metadata_families Metric families with metadata received through remote write.\n");
+    out.push_str("# TYPE tessera_metadata_families gauge\n");
+    out.push_str(&format!("tessera_metadata_families {}\n", st.metadata.len()));
+    crate::metrics::encode_process_metrics(&mut out);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], out).into_response()
+}
+
+/// Counts and times each request under its route pattern (`/api/v1/label/{name}/values`, not the
+/// concrete path, so label names cannot blow up the metric's cardinality).
+pub async fn track(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let handler = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "other".to_string());
+    let start = std::time::Instant::now();
+    let resp = next.run(req).await;
+    st.metrics.observe_request(&handler, resp.status().as_u16(), start.elapsed().as_secs_f64());
+    resp
+}

@@ -1,0 +1,243 @@
+//! `POST /api/v1/write`: remote write 1.0 and 2.0.
+//!
+//! The order of checks is the order of cost: readiness, content negotiation (415), declared size (413),
+//! the in-flight byte budget (429 with `Retry-After`, so senders back off instead of us growing memory),
+//! then reading the body, and on a blocking thread: snappy (declared length checked before allocating),
+//! protobuf decoding with validation, and one [`tessera_tsdb::Appender`] commit for the whole request
+//! (the database commits the shards in parallel).
+//!
+//! Answers (senders retry 5xx and 429, never other 4xx): 204 only when everything was written; 400 with
+//! a plain-text body saying what was not written and why (invalid series, samples rejected by storage
+//! by reason with counts, native histograms and exemplars that storage does not support yet) — the valid
+//! rest of the request is written all the same; 5xx only when storage failed in a way worth a retry.
+//! The `X-Prometheus-Remote-Write-*-Written` headers are set on every answer, 1.0 included.
+
+use crate::metadata::MetricMetadata;
+use crate::AppState;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use tessera_protocol::remote_write::{
+    self as rw, DecodedWrite, ProtoVersion, HEADER_EXEMPLARS_WRITTEN, HEADER_HISTOGRAMS_WRITTEN, HEADER_SAMPLES_WRITTEN,
+};
+use tessera_tsdb::{Db, RejectReason};
+
+/// Invalid series listed by name in a 400 body; the rest are counted.
+const MAX_LISTED_INVALID: usize = 5;
+
+/// What happened to one request, for the answer and the metrics.
+#[derive(Debug, Default)]
+struct Outcome {
+    status: u16,
+    samples_written: u64,
+    body: String,
+}
+
+fn answer(o: Outcome) -> Response {
+    let status = StatusCode::from_u16(o.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut r = if o.body.is_empty() { status.into_response() } else { (status, o.body).into_response() };
+    let h = r.headers_mut();
+    h.insert(HEADER_SAMPLES_WRITTEN, HeaderValue::from(o.samples_written));
+    // Storage has no native histograms or exemplars yet: none is ever written.
+    h.insert(HEADER_HISTOGRAMS_WRITTEN, HeaderValue::from(0u64));
+    h.insert(HEADER_EXEMPLARS_WRITTEN, HeaderValue::from(0u64));
+    if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+        h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    r
+}
+
+fn plain(status: u16, body: impl Into<String>) -> Response {
+    let mut body = body.into();
+    if !body.ends_with('\n') {
+        body.push('\n');
+    }
+    answer(Outcome { status, samples_written: 0, body })
+}
+
+/// The handler.
+pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    let Some(db) = st.db().cloned() else {
+        return plain(503, "TSDB not ready: the data directory is still being opened");
+    };
+    let hdr = |name: header::HeaderName| -> Result<Option<&str>, ()> {
+        match headers.get(name) {
+            None => Ok(None),
+            Some(v) => v.to_str().map(Some).map_err(|_| ()),
+        }
+    };
+    let (Ok(ct), Ok(ce)) = (hdr(header::CONTENT_TYPE), hdr(header::CONTENT_ENCODING)) else {
+        return plain(415, "Content-Type and Content-Encoding must be ASCII");
+    };
+    let version = match rw::negotiate(ct, ce) {
+        Ok(v) => v,
+        Err(e) => return plain(415, e.0),
+    };
+
+    let max = st.options.max_request_bytes;
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|s| s.parse::<u64>().ok());
+    if let Some(n) = declared
+        && n > max as u64
+    {
+        return plain(413, format!("request body of {n} bytes exceeds the limit of {max} bytes (--web.max-request-bytes)"));
+    }
+    // Reserve the body's bytes in the in-flight budget before reading it (unknown length: the maximum).
+    let want = declared.map(|n| n as usize).unwrap_or(max).clamp(1, u32::MAX as usize);
+    let Ok(permit) = st.write_budget.clone().try_acquire_many_owned(want as u32) else {
+        st.metrics.rw_throttled.fetch_add(1, Relaxed);
+        return plain(
+            429,
+            format!(
+                "too many remote-write bytes in flight (limit {} bytes, --web.max-inflight-write-bytes); retry later",
+                st.options.max_inflight_write_bytes
+            ),
+        );
+    };
+    st.metrics.rw_inflight_bytes.fetch_add(want as i64, Relaxed);
+    let _release = Release { st: st.clone(), n: want as i64 };
+
+    let bytes = match axum::body::to_bytes(body, max).await {
+        Ok(b) => b,
+        Err(e) => {
+            return plain(413, format!("cannot read request body (limit {max} bytes, --web.max-request-bytes): {e}"));
+        }
+    };
+    let st2 = st.clone();
+    let outcome = tokio::task::spawn_blocking(move || process(&st2, &db, version, &bytes)).await;
+    drop(permit);
+    match outcome {
+        Ok(o) => answer(o),
+        Err(e) => plain(500, format!("internal error: remote-write task failed: {e}")),
+    }
+}
+
+/// Gives the in-flight gauge back when the request ends, however it ends.
+struct Release {
+    st: Arc<AppState>,
+    n: i64,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.st.metrics.rw_inflight_bytes.fetch_sub(self.n, Relaxed);
+    }
+}
+
+/// Decodes and writes one request body (blocking).
+fn process(st: &AppState, db: &Db, version: ProtoVersion, body: &[u8]) -> Outcome {
+    let limits = &st.options.write_limits;
+    let decoded = rw::decompress(body, limits.max_decoded_bytes).and_then(|buf| rw::decode(version, &buf, limits));
+    let dec = match decoded {
+        Ok(d) => d,
+        Err(e) => {
+            return Outcome { status: 400, samples_written: 0, body: format!("cannot decode remote-write request: {e}\n") };
+        }
+    };
+    write_decoded(st, db, dec)
+}
+
+/// Writes a decoded request and says what happened.
+fn write_decoded(st: &AppState, db: &Db, dec: DecodedWrite) -> Outcome {
+    let m = &st.metrics;
+    let valid_samples = dec.valid_samples() as u64;
+    let invalid_samples = dec.invalid_samples() as u64;
+    m.rw_samples_received.fetch_add(valid_samples + invalid_samples, Relaxed);
+    m.rw_histograms_received.fetch_add(dec.histograms, Relaxed);
+    m.rw_exemplars_received.fetch_add(dec.exemplars, Relaxed);
+    m.rw_invalid_series.fetch_add(dec.invalid.len() as u64, Relaxed);
+    m.add_rejected("invalid_series", invalid_samples);
+
+    for md in &dec.metadata {
+        st.metadata.insert(
+            &md.metric_family_name,
+            MetricMetadata { kind: md.kind.as_str().to_string(), unit: md.unit.clone(), help: md.help.clone() },
+        );
+    }
+
+    // One batch per valid series; `labels` keeps each batch's labels for the rejection report.
+    let mut app = db.appender();
+    let mut labels = Vec::with_capacity(dec.series.len());
+    for s in dec.series {
+        labels.push(s.labels.clone());
+        app.add_owned(s.labels, s.samples);
+    }
+    let report = match app.commit() {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = %e, "remote write: commit failed");
+            let status = match e {
+                tessera_tsdb::Error::Closed => 503,
+                _ => 500,
+            };
+            return Outcome { status, samples_written: 0, body: format!("storage error, nothing written: {e}\n") };
+        }
+    };
+    m.rw_samples_written.fetch_add(report.samples_written, Relaxed);
+
+    let mut problems: Vec<String> = Vec::new();
+    if !dec.invalid.is_empty() {
+        let mut s = format!(
+            "invalid series: {} series ({} samples) were not written",
+            dec.invalid.len(),
+            invalid_samples
+        );
+        for inv in dec.invalid.iter().take(MAX_LISTED_INVALID) {
+            let _ = write!(s, "\n  {}: {}", inv.labels_text, inv.reason);
+        }
+        if dec.invalid.len() > MAX_LISTED_INVALID {
+            let _ = write!(s, "\n  … and {} more", dec.invalid.len() - MAX_LISTED_INVALID);
+        }
+        problems.push(s);
+    }
+    for reason in RejectReason::ALL {
+        let rs: Vec<_> = report.rejected.iter().filter(|r| r.reason == reason).collect();
+        if rs.is_empty() {
+            continue;
+        }
+        let n: u64 = rs.iter().map(|r| r.count).sum();
+        m.add_rejected(reason.label(), n);
+        let first = rs[0];
+        let series = labels.get(first.batch_index).map(|l| l.to_string()).unwrap_or_default();
+        problems.push(format!(
+            "{}: {n} sample{} not written, in {} series (first: {series} at timestamp {})",
+            reason.as_str(),
+            if n == 1 { "" } else { "s" },
+            rs.len(),
+            first.first_t_ms
+        ));
+    }
+    if dec.histograms > 0 {
+        m.add_rejected("histogram_unsupported", dec.histograms);
+        problems.push(format!(
+            "native histograms are not supported yet: {} histogram samples were not written",
+            dec.histograms
+        ));
+    }
+    if dec.exemplars > 0 {
+        problems.push(format!("exemplars are not supported yet: {} exemplars were not written", dec.exemplars));
+    }
+    if !dec.invalid_metadata.is_empty() {
+        let mut s = format!("invalid metadata: {} entries were not stored", dec.invalid_metadata.len());
+        for r in dec.invalid_metadata.iter().take(MAX_LISTED_INVALID) {
+            let _ = write!(s, "\n  {r}");
+        }
+        problems.push(s);
+    }
+    if problems.is_empty() {
+        return Outcome { status: 204, samples_written: report.samples_written, body: String::new() };
+    }
+    let total = valid_samples + invalid_samples;
+    let mut body = format!(
+        "remote write partially failed: {} of {} samples written\n",
+        report.samples_written, total
+    );
+    for p in problems {
+        body.push_str(&p);
+        body.push('\n');
+    }
+    Outcome { status: 400, samples_written: report.samples_written, body }
+}

@@ -1,0 +1,419 @@
+//! Settings of `tessera serve`: command-line flags, an optional TOML config file, defaults.
+//!
+//! Every setting has one name, Prometheus' flag name where the concept is the same
+//! (`storage.tsdb.retention.time`, `web.listen-address`, …). The config file uses the same names as
+//! TOML dotted keys, so `--storage.tsdb.retention.time=30d` and `storage.tsdb.retention.time = "30d"`
+//! mean the same; a flag given on the command line overrides the file, the file overrides the default.
+//! All values are resolved from strings through one parser per setting, so the flag, the file and
+//! `/api/v1/status/flags` can never disagree on the syntax.
+
+use anyhow::{bail, Context};
+use clap::Args;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+use tessera_api::params::{format_duration_ms, parse_bytes, parse_duration_ms};
+use tessera_tsdb::FsyncPolicy;
+
+/// `tessera serve` flags. Each is optional here so that "not given" can fall back to the config file;
+/// the defaults are applied by [`Settings::resolve`] and shown in the help text.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// TOML config file; its keys are the flag names (e.g. `storage.tsdb.retention.time = "30d"`).
+    /// Flags given on the command line override it.
+    #[arg(long = "config.file", value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+
+    /// Base path of the data directory. [default: data]
+    #[arg(long = "storage.tsdb.path", value_name = "DIR")]
+    pub storage_tsdb_path: Option<String>,
+
+    /// Address to listen on for the HTTP API, remote write and /metrics. [default: 0.0.0.0:9090, the
+    /// port of Prometheus, so that Tessera is a drop-in replacement]
+    #[arg(long = "web.listen-address", value_name = "ADDR")]
+    pub web_listen_address: Option<String>,
+
+    /// How long to keep data, as a Prometheus duration (15d, 2h30m, 1y); 0 disables time-based
+    /// retention. [default: 15d]
+    #[arg(long = "storage.tsdb.retention.time", value_name = "DURATION")]
+    pub storage_tsdb_retention_time: Option<String>,
+
+    /// Maximum bytes of blocks to keep (512MB, 10GB, 1TB; base 2 like Prometheus); the oldest blocks
+    /// go first; 0 disables size-based retention. [default: 0]
+    #[arg(long = "storage.tsdb.retention.size", value_name = "BYTES")]
+    pub storage_tsdb_retention_size: Option<String>,
+
+    /// How far back out-of-order samples are still accepted (0s: none, as in Prometheus); at most half
+    /// of the 2h block range. [default: 0s]
+    #[arg(long = "storage.tsdb.out-of-order-time-window", value_name = "DURATION")]
+    pub storage_tsdb_out_of_order_time_window: Option<String>,
+
+    /// Number of shards (storage partitions written and queried in parallel). Fixed when the data
+    /// directory is created. [default: the shard count recorded in the data directory, else the
+    /// number of CPU cores]
+    #[arg(long = "storage.tsdb.shards", value_name = "N")]
+    pub storage_tsdb_shards: Option<String>,
+
+    /// When the WAL is fsynced: `always` (before every acknowledgement), `interval:<duration>` (at most
+    /// that much acknowledged data lost on a machine crash; a process crash loses nothing), or
+    /// `never` (benchmarks only). [default: interval:1s]
+    #[arg(long = "storage.tsdb.wal-fsync", value_name = "POLICY")]
+    pub storage_tsdb_wal_fsync: Option<String>,
+
+    /// Maximum lookback for instant vector selectors. [default: 5m]
+    #[arg(long = "query.lookback-delta", value_name = "DURATION")]
+    pub query_lookback_delta: Option<String>,
+
+    /// Maximum time a query may take before it is aborted. [default: 2m]
+    #[arg(long = "query.timeout", value_name = "DURATION")]
+    pub query_timeout: Option<String>,
+
+    /// Maximum number of samples a single query can load into memory. [default: 50000000]
+    #[arg(long = "query.max-samples", value_name = "N")]
+    pub query_max_samples: Option<String>,
+
+    /// Largest accepted request body (remote write, compressed). [default: 32MB]
+    #[arg(long = "web.max-request-bytes", value_name = "BYTES")]
+    pub web_max_request_bytes: Option<String>,
+
+    /// Compressed bytes of remote-write requests processed at once; past it requests are answered
+    /// 429 with Retry-After and senders back off. Must be at least web.max-request-bytes. [default: 256MB]
+    #[arg(long = "web.max-inflight-write-bytes", value_name = "BYTES")]
+    pub web_max_inflight_write_bytes: Option<String>,
+
+    /// Largest decompressed remote-write body. [default: 64MB]
+    #[arg(long = "web.remote-write.max-decoded-bytes", value_name = "BYTES")]
+    pub web_remote_write_max_decoded_bytes: Option<String>,
+
+    /// Maximum labels per series in remote write; series with more are rejected. [default: 64]
+    #[arg(long = "web.remote-write.max-labels-per-series", value_name = "N")]
+    pub web_remote_write_max_labels_per_series: Option<String>,
+
+    /// Maximum bytes of a label name in remote write. [default: 1024]
+    #[arg(long = "web.remote-write.max-label-name-bytes", value_name = "N")]
+    pub web_remote_write_max_label_name_bytes: Option<String>,
+
+    /// Maximum bytes of a label value in remote write. [default: 16384]
+    #[arg(long = "web.remote-write.max-label-value-bytes", value_name = "N")]
+    pub web_remote_write_max_label_value_bytes: Option<String>,
+
+    /// Only log messages with the given severity or above: debug, info, warn, error. [default: info]
+    #[arg(long = "log.level", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+
+    /// Output format of log messages: text or json. [default: text]
+    #[arg(long = "log.format", value_name = "FORMAT")]
+    pub log_format: Option<String>,
+}
+
+/// Setting name → default (as a string parsed like a flag value).
+const DEFAULTS: &[(&str, &str)] = &[
+    ("storage.tsdb.path", "data"),
+    ("web.listen-address", "0.0.0.0:9090"),
+    ("storage.tsdb.retention.time", "15d"),
+    ("storage.tsdb.retention.size", "0"),
+    ("storage.tsdb.out-of-order-time-window", "0s"),
+    ("storage.tsdb.shards", ""),
+    ("storage.tsdb.wal-fsync", "interval:1s"),
+    ("query.lookback-delta", "5m"),
+    ("query.timeout", "2m"),
+    ("query.max-samples", "50000000"),
+    ("web.max-request-bytes", "32MB"),
+    ("web.max-inflight-write-bytes", "256MB"),
+    ("web.remote-write.max-decoded-bytes", "64MB"),
+    ("web.remote-write.max-labels-per-series", "64"),
+    ("web.remote-write.max-label-name-bytes", "1024"),
+    ("web.remote-write.max-label-value-bytes", "16384"),
+    ("log.level", "info"),
+    ("log.format", "text"),
+];
+
+impl ServeArgs {
+    /// The flags given on the command line, by setting name.
+    fn given(&self) -> BTreeMap<&'static str, String> {
+        let pairs: [(&str, &Option<String>); 18] = [
+            ("storage.tsdb.path", &self.storage_tsdb_path),
+            ("web.listen-address", &self.web_listen_address),
+            ("storage.tsdb.retention.time", &self.storage_tsdb_retention_time),
+            ("storage.tsdb.retention.size", &self.storage_tsdb_retention_size),
+            ("storage.tsdb.out-of-order-time-window", &self.storage_tsdb_out_of_order_time_window),
+            ("storage.tsdb.shards", &self.storage_tsdb_shards),
+            ("storage.tsdb.wal-fsync", &self.storage_tsdb_wal_fsync),
+            ("query.lookback-delta", &self.query_lookback_delta),
+            ("query.timeout", &self.query_timeout),
+            ("query.max-samples", &self.query_max_samples),
+            ("web.max-request-bytes", &self.web_max_request_bytes),
+            ("web.max-inflight-write-bytes", &self.web_max_inflight_write_bytes),
+            ("web.remote-write.max-decoded-bytes", &self.web_remote_write_max_decoded_bytes),
+            ("web.remote-write.max-labels-per-series", &self.web_remote_write_max_labels_per_series),
+            ("web.remote-write.max-label-name-bytes", &self.web_remote_write_max_label_name_bytes),
+            ("web.remote-write.max-label-value-bytes", &self.web_remote_write_max_label_value_bytes),
+            ("log.level", &self.log_level),
+            ("log.format", &self.log_format),
+        ];
+        pairs.into_iter().filter_map(|(k, v)| v.clone().map(|v| (k, v))).collect()
+    }
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Resolved, typed settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub data_dir: PathBuf,
+    pub listen_address: String,
+    pub retention_ms: i64,
+    pub retention_bytes: u64,
+    pub ooo_window_ms: i64,
+    /// `None`: what the data directory records, else the core count.
+    pub shards: Option<usize>,
+    pub fsync: FsyncPolicy,
+    pub lookback_delta_ms: i64,
+    pub query_timeout_ms: i64,
+    pub query_max_samples: usize,
+    pub max_request_bytes: usize,
+    pub max_inflight_write_bytes: usize,
+    pub max_decoded_bytes: usize,
+    pub max_labels_per_series: usize,
+    pub max_label_name_bytes: usize,
+    pub max_label_value_bytes: usize,
+    pub log_level: String,
+    pub log_format: LogFormat,
+    /// Every setting's effective value, for `/api/v1/status/flags` (Prometheus lists them all).
+    pub flags: BTreeMap<String, String>,
+}
+
+impl Settings {
+    /// Command line over config file over defaults.
+    pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
+        let file = match &args.config_file {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).with_context(|| format!("reading config file {}", p.display()))?;
+                parse_config_file(&text).with_context(|| format!("config file {}", p.display()))?
+            }
+            None => BTreeMap::new(),
+        };
+        let given = args.given();
+        let mut eff: BTreeMap<String, String> = BTreeMap::new();
+        for (k, d) in DEFAULTS {
+            let v = given.get(k).cloned().or_else(|| file.get(*k).cloned()).unwrap_or_else(|| d.to_string());
+            eff.insert(k.to_string(), v);
+        }
+        let s = Self::from_map(&eff)?;
+        let mut flags = eff;
+        if let Some(p) = &args.config_file {
+            flags.insert("config.file".into(), p.display().to_string());
+        }
+        Ok(Settings { flags, ..s })
+    }
+
+    fn from_map(m: &BTreeMap<String, String>) -> anyhow::Result<Settings> {
+        let get = |k: &str| m.get(k).map(String::as_str).unwrap_or("");
+        let dur = |k: &str| parse_duration_ms(get(k)).map_err(|e| anyhow::anyhow!("--{k}: {e}"));
+        let bytes = |k: &str| parse_bytes(get(k)).map_err(|e| anyhow::anyhow!("--{k}: {e}"));
+        let num = |k: &str| get(k).trim().parse::<usize>().map_err(|e| anyhow::anyhow!("--{k}: {:?}: {e}", get(k)));
+        let shards = match get("storage.tsdb.shards").trim() {
+            "" => None,
+            s => {
+                let n: usize = s.parse().map_err(|e| anyhow::anyhow!("--storage.tsdb.shards: {s:?}: {e}"))?;
+                if n == 0 {
+                    bail!("--storage.tsdb.shards must be at least 1");
+                }
+                Some(n)
+            }
+        };
+        let log_format = match get("log.format") {
+            "text" | "logfmt" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            other => bail!("--log.format: {other:?} is not one of text, json"),
+        };
+        let log_level = get("log.level").to_string();
+        if !matches!(log_level.as_str(), "debug" | "info" | "warn" | "error" | "trace") {
+            bail!("--log.level: {log_level:?} is not one of debug, info, warn, error");
+        }
+        let s = Settings {
+            data_dir: PathBuf::from(get("storage.tsdb.path")),
+            listen_address: get("web.listen-address").to_string(),
+            retention_ms: dur("storage.tsdb.retention.time")?,
+            retention_bytes: bytes("storage.tsdb.retention.size")?,
+            ooo_window_ms: dur("storage.tsdb.out-of-order-time-window")?,
+            shards,
+            fsync: parse_fsync(get("storage.tsdb.wal-fsync")).map_err(|e| anyhow::anyhow!("--storage.tsdb.wal-fsync: {e}"))?,
+            lookback_delta_ms: dur("query.lookback-delta")?,
+            query_timeout_ms: dur("query.timeout")?,
+            query_max_samples: num("query.max-samples")?,
+            max_request_bytes: bytes("web.max-request-bytes")? as usize,
+            max_inflight_write_bytes: bytes("web.max-inflight-write-bytes")? as usize,
+            max_decoded_bytes: bytes("web.remote-write.max-decoded-bytes")? as usize,
+            max_labels_per_series: num("web.remote-write.max-labels-per-series")?,
+            max_label_name_bytes: num("web.remote-write.max-label-name-bytes")?,
+            max_label_value_bytes: num("web.remote-write.max-label-value-bytes")?,
+            log_level,
+            log_format,
+            flags: BTreeMap::new(),
+        };
+        if s.data_dir.as_os_str().is_empty() {
+            bail!("--storage.tsdb.path must not be empty");
+        }
+        if s.max_request_bytes == 0 || s.max_request_bytes > u32::MAX as usize {
+            bail!("--web.max-request-bytes must be between 1 byte and 4GB");
+        }
+        if s.max_inflight_write_bytes < s.max_request_bytes {
+            bail!(
+                "--web.max-inflight-write-bytes ({}) must be at least --web.max-request-bytes ({}), or a maximal request could never be accepted",
+                s.max_inflight_write_bytes,
+                s.max_request_bytes
+            );
+        }
+        Ok(s)
+    }
+
+    /// The retention as `/api/v1/status/runtimeinfo` reports it ("15d", "15d or 512MiB", "512MiB").
+    pub fn retention_description(&self) -> String {
+        let size = (self.retention_bytes > 0).then(|| human_bytes(self.retention_bytes));
+        match (self.retention_ms > 0, size) {
+            (true, Some(s)) => format!("{} or {s}", format_duration_ms(self.retention_ms)),
+            (true, None) => format_duration_ms(self.retention_ms),
+            (false, Some(s)) => s,
+            (false, None) => "unlimited".into(),
+        }
+    }
+}
+
+fn human_bytes(n: u64) -> String {
+    for (unit, shift) in [("EiB", 60), ("PiB", 50), ("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if n >= 1 << shift && n % (1 << shift) == 0 {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    format!("{n}B")
+}
+
+/// `always`, `never`, or `interval:<duration>`.
+pub fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
+    match s.trim() {
+        "always" => Ok(FsyncPolicy::Always),
+        "never" => Ok(FsyncPolicy::Never),
+        other => match other.strip_prefix("interval:") {
+            Some(d) => {
+                let ms = parse_duration_ms(d)?;
+                if ms <= 0 {
+                    return Err("the interval must be positive (use `always` to fsync every write)".into());
+                }
+                Ok(FsyncPolicy::Interval(Duration::from_millis(ms as u64)))
+            }
+            None => Err(format!("{other:?} is not one of always, interval:<duration>, never")),
+        },
+    }
+}
+
+/// Reads a TOML config file into setting name → value string. Keys are dotted paths equal to the
+/// flag names; unknown keys are errors (a typo must not be silently ignored).
+pub fn parse_config_file(text: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    let table: toml::Table = text.parse().context("invalid TOML")?;
+    let mut out = BTreeMap::new();
+    flatten("", &toml::Value::Table(table), &mut out)?;
+    for k in out.keys() {
+        if !DEFAULTS.iter().any(|(d, _)| d == k) {
+            let known: Vec<&str> = DEFAULTS.iter().map(|(d, _)| *d).collect();
+            bail!("unknown setting {k:?}; known settings: {}", known.join(", "));
+        }
+    }
+    Ok(out)
+}
+
+fn flatten(prefix: &str, v: &toml::Value, out: &mut BTreeMap<String, String>) -> anyhow::Result<()> {
+    match v {
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                flatten(&key, v, out)?;
+            }
+        }
+        toml::Value::String(s) => {
+            out.insert(prefix.to_string(), s.clone());
+        }
+        toml::Value::Integer(i) => {
+            out.insert(prefix.to_string(), i.to_string());
+        }
+        toml::Value::Boolean(b) => {
+            out.insert(prefix.to_string(), b.to_string());
+        }
+        other => bail!("setting {prefix:?}: expected a string or a number, got {other}"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let s = Settings::resolve(&ServeArgs::default()).expect("defaults resolve");
+        assert_eq!(s.listen_address, "0.0.0.0:9090");
+        assert_eq!(s.data_dir, PathBuf::from("data"));
+        assert_eq!(s.retention_ms, 15 * 86_400_000);
+        assert_eq!(s.retention_bytes, 0);
+        assert_eq!(s.fsync, FsyncPolicy::Interval(Duration::from_secs(1)));
+        assert_eq!(s.max_request_bytes, 32 << 20);
+        assert_eq!(s.shards, None);
+        assert_eq!(s.flags["query.lookback-delta"], "5m");
+        assert_eq!(s.retention_description(), "15d");
+    }
+
+    #[test]
+    fn flags_override_file_override_defaults() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = dir.path().join("tessera.toml");
+        std::fs::write(
+            &cfg,
+            r#"
+storage.tsdb.retention.time = "30d"
+storage.tsdb.retention.size = "10GB"
+storage.tsdb.shards = 4
+web.listen-address = "127.0.0.1:9999"
+[storage.tsdb]
+wal-fsync = "always"
+"#,
+        )
+        .expect("write");
+        let args = ServeArgs {
+            config_file: Some(cfg.clone()),
+            web_listen_address: Some("127.0.0.1:1234".into()),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).expect("resolve");
+        assert_eq!(s.listen_address, "127.0.0.1:1234", "flag wins");
+        assert_eq!(s.retention_ms, 30 * 86_400_000, "file wins over default");
+        assert_eq!(s.retention_bytes, 10 << 30);
+        assert_eq!(s.shards, Some(4));
+        assert_eq!(s.fsync, FsyncPolicy::Always);
+        assert_eq!(s.retention_description(), "30d or 10GiB");
+        assert_eq!(s.flags["config.file"], cfg.display().to_string());
+    }
+
+    #[test]
+    fn bad_values_are_errors_naming_the_flag() {
+        let e = parse_config_file("storage.tsdb.retension.time = \"1d\"").expect_err("typo");
+        assert!(e.to_string().contains("unknown setting \"storage.tsdb.retension.time\""), "{e}");
+        let args = ServeArgs { storage_tsdb_retention_time: Some("15 days".into()), ..Default::default() };
+        let e = Settings::resolve(&args).expect_err("bad duration");
+        assert!(e.to_string().contains("--storage.tsdb.retention.time"), "{e}");
+        let args = ServeArgs { storage_tsdb_wal_fsync: Some("sometimes".into()), ..Default::default() };
+        assert!(Settings::resolve(&args).is_err());
+        let args = ServeArgs {
+            web_max_request_bytes: Some("512MB".into()),
+            web_max_inflight_write_bytes: Some("256MB".into()),
+            ..Default::default()
+        };
+        assert!(Settings::resolve(&args).is_err());
+        assert_eq!(parse_fsync("interval:250ms"), Ok(FsyncPolicy::Interval(Duration::from_millis(250))));
+        assert_eq!(parse_fsync("never"), Ok(FsyncPolicy::Never));
+    }
+}

@@ -1,0 +1,221 @@
+//! Wiring of `tessera serve`: logging, the HTTP listener, opening the database in the background,
+//! periodic metadata persistence, and graceful shutdown.
+//!
+//! Order of events: bind the listener and serve at once (`/-/healthy` 200, `/-/ready` 503); open the
+//! data directory on a blocking thread (WAL replay); publish it (`/-/ready` 200). On SIGINT/SIGTERM:
+//! stop accepting, let in-flight requests finish (bounded by [`DRAIN_TIMEOUT`]), close the database
+//! (flushing and syncing the WAL), save the metadata.
+
+use crate::config::{LogFormat, Settings};
+use anyhow::Context;
+use std::time::Duration;
+use tessera_api::{AppState, ApiOptions};
+use tessera_tsdb::{Db, Options};
+use tokio::sync::watch;
+
+/// How long in-flight requests may take to finish after a shutdown signal.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often the metadata store is written to disk (if it changed).
+const METADATA_SAVE_INTERVAL: Duration = Duration::from_secs(60);
+
+pub fn init_logging(s: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&s.log_level));
+    use std::io::IsTerminal;
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match s.log_format {
+        LogFormat::Json => b.json().init(),
+        LogFormat::Text => b.init(),
+    }
+}
+
+pub fn run(settings: Settings) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    rt.block_on(serve(settings))
+}
+
+/// The shard count to open with: the flag, else what the directory records, else the core count.
+fn shard_count(s: &Settings) -> usize {
+    if let Some(n) = s.shards {
+        return n;
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        shards: usize,
+    }
+    std::fs::read(s.data_dir.join(tessera_tsdb::db::META_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Meta>(&b).ok())
+        .map(|m| m.shards)
+        .unwrap_or_else(|| tessera_tsdb::Options::default().shards)
+}
+
+async fn serve(s: Settings) -> anyhow::Result<()> {
+    let api_opts = ApiOptions {
+        data_dir: s.data_dir.clone(),
+        max_request_bytes: s.max_request_bytes,
+        max_inflight_write_bytes: s.max_inflight_write_bytes,
+        write_limits: tessera_protocol::remote_write::Limits {
+            max_decoded_bytes: s.max_decoded_bytes,
+            max_labels_per_series: s.max_labels_per_series,
+            max_label_name_bytes: s.max_label_name_bytes,
+            max_label_value_bytes: s.max_label_value_bytes,
+        },
+        retention_description: s.retention_description(),
+        lookback_delta_ms: s.lookback_delta_ms,
+        query_timeout_ms: s.query_timeout_ms,
+        query_max_samples: s.query_max_samples,
+    };
+    let state = AppState::new(api_opts, s.flags.clone());
+    let listener = tokio::net::TcpListener::bind(&s.listen_address)
+        .await
+        .with_context(|| format!("listening on {}", s.listen_address))?;
+    let local = listener.local_addr().context("reading the bound address")?;
+    tracing::info!(address = %local, version = env!("CARGO_PKG_VERSION"), "listening; opening the data directory");
+
+    // `fatal` carries an error that must stop the server (the data directory could not be opened).
+    let (fatal_tx, mut fatal_rx) = watch::channel::<Option<String>>(None);
+    std::fs::create_dir_all(&s.data_dir).with_context(|| format!("creating {}", s.data_dir.display()))?;
+    let opts = Options {
+        shards: shard_count(&s),
+        retention_ms: s.retention_ms,
+        retention_bytes: s.retention_bytes,
+        ooo_window_ms: s.ooo_window_ms,
+        fsync: s.fsync,
+        ..Options::default()
+    };
+    {
+        let state = state.clone();
+        let dir = s.data_dir.clone();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let d2 = dir.clone();
+            let opened = tokio::task::spawn_blocking(move || {
+                let db = Db::open(&d2, opts)?;
+                let md = tessera_api::metadata::MetadataStore::load(&d2);
+                Ok::<_, tessera_tsdb::Error>((db, md))
+            })
+            .await;
+            match opened {
+                Ok(Ok((db, md))) => {
+                    match md {
+                        Ok(md) => state.metadata.replace_with(md),
+                        Err(e) => tracing::warn!(error = %e, "metadata.json unreadable; starting with empty metadata"),
+                    }
+                    let st = db.stats();
+                    state.set_db(db);
+                    tracing::info!(
+                        dir = %dir.display(),
+                        shards = st.shards,
+                        head_series = st.head_series,
+                        blocks = st.blocks,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "data directory open; ready"
+                    );
+                }
+                Ok(Err(e)) => {
+                    let _ = fatal_tx.send(Some(format!("opening {}: {e}", dir.display())));
+                }
+                Err(e) => {
+                    let _ = fatal_tx.send(Some(format!("opening {}: task failed: {e}", dir.display())));
+                }
+            }
+        });
+    }
+    {
+        let state = state.clone();
+        let dir = s.data_dir.clone();
+        tokio::spawn(async move {
+            let mut t = tokio::time::interval(METADATA_SAVE_INTERVAL);
+            t.tick().await;
+            loop {
+                t.tick().await;
+                if state.is_ready() {
+                    let (st, d) = (state.clone(), dir.clone());
+                    match tokio::task::spawn_blocking(move || st.metadata.save(&d)).await {
+                        Ok(Err(e)) => tracing::warn!(error = %e, "saving metadata.json failed"),
+                        Err(e) => tracing::warn!(error = %e, "saving metadata.json: task failed"),
+                        Ok(Ok(_)) => {}
+                    }
+                }
+            }
+        });
+    }
+
+    // Shutdown: a signal, or a fatal error while opening.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let fatal_for_signal = fatal_rx.clone();
+    tokio::spawn(async move {
+        let mut fatal = fatal_for_signal;
+        tokio::select! {
+            sig = shutdown_signal() => tracing::info!(signal = sig, "shutting down: no new connections, finishing in-flight requests"),
+            _ = async {
+                // Err: the opener finished without a fatal error and dropped its sender; wait on.
+                if fatal.wait_for(|f| f.is_some()).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            } => {}
+        }
+        let _ = stop_tx.send(true);
+    });
+    let mut stop_wait = stop_rx.clone();
+    let app = tessera_api::router(state.clone());
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stop_wait.wait_for(|s| *s).await;
+    });
+    let mut stop_deadline = stop_rx;
+    tokio::select! {
+        r = server => r.context("HTTP server")?,
+        _ = async {
+            let _ = stop_deadline.wait_for(|s| *s).await;
+            tokio::time::sleep(DRAIN_TIMEOUT).await;
+        } => tracing::warn!(timeout_s = DRAIN_TIMEOUT.as_secs(), "in-flight requests did not finish in time; closing anyway"),
+    }
+
+    if let Some(err) = fatal_rx.borrow_and_update().clone() {
+        anyhow::bail!(err);
+    }
+    if let Some(db) = state.db().cloned() {
+        let st = state.clone();
+        let dir = s.data_dir.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = st.metadata.save(&dir) {
+                tracing::warn!(error = %e, "saving metadata.json failed");
+            }
+            db.close()
+        })
+        .await
+        .context("closing the database: task failed")?
+        .context("closing the database")?;
+        tracing::info!("database closed; bye");
+    } else {
+        tracing::info!("stopped before the data directory finished opening");
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() -> &'static str {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+        "SIGINT"
+    };
+    #[cfg(unix)]
+    {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+            "SIGTERM"
+        };
+        tokio::select! { s = ctrl_c => s, s = term => s }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await
+}
+
