@@ -57,7 +57,11 @@ fn prometheus_conformance_scripts() {
         pass += r.passed;
         total += r.total();
         for f in r.failed {
-            let reason = format!("{} | expected {} | got {}", f.query, f.expected, f.got);
+            let reason = if f.note.is_empty() {
+                format!("{} | expected {} | got {}", f.query, f.expected, f.got)
+            } else {
+                format!("[{}] {} | got {}", f.note, f.query, f.got)
+            };
             failing.insert(format!("{}:{}", r.file, f.line), reason);
         }
     }

@@ -244,7 +244,9 @@ fn vector_vector(
     let mut out: Vec<Series> = Vec::new();
     let mut out_idx: HashMap<Labels, usize> = HashMap::new();
     let mut pair_out: HashMap<(usize, usize), usize> = HashMap::new();
-    let (fill_many, fill_one) = if swapped { (m.fill_rhs, m.fill_lhs) } else { (m.fill_lhs, m.fill_rhs) };
+    // Upstream applies the fill modifiers after swapping sides for group_right: `fill_left` fills the
+    // "many" side and `fill_right` the "one" side, whichever operand they are.
+    let (fill_many, fill_one) = (m.fill_lhs, m.fill_rhs);
     let one_side = if swapped { "left" } else { "right" };
     for i in 0..steps {
         let stamp = i + 1;
@@ -343,7 +345,9 @@ fn vector_vector(
                 let o = match pair_out.get(&key) {
                     Some(o) => *o,
                     None => {
-                        let lbls = result_labels(&s.labels, &Labels::empty(), m);
+                        // A filled-in "many" side has no labels of its own: the result carries the
+                        // match-group labels of the present side.
+                        let lbls = match_labels(&s.labels, m);
                         let o = *out_idx.entry(lbls.clone()).or_insert_with(|| {
                             out.push(Series { labels: lbls, vals: vec![None; steps], drop_name: false });
                             out.len() - 1

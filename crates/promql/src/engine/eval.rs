@@ -145,8 +145,9 @@ pub fn run(ctx: &QueryCtx<'_>, expr: &Expr, start: i64, end: i64, step: i64) -> 
     Ok(QueryResult { value, warnings: a.warnings, infos: a.infos })
 }
 
+/// Applies delayed `__name__` removal; the type-and-unit metadata labels go with the name.
 fn final_labels(l: Labels, drop: bool) -> Labels {
-    if drop { l.without_metric_name() } else { l }
+    if drop { l.drop_names(&["__name__", "__type__", "__unit__"]) } else { l }
 }
 
 pub const DUP_LABELSET: &str = "vector cannot contain metrics with the same labelset";
