@@ -8,7 +8,7 @@
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
-use tessera_encoding::{decode_xor_into, XorEncoder, XorIter};
+use tessera_encoding::{decode_dense_into, decode_xor_into, encode_dense_always, XorEncoder, XorIter};
 use tessera_model::Sample;
 
 const N: usize = 1_000_000;
@@ -147,8 +147,36 @@ fn cpu_report() {
 
 criterion_group!(benches, bench);
 
+/// Bytes/point and decode speed of the dense cold-chunk codec on B1 data.
+fn dense_report() {
+    let samples = b1_samples();
+    for per_chunk in [120usize, 1024, 8192, 65_535] {
+        let chunks: Vec<Vec<u8>> = samples.chunks(per_chunk).map(encode_dense_always).collect();
+        let xor: usize = encode_chunks(&samples, per_chunk).iter().map(Vec::len).sum();
+        let dense: usize = chunks.iter().map(Vec::len).sum();
+        let mut out = Vec::with_capacity(N);
+        let (c0, mut reps) = (cpu_seconds(), 0u64);
+        while cpu_seconds() - c0 < 0.5 {
+            out.clear();
+            for c in &chunks {
+                decode_dense_into(c, &mut out).expect("valid");
+            }
+            black_box(out.len());
+            reps += 1;
+        }
+        let decode = (reps * N as u64) as f64 / (cpu_seconds() - c0);
+        eprintln!(
+            "b1_random chunk={per_chunk}: xor {:.3} bytes/point, dense {:.3} bytes/point, dense decode {:.1} M samples/s",
+            xor as f64 / N as f64,
+            dense as f64 / N as f64,
+            decode / 1e6
+        );
+    }
+}
+
 fn main() {
     cpu_report();
+    dense_report();
     if std::env::args().any(|a| a == "--cpu-only") {
         return;
     }

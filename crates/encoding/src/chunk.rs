@@ -2,6 +2,7 @@
 //! `SAMPLES` mode, the compactor) need so they never match on encodings themselves.
 
 use crate::error::ChunkError;
+use crate::dense::decode_dense_range_into;
 use crate::xor::decode_xor_range_into;
 use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 
@@ -16,6 +17,7 @@ pub fn decode_chunk_range_into(c: &ChunkRef, mint_ms: i64, maxt_ms: i64, out: &m
     }
     match c.encoding {
         ChunkEncoding::Xor => decode_xor_range_into(&c.data, mint_ms, maxt_ms, out),
+        ChunkEncoding::Dense => decode_dense_range_into(&c.data, mint_ms, maxt_ms, out),
         other => Err(ChunkError::UnsupportedEncoding(other as u8)),
     }
 }

@@ -6,6 +6,8 @@
 //! - [`crc`]: CRC32-Castagnoli, as Prometheus checksums chunks, index sections, WAL records and frames.
 //! - [`xor`]: Prometheus' XOR float chunk, byte for byte ([`XorEncoder`], [`XorIter`], [`encode_xor`],
 //!   [`decode_xor_into`]).
+//! - [`dense`]: a denser codec for cold chunks (`ChunkEncoding::Dense`): Huffman-coded exponents, raw
+//!   mantissas, run-length delta-of-delta timestamps; [`encode_dense`] only returns it when smaller than XOR.
 //! - [`decode_chunk_range_into`]: decode any [`tessera_model::ChunkRef`] by its encoding byte.
 //!
 //! Key decision: the head writes exactly Prometheus' XOR chunk bytes (checked against vectors produced by
@@ -17,10 +19,12 @@
 pub mod bstream;
 mod chunk;
 pub mod crc;
+pub mod dense;
 mod error;
 pub mod varint;
 pub mod xor;
 
 pub use chunk::decode_chunk_range_into;
+pub use dense::{decode_dense_into, decode_dense_range_into, encode_dense, encode_dense_always};
 pub use error::ChunkError;
 pub use xor::{decode_xor_into, decode_xor_range_into, encode_xor, XorEncoder, XorIter, XOR_HEADER_BYTES};

@@ -26,6 +26,9 @@ pub enum ChunkEncoding {
     Xor = 1,
     Histogram = 2,
     FloatHistogram = 3,
+    /// Tessera's denser codec for cold, compacted float chunks (`tessera_encoding::encode_dense`). Not a
+    /// Prometheus encoding: re-encode as XOR before sending a chunk over remote read.
+    Dense = 0x40,
 }
 
 impl ChunkEncoding {
@@ -34,6 +37,7 @@ impl ChunkEncoding {
             1 => Some(Self::Xor),
             2 => Some(Self::Histogram),
             3 => Some(Self::FloatHistogram),
+            0x40 => Some(Self::Dense),
             _ => None,
         }
     }

@@ -1,0 +1,380 @@
+//! A denser codec for cold (compacted) float chunks: `ChunkEncoding::Dense` (0x40, Tessera's own).
+//!
+//! XOR spends bits on leading/trailing-zero windows that random-looking values never reuse well (~8.2
+//! bytes/point for uniform doubles). Here values are split instead:
+//! - the top 12 bits (sign and exponent) are a symbol, Huffman-coded with a per-chunk canonical code
+//!   (measurements like uniform [0,100) use a handful of exponents: ~2.2 bits instead of 12);
+//! - the 52 mantissa bits are stored raw, minus the trailing zeros every value in the chunk shares.
+//!
+//! Timestamps are delta-of-delta, stored as runs: `(number of zero dods, next non-zero dod)` pairs, so a
+//! regular scrape costs a few bytes per chunk whatever its length.
+//!
+//! ```text
+//! u8 version (1) │ uvarint n │ varint t0 │ [n>=2: varint t1-t0] │ uvarint ts_len │ ts_len bytes of
+//! (uvarint zero-run, varint dod)… │ u8 shift │ uvarint nsym │ nsym × u16 BE (symbol<<4 | code length)
+//! │ bit stream: per value, Huffman code of bits>>52 then (52-shift) bits of mantissa>>shift
+//! ```
+//! The code is canonical (codes assigned in (length, symbol) order), at most [`MAX_CODE_LEN`] bits so the
+//! decoder needs one table look-up per value. A single-symbol chunk uses 0-bit codes.
+//!
+//! Key decision: [`encode_dense`] only returns a chunk when it is smaller than XOR for the same samples,
+//! so compaction can call it blindly and keep XOR otherwise. The chunk is not Prometheus-compatible:
+//! remote read must re-encode it as XOR before it leaves.
+
+use crate::bstream::{BitReader, BitWriter};
+use crate::error::ChunkError;
+use crate::varint;
+use crate::xor::encode_xor;
+use tessera_model::Sample;
+
+/// Format version byte.
+const VERSION: u8 = 1;
+/// Longest Huffman code; the decode table has `1 << MAX_CODE_LEN` entries.
+pub const MAX_CODE_LEN: u32 = 12;
+/// Most samples one dense chunk may hold; bounds what a corrupt count can make a decoder produce.
+pub const MAX_DENSE_SAMPLES: usize = 1 << 20;
+const MANTISSA_BITS: u32 = 52;
+const MANTISSA_MASK: u64 = (1 << MANTISSA_BITS) - 1;
+
+/// Encodes `samples` densely, or `None` when that is not smaller than XOR (or there are no samples, or
+/// more than [`MAX_DENSE_SAMPLES`]). Timestamps should be strictly increasing; any sequence round-trips.
+pub fn encode_dense(samples: &[Sample]) -> Option<Vec<u8>> {
+    if samples.is_empty() || samples.len() > MAX_DENSE_SAMPLES {
+        return None;
+    }
+    let dense = encode_dense_always(samples);
+    // XOR's size for the same samples, cut into chunks its u16 count can hold.
+    let mut xor_len = 0usize;
+    for part in samples.chunks(usize::from(u16::MAX)) {
+        xor_len += encode_xor(part).len();
+        if xor_len > dense.len() {
+            return Some(dense);
+        }
+    }
+    None
+}
+
+/// Encodes densely whatever the size (tests and size comparisons). Panics on more than
+/// [`MAX_DENSE_SAMPLES`] samples.
+pub fn encode_dense_always(samples: &[Sample]) -> Vec<u8> {
+    assert!(samples.len() <= MAX_DENSE_SAMPLES, "too many samples for one dense chunk");
+    let n = samples.len();
+    let mut out = Vec::with_capacity(32 + n * 7);
+    out.push(VERSION);
+    varint::put_uvarint(&mut out, n as u64);
+    if n == 0 {
+        return out;
+    }
+    varint::put_varint(&mut out, samples[0].t);
+    let mut ts = Vec::new();
+    if n >= 2 {
+        let mut delta = samples[1].t.wrapping_sub(samples[0].t);
+        varint::put_varint(&mut out, delta);
+        let mut run = 0u64;
+        for w in samples[1..].windows(2) {
+            let d = w[1].t.wrapping_sub(w[0].t);
+            let dod = d.wrapping_sub(delta);
+            delta = d;
+            if dod == 0 {
+                run += 1;
+            } else {
+                varint::put_uvarint(&mut ts, run);
+                varint::put_varint(&mut ts, dod);
+                run = 0;
+            }
+        }
+        if run > 0 {
+            varint::put_uvarint(&mut ts, run);
+        }
+    }
+    varint::put_uvarint(&mut out, ts.len() as u64);
+    out.extend_from_slice(&ts);
+
+    // Values: symbol frequencies and the shared trailing zeros of the mantissas.
+    let mut freq = vec![0u64; 1 << 12];
+    let mut all_mant = 0u64;
+    for s in samples {
+        let b = s.v.to_bits();
+        freq[(b >> MANTISSA_BITS) as usize] += 1;
+        all_mant |= b & MANTISSA_MASK;
+    }
+    let shift = all_mant.trailing_zeros().min(MANTISSA_BITS);
+    out.push(shift as u8);
+    let syms: Vec<(u16, u64)> =
+        freq.iter().enumerate().filter(|(_, f)| **f > 0).map(|(s, f)| (s as u16, *f)).collect();
+    let lens = huffman_lengths(&syms);
+    varint::put_uvarint(&mut out, syms.len() as u64);
+    for (&(sym, _), &len) in syms.iter().zip(&lens) {
+        out.extend_from_slice(&(sym << 4 | u16::from(len)).to_be_bytes());
+    }
+    let codes = canonical_codes(&syms.iter().map(|s| s.0).collect::<Vec<_>>(), &lens);
+    // Code (value, length) per symbol, indexed by symbol.
+    let mut code_of = vec![(0u64, 0u32); 1 << 12];
+    for (i, &(sym, _)) in syms.iter().enumerate() {
+        code_of[usize::from(sym)] = (codes[i], u32::from(lens[i]));
+    }
+    let mant_bits = MANTISSA_BITS - shift;
+    let mut w = BitWriter::new(&mut out);
+    for s in samples {
+        let b = s.v.to_bits();
+        let (code, len) = code_of[(b >> MANTISSA_BITS) as usize];
+        let mant = (b & MANTISSA_MASK) >> shift;
+        // len <= 12 and mant_bits <= 52: one write of at most 64 bits.
+        w.write_bits(code << mant_bits | mant, len + mant_bits);
+    }
+    out
+}
+
+/// Huffman code lengths (parallel to `syms`), limited to [`MAX_CODE_LEN`] by flattening the frequencies
+/// until the tree is shallow enough. One symbol gets length 0.
+fn huffman_lengths(syms: &[(u16, u64)]) -> Vec<u8> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let n = syms.len();
+    if n <= 1 {
+        return vec![0; n];
+    }
+    let mut freqs: Vec<u64> = syms.iter().map(|s| s.1.max(1)).collect();
+    loop {
+        let mut parent = vec![usize::MAX; 2 * n - 1];
+        let mut heap: BinaryHeap<Reverse<(u64, usize)>> =
+            freqs.iter().enumerate().map(|(i, &f)| Reverse((f, i))).collect();
+        let mut next = n;
+        while heap.len() > 1 {
+            let Reverse((fa, a)) = heap.pop().expect("len > 1");
+            let Reverse((fb, b)) = heap.pop().expect("len > 1");
+            parent[a] = next;
+            parent[b] = next;
+            heap.push(Reverse((fa + fb, next)));
+            next += 1;
+        }
+        let mut lens = vec![0u8; n];
+        let mut max = 0;
+        for (i, len) in lens.iter_mut().enumerate() {
+            let mut d = 0u32;
+            let mut p = i;
+            while parent[p] != usize::MAX {
+                p = parent[p];
+                d += 1;
+            }
+            *len = d as u8;
+            max = max.max(d);
+        }
+        if max <= MAX_CODE_LEN {
+            return lens;
+        }
+        // Too deep: flatten and retry. All-ones frequencies give a balanced tree of depth
+        // ceil(log2(n)) <= 12 for n <= 4096 symbols, so this terminates.
+        for f in &mut freqs {
+            *f = f.div_ceil(2);
+        }
+    }
+}
+
+/// Canonical codes for symbols with the given lengths: assigned in (length, symbol) order.
+fn canonical_codes(syms: &[u16], lens: &[u8]) -> Vec<u64> {
+    let mut order: Vec<usize> = (0..syms.len()).collect();
+    order.sort_by_key(|&i| (lens[i], syms[i]));
+    let mut codes = vec![0u64; syms.len()];
+    let mut code = 0u64;
+    let mut prev_len = 0u8;
+    for (k, &i) in order.iter().enumerate() {
+        if k > 0 {
+            code += 1;
+        }
+        code <<= lens[i] - prev_len;
+        prev_len = lens[i];
+        codes[i] = code;
+    }
+    codes
+}
+
+/// Decodes every sample of a dense chunk, appending to `out`; on error `out` is left as it was.
+pub fn decode_dense_into(data: &[u8], out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+    decode_dense_range_into(data, i64::MIN, i64::MAX, out)
+}
+
+fn corrupt(offset: usize, reason: &'static str) -> ChunkError {
+    ChunkError::Corrupt { offset, reason }
+}
+
+/// Decodes a dense chunk, appending the samples with `mint_ms <= t <= maxt_ms`; on error `out` is left as
+/// it was.
+pub fn decode_dense_range_into(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+    let before = out.len();
+    let res = decode_inner(data, mint_ms, maxt_ms, out);
+    if res.is_err() {
+        out.truncate(before);
+    }
+    res
+}
+
+fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+    let off = |rest: &[u8]| data.len() - rest.len();
+    let vi = |e: varint::VarintError, at: usize| match e {
+        varint::VarintError::Overflow => corrupt(at, "varint overflows 64 bits"),
+        _ => ChunkError::Truncated { offset: data.len() },
+    };
+    let (&version, rest) = data.split_first().ok_or(ChunkError::Truncated { offset: 0 })?;
+    if version != VERSION {
+        return Err(corrupt(0, "unknown dense chunk version"));
+    }
+    let (n, rest) = varint::read_uvarint(rest).map_err(|e| vi(e, 1))?;
+    if n > MAX_DENSE_SAMPLES as u64 {
+        return Err(corrupt(1, "sample count above the dense chunk limit"));
+    }
+    let n = n as usize;
+    if n == 0 {
+        return Ok(());
+    }
+    let (t0, rest) = varint::read_varint(rest).map_err(|e| vi(e, off(rest)))?;
+    let (d0, rest) = if n >= 2 { varint::read_varint(rest).map_err(|e| vi(e, off(rest)))? } else { (0, rest) };
+    let (ts_len, rest) = varint::read_uvarint(rest).map_err(|e| vi(e, off(rest)))?;
+    if ts_len > rest.len() as u64 {
+        return Err(ChunkError::Truncated { offset: data.len() });
+    }
+    let (mut ts, rest) = rest.split_at(ts_len as usize);
+    let (&shift, rest) = rest.split_first().ok_or(ChunkError::Truncated { offset: data.len() })?;
+    if u32::from(shift) > MANTISSA_BITS {
+        return Err(corrupt(off(rest) - 1, "mantissa shift above 52"));
+    }
+    let (nsym, mut rest) = varint::read_uvarint(rest).map_err(|e| vi(e, off(rest)))?;
+    if nsym == 0 || nsym > 1 << 12 {
+        return Err(corrupt(off(rest), "symbol count out of range"));
+    }
+    let table_at = off(rest);
+    let mut syms = Vec::with_capacity(nsym as usize);
+    let mut lens = Vec::with_capacity(nsym as usize);
+    for _ in 0..nsym {
+        let Some(pair) = rest.get(..2) else { return Err(ChunkError::Truncated { offset: data.len() }) };
+        let x = u16::from_be_bytes([pair[0], pair[1]]);
+        syms.push(x >> 4);
+        lens.push((x & 15) as u8);
+        rest = &rest[2..];
+    }
+    // Validate the code: lengths 1..=12 (0 only for a lone symbol) and the Kraft sum at most 1.
+    let max_len = u32::from(*lens.iter().max().expect("nsym >= 1"));
+    if nsym == 1 {
+        if lens[0] != 0 {
+            return Err(corrupt(table_at, "a lone symbol must have a 0-bit code"));
+        }
+    } else {
+        if lens.iter().any(|&l| l == 0 || u32::from(l) > MAX_CODE_LEN) {
+            return Err(corrupt(table_at, "Huffman code length out of range"));
+        }
+        let kraft: u64 = lens.iter().map(|&l| 1u64 << (MAX_CODE_LEN - u32::from(l))).sum();
+        if kraft > 1 << MAX_CODE_LEN {
+            return Err(corrupt(table_at, "Huffman code lengths over-subscribed"));
+        }
+    }
+    // Decode table: `1 << max_len` entries of (symbol << 8 | length); length 0 marks an unused code.
+    let mut table = vec![0u32; 1 << max_len];
+    if nsym == 1 {
+        table[0] = u32::from(syms[0]) << 8;
+    } else {
+        let codes = canonical_codes(&syms, &lens);
+        for i in 0..syms.len() {
+            let l = u32::from(lens[i]);
+            let lo = (codes[i] << (max_len - l)) as usize;
+            let hi = ((codes[i] + 1) << (max_len - l)) as usize;
+            table[lo..hi].fill(u32::from(syms[i]) << 8 | l);
+        }
+    }
+    let mant_bits = MANTISSA_BITS - u32::from(shift);
+    let values_at = off(rest);
+    let mut br = BitReader::new(rest);
+    let truncated = |br: &BitReader<'_>| ChunkError::Truncated { offset: values_at + br.bit_position() / 8 };
+
+    out.reserve(n.min(data.len() * 8));
+    let mut t = t0;
+    let mut delta = d0;
+    let mut run_left = 0u64;
+    let mut need_dod = false;
+    for i in 0..n {
+        if i == 1 {
+            t = t.wrapping_add(delta);
+        } else if i >= 2 {
+            let dod = loop {
+                if run_left > 0 {
+                    run_left -= 1;
+                    break 0;
+                }
+                if need_dod {
+                    need_dod = false;
+                    let (d, r) = varint::read_varint(ts).map_err(|e| vi(e, 0))?;
+                    ts = r;
+                    break d;
+                }
+                let (r, rest_ts) = varint::read_uvarint(ts).map_err(|e| vi(e, 0))?;
+                ts = rest_ts;
+                run_left = r;
+                need_dod = true;
+            };
+            delta = delta.wrapping_add(dod);
+            t = t.wrapping_add(delta);
+        }
+        let sym = if max_len == 0 {
+            table[0] >> 8
+        } else {
+            let e = table[br.peek_bits(max_len) as usize];
+            let l = e & 0xff;
+            if l == 0 {
+                return Err(corrupt(values_at + br.bit_position() / 8, "unused Huffman code"));
+            }
+            br.skip_bits(l).ok_or_else(|| truncated(&br))?;
+            e >> 8
+        };
+        let mant = br.read_bits(mant_bits).ok_or_else(|| truncated(&br))?;
+        if t > maxt_ms {
+            break;
+        }
+        if t >= mint_ms {
+            out.push(Sample { t, v: f64::from_bits(u64::from(sym) << MANTISSA_BITS | mant << shift) });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_codes_are_prefix_free_and_ordered() {
+        let syms = [5u16, 9, 1, 7];
+        let lens = [2u8, 1, 3, 3];
+        let codes = canonical_codes(&syms, &lens);
+        // Order (len, sym): 9/1 → 0, 5/2 → 10, 1/3 → 110, 7/3 → 111.
+        assert_eq!(codes, vec![0b10, 0b0, 0b110, 0b111]);
+    }
+
+    #[test]
+    fn huffman_lengths_are_limited() {
+        // Fibonacci-like frequencies make a maximally deep tree without limiting.
+        let mut f = (1u64, 1u64);
+        let syms: Vec<(u16, u64)> = (0..40u16)
+            .map(|s| {
+                let r = (s, f.0);
+                f = (f.1, f.0 + f.1);
+                r
+            })
+            .collect();
+        let lens = huffman_lengths(&syms);
+        assert!(lens.iter().all(|&l| (1..=MAX_CODE_LEN as u8).contains(&l)));
+        let kraft: f64 = lens.iter().map(|&l| 0.5f64.powi(i32::from(l))).sum();
+        assert!(kraft <= 1.0 + 1e-12);
+    }
+
+    #[test]
+    fn single_value_and_empty() {
+        let s = [Sample::new(7, 1.5)];
+        let bytes = encode_dense_always(&s);
+        let mut out = Vec::new();
+        decode_dense_into(&bytes, &mut out).expect("decodes");
+        assert_eq!(out, s.to_vec());
+        let empty = encode_dense_always(&[]);
+        decode_dense_into(&empty, &mut out).expect("decodes");
+        assert_eq!(out.len(), 1);
+        assert_eq!(encode_dense(&[]), None);
+    }
+}
