@@ -303,6 +303,11 @@ fn effective_times(ctx: &QueryCtx<'_>, at: Option<AtModifier>, offset_ms: i64, g
     (0..grid.n).map(|i| at_ms.unwrap_or_else(|| grid.t(i)) - offset_ms).collect()
 }
 
+/// [`effective_times`] for sibling modules.
+pub fn effective_times_pub(ctx: &QueryCtx<'_>, at: Option<AtModifier>, offset_ms: i64, grid: &Grid) -> Vec<i64> {
+    effective_times(ctx, at, offset_ms, grid)
+}
+
 /// Selects the series of `vs` in `[mint, maxt]` in every shard in parallel, decodes each once, and maps it
 /// with `f` (which sees the samples sorted by time, stale markers included). `f` returning `None` drops it.
 pub fn select_map<T: Send>(
@@ -362,7 +367,10 @@ pub fn eval_vector_selector(
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
     let hints = SelectHints { step_ms: grid.step, ..Default::default() };
     let n = grid.n;
-    select_map(ctx, vs, lo - lb + 1, hi, hints, |labels, samples| {
+    if vs.smoothed {
+        return eval_smoothed_selector(ctx, vs, &eff, lb, hints, n);
+    }
+    let mut out = select_map(ctx, vs, lo - lb + 1, hi, hints, |labels, samples| {
         let mut vals = vec![None; n];
         let mut j = 0usize;
         let mut any = false;
@@ -383,7 +391,47 @@ pub fn eval_vector_selector(
             }
         }
         any.then(|| Series { labels: labels.clone(), vals, drop_name: false })
-    })
+    })?;
+    // Shards come back one after the other; keep the storage's label order, as upstream's series sets.
+    out.sort_by(|a, b| a.labels.cmp(&b.labels));
+    Ok(out)
+}
+
+/// `metric smoothed`: the value at each step interpolated between the samples around it (within the
+/// lookback delta on both sides), or the nearer one when only one side has a sample.
+fn eval_smoothed_selector(
+    ctx: &QueryCtx<'_>,
+    vs: &VectorSelector,
+    eff: &[i64],
+    lb: i64,
+    hints: SelectHints,
+    n: usize,
+) -> Result<Vec<Series>, EngineError> {
+    let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
+    let mut out = select_map(ctx, vs, lo - lb + 1, hi + lb, hints, |labels, samples| {
+        let samples: Vec<Sample> = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
+        let mut vals = vec![None; n];
+        let mut any = false;
+        for (i, &e) in eff.iter().enumerate() {
+            let j = samples.partition_point(|s| s.t <= e);
+            let before = (j > 0).then(|| samples[j - 1]).filter(|s| s.t > e - lb);
+            let after = samples.get(j).copied().filter(|s| s.t <= e + lb);
+            let v = match (before, after) {
+                (Some(b), _) if b.t == e => Some(b.v),
+                (Some(b), Some(a)) => Some(b.v + (a.v - b.v) * (e - b.t) as f64 / (a.t - b.t) as f64),
+                (Some(b), None) => Some(b.v),
+                (None, Some(a)) => Some(a.v),
+                (None, None) => None,
+            };
+            if v.is_some() {
+                vals[i] = v;
+                any = true;
+            }
+        }
+        any.then(|| Series { labels: labels.clone(), vals, drop_name: false })
+    })?;
+    out.sort_by(|a, b| a.labels.cmp(&b.labels));
+    Ok(out)
 }
 
 /// A range-vector argument: its series' samples and, per step, the end of the window `(eff - range, eff]`.
@@ -409,6 +457,8 @@ pub fn eval_range_arg(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Ra
                 let samples: Vec<Sample> = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
                 (!samples.is_empty()).then(|| RangeSeries { labels: labels.clone(), samples, drop_name: false })
             })?;
+            let mut series = series;
+            series.sort_by(|a, b| a.labels.cmp(&b.labels));
             Ok(RangeArg { series, range_ms: range, eff, is_subquery: false })
         }
         Expr::Subquery(sq) => eval_subquery(ctx, sq, grid),

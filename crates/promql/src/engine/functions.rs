@@ -744,7 +744,7 @@ fn eval_range_function(
     };
     if let Expr::MatrixSelector(ms) = c.args[m_idx].unwrap_parens() {
         if ms.vs.anchored || ms.vs.smoothed {
-            return Err(EngineError::Execution("anchored/smoothed range selectors are not supported yet".into()));
+            return eval_extended_range_function(ctx, c, ms, grid);
         }
     }
     let mut params: Vec<Vec<f64>> = Vec::new();
@@ -905,4 +905,169 @@ mod tests {
         assert_eq!(fmt_g(1.1), "1.1");
         assert_eq!(fmt_g(-1e-5), "-1e-05");
     }
+}
+
+/// Upstream `interpolate`: the value at `t` on the line through `p1` and `p2`; a counter reset between
+/// them counts from 0 on the left edge and continues past it on the right edge.
+fn interpolate(p1: Sample, p2: Sample, t: i64, is_counter: bool, left_edge: bool) -> f64 {
+    let (mut y1, mut y2) = (p1.v, p2.v);
+    if is_counter && y2 < y1 {
+        if left_edge {
+            y1 = 0.0;
+        } else {
+            y2 += y1;
+        }
+    }
+    y1 + (y2 - y1) * (t - p1.t) as f64 / (p2.t - p1.t) as f64
+}
+
+/// Go's `sort.Search(n, f)`.
+fn go_search(n: usize, f: impl Fn(usize) -> bool) -> usize {
+    let (mut i, mut j) = (0, n);
+    while i < j {
+        let h = (i + j) / 2;
+        if !f(h) {
+            i = h + 1;
+        } else {
+            j = h;
+        }
+    }
+    i
+}
+
+/// The boundary values of an anchored/smoothed window (upstream `pickOrInterpolateLeft/Right`), or `None`
+/// when no sample reaches into the range. Returns (left, right, first index, last index).
+fn boundaries(f: &[Sample], start: i64, end: i64, smoothed: bool, is_counter: bool) -> Option<(f64, f64, usize, usize)> {
+    if f.is_empty() {
+        return None;
+    }
+    let mut last = f.len() - 1;
+    let first = go_search(last, |i| f[i].t > start).saturating_sub(1);
+    if smoothed {
+        last = go_search(last, |i| f[i].t >= end);
+    }
+    if f[last].t <= start {
+        return None;
+    }
+    let left = if smoothed && f[first].t < start {
+        interpolate(f[first], f[first + 1], start, is_counter, true)
+    } else {
+        f[first].v
+    };
+    let right = if smoothed && last > 0 && f[last].t > end {
+        interpolate(f[last - 1], f[last], end, is_counter, false)
+    } else {
+        f[last].v
+    };
+    Some((left, right, first, last))
+}
+
+/// Upstream `extendedRate`: rate/increase/delta over an anchored or smoothed range.
+fn extended_rate(f: &[Sample], start: i64, end: i64, range_ms: i64, smoothed: bool, is_counter: bool, is_rate: bool) -> Option<f64> {
+    let (left, right, mut first, mut last) = boundaries(f, start, end, smoothed, is_counter)?;
+    let mut r = right - left;
+    if is_counter {
+        if f[first].t <= start {
+            first += 1;
+        }
+        if f[last].t >= end {
+            last = last.wrapping_sub(1);
+        }
+        let inner: &[Sample] = if last != usize::MAX && first <= last { &f[first..=last] } else { &[] };
+        // Upstream `correctForCounterResets`.
+        let mut prev = left;
+        for p in inner {
+            if p.v < prev {
+                r += prev;
+            }
+            prev = p.v;
+        }
+        if right < prev {
+            r += prev;
+        }
+    }
+    if is_rate {
+        r /= range_ms as f64 / 1000.0;
+    }
+    Some(r)
+}
+
+/// Upstream `extendFloats`: the window's samples with synthetic points at both boundaries.
+pub fn extend_floats(f: &[Sample], start: i64, end: i64, smoothed: bool) -> Vec<Sample> {
+    let Some((left, right, mut first, mut last)) = boundaries(f, start, end, smoothed, false) else {
+        return Vec::new();
+    };
+    if f[first].t <= start {
+        first += 1;
+    }
+    if f[last].t >= end {
+        last = last.wrapping_sub(1);
+    }
+    let mut out = Vec::with_capacity(f.len() + 2);
+    out.push(Sample::new(start, left));
+    if last != usize::MAX && first <= last {
+        out.extend_from_slice(&f[first..=last]);
+    }
+    out.push(Sample::new(end, right));
+    out
+}
+
+/// `rate`/`increase`/`delta`/`changes`/`resets` over `x[d] anchored` or `x[d] smoothed` (Prometheus 3
+/// extended range selectors). Samples are loaded one lookback delta before each window (and after it for
+/// `smoothed`), so that the boundary values can be picked or interpolated.
+fn eval_extended_range_function(
+    ctx: &QueryCtx<'_>,
+    c: &Call,
+    ms: &crate::parser::MatrixSelector,
+    grid: &Grid,
+) -> Result<Val, EngineError> {
+    let name = c.func.name;
+    let smoothed = ms.vs.smoothed;
+    if smoothed && !matches!(name, "rate" | "increase" | "delta") {
+        return Err(EngineError::Execution(format!(
+            "smoothed modifier can only be used with: delta, increase, rate - not with {name}"
+        )));
+    }
+    if !smoothed && !matches!(name, "rate" | "increase" | "delta" | "changes" | "resets") {
+        return Err(EngineError::Execution(format!(
+            "anchored modifier can only be used with: changes, delta, increase, rate, resets - not with {name}"
+        )));
+    }
+    let vs = &ms.vs;
+    let range = ms.range_ms;
+    let lb = ctx.lookback_ms;
+    let ahead = if smoothed { lb } else { 0 };
+    let eff = super::eval::effective_times_pub(ctx, vs.at, vs.original_offset_ms, grid);
+    let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
+    let hints = tessera_model::SelectHints { range_ms: range, step_ms: grid.step, ..Default::default() };
+    let n = grid.n;
+    let k = range_kernel(name).expect("checked above");
+    let is_counter = matches!(name, "rate" | "increase");
+    let mut out = super::eval::select_map(ctx, vs, lo - range - lb + 1, hi + ahead, hints, |labels, samples| {
+        let samples: Vec<Sample> = samples.iter().copied().filter(|s| !tessera_model::is_stale_nan(s.v)).collect();
+        let mut vals = vec![None; n];
+        let mut any = false;
+        let ext_eff: Vec<i64> = eff.iter().map(|e| e + ahead).collect();
+        for_each_window(&samples, &ext_eff, range + lb + ahead, |w, i| {
+            let (start, end) = (eff[i] - range, eff[i]);
+            if w.is_empty() || w[0].t > end {
+                return;
+            }
+            let v = match name {
+                "rate" | "increase" | "delta" => extended_rate(w, start, end, range, smoothed, is_counter, name == "rate"),
+                _ => {
+                    let ext = extend_floats(w, start, end, false);
+                    let win = Window { s: &ext, range_start: start, range_end: end, range_ms: range, step_t: grid.t(i), params: &[] };
+                    if ext.is_empty() { None } else { k(&win) }
+                }
+            };
+            if let Some(v) = v {
+                vals[i] = Some(v);
+                any = true;
+            }
+        });
+        any.then(|| Series { labels: labels.clone(), vals, drop_name: true })
+    })?;
+    out.sort_by(|a, b| a.labels.cmp(&b.labels));
+    Ok(Val::Vector(out))
 }
