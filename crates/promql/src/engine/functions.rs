@@ -510,6 +510,7 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
             };
             map_vals(v, true, |x, _| Some(time_part(name, x)))
         }
+        "info" => eval_info(ctx, c, grid),
         "histogram_quantile" => super::aggregate::histogram_quantile(ctx, c, grid),
         "histogram_fraction" => super::aggregate::histogram_fraction(ctx, c, grid),
         "histogram_quantiles" => super::aggregate::histogram_quantiles(ctx, c, grid),
@@ -907,16 +908,13 @@ mod tests {
     }
 }
 
-/// Upstream `interpolate`: the value at `t` on the line through `p1` and `p2`; a counter reset between
-/// them counts from 0 on the left edge and continues past it on the right edge.
-fn interpolate(p1: Sample, p2: Sample, t: i64, is_counter: bool, left_edge: bool) -> f64 {
-    let (mut y1, mut y2) = (p1.v, p2.v);
+/// Upstream `interpolate`: the value at `t` on the line through `p1` and `p2`. A counter reset between
+/// them means the counter restarted from 0 at `p1`, on either edge (what the 3.14 conformance scripts
+/// expect: `extended_vectors.test`, "Smoothed rate interpolation across a counter reset").
+fn interpolate(p1: Sample, p2: Sample, t: i64, is_counter: bool, _left_edge: bool) -> f64 {
+    let (mut y1, y2) = (p1.v, p2.v);
     if is_counter && y2 < y1 {
-        if left_edge {
-            y1 = 0.0;
-        } else {
-            y2 += y1;
-        }
+        y1 = 0.0;
     }
     y1 + (y2 - y1) * (t - p1.t) as f64 / (p2.t - p1.t) as f64
 }
@@ -1070,4 +1068,116 @@ fn eval_extended_range_function(
     })?;
     out.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(Val::Vector(out))
+}
+
+/// The labels that tie a series to its info series (upstream `identifyingLabels` default).
+const IDENTIFYING_LABELS: [&str; 2] = ["instance", "job"];
+
+/// `info(v, [selector])` (experimental; upstream `evaluator.evalInfo`): enriches each series of `v` with
+/// the data labels of the info series (default `target_info`) that share its identifying labels, per step.
+fn eval_info(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
+    let base = eval_vector(ctx, &c.args[0], grid)?;
+    let mut matchers: Vec<tessera_model::Matcher> = match c.args.get(1).map(|e| e.unwrap_parens()) {
+        Some(Expr::VectorSelector(vs)) => vs.matchers.clone(),
+        Some(_) => return Err(EngineError::Execution("info(): the second argument must be a selector".into())),
+        None => vec![],
+    };
+    if !matchers.iter().any(|m| m.name == "__name__") {
+        matchers.push(tessera_model::Matcher::equal("__name__", "target_info"));
+    }
+    let (name_ms, data_ms): (Vec<_>, Vec<_>) = matchers.into_iter().partition(|m| m.name == "__name__");
+    // Info series over the same steps; the value is the sample's timestamp (the latest sample wins).
+    let sel = crate::parser::VectorSelector {
+        name: None,
+        matchers: name_ms.clone(),
+        original_offset_ms: 0,
+        offset_expr: None,
+        at: None,
+        anchored: false,
+        smoothed: false,
+        bypass_empty_matcher_check: true,
+    };
+    let infos = eval_vector_selector(ctx, &sel, grid, true)?;
+    let sig = |l: &Labels| -> (String, String) { (l.get("instance").to_string(), l.get("job").to_string()) };
+    let mut by_sig: std::collections::HashMap<(String, String), Vec<usize>> = std::collections::HashMap::new();
+    for (k, s) in infos.iter().enumerate() {
+        by_sig.entry(sig(&s.labels)).or_default().push(k);
+    }
+    let include: Option<Vec<&str>> = (!data_ms.is_empty()).then(|| data_ms.iter().map(|m| m.name.as_str()).collect());
+    let data_ok_empty = data_ms.iter().all(|m| m.matches(""));
+    let n = grid.n;
+    let mut out: Vec<Series> = Vec::new();
+    for b in base {
+        let name = b.labels.metric_name();
+        if !name.is_empty() && name_ms.iter().all(|m| m.matches(name)) {
+            out.push(b);
+            continue;
+        }
+        let cands: &[usize] = by_sig.get(&sig(&b.labels)).map(|v| v.as_slice()).unwrap_or(&[]);
+        // Per step: the chosen info series per info metric name, then the added labels.
+        let mut per_labels: Vec<(Labels, Vec<Option<f64>>)> = Vec::new();
+        for i in 0..n {
+            let Some(v) = b.vals[i] else { continue };
+            let mut chosen: Vec<(&str, usize, f64)> = Vec::new();
+            for &k in cands {
+                let info = &infos[k];
+                let Some(ts) = info.vals[i] else { continue };
+                if !data_ms.iter().all(|m| m.matches(info.labels.get(&m.name))) {
+                    continue;
+                }
+                let nm = info.labels.metric_name();
+                match chosen.iter_mut().find(|c| c.0 == nm) {
+                    Some(c) if ts > c.2 => *c = (nm, k, ts),
+                    Some(_) => {}
+                    None => chosen.push((nm, k, ts)),
+                }
+            }
+            if chosen.is_empty() && !data_ok_empty {
+                continue;
+            }
+            let mut lb = LabelsBuilder::from_labels(&b.labels);
+            let mut added: Vec<(String, String)> = Vec::new();
+            for &(_, k, _) in &chosen {
+                for l in &infos[k].labels {
+                    if l.name == "__name__" || IDENTIFYING_LABELS.contains(&l.name.as_str()) && include.is_none() {
+                        continue;
+                    }
+                    if let Some(inc) = &include {
+                        if !inc.contains(&l.name.as_str()) {
+                            continue;
+                        }
+                    }
+                    if b.labels.has(&l.name) {
+                        continue;
+                    }
+                    if let Some(prev) = added.iter().find(|(n, _)| *n == l.name) {
+                        if prev.1 != l.value {
+                            return Err(EngineError::Execution(format!(
+                                "conflicting label: {} has values {:?} and {:?} in different info metrics",
+                                l.name, prev.1, l.value
+                            )));
+                        }
+                        continue;
+                    }
+                    added.push((l.name.clone(), l.value.clone()));
+                }
+            }
+            for (nme, val) in added {
+                lb.set(nme, val);
+            }
+            let labels = lb.build();
+            match per_labels.iter_mut().find(|(l, _)| *l == labels) {
+                Some((_, vals)) => vals[i] = Some(v),
+                None => {
+                    let mut vals = vec![None; n];
+                    vals[i] = Some(v);
+                    per_labels.push((labels, vals));
+                }
+            }
+        }
+        for (labels, vals) in per_labels {
+            out.push(Series { labels, vals, drop_name: b.drop_name });
+        }
+    }
+    Ok(Val::Vector(merge_same_labels(out)?))
 }
