@@ -65,8 +65,14 @@ pub(crate) struct Shard {
     opts: Options,
     metrics: Arc<Metrics>,
     writer: Mutex<Writer>,
+    /// Serialises head cuts (inline ones and the background thread's).
+    cut_lock: Mutex<()>,
     pub state: RwLock<State>,
 }
+
+/// Closed head chunks above this many bytes trigger an early ("memory pressure") cut of the oldest data,
+/// up to the head's appendable minimum, so a fast stream cannot make the head grow to 1.5 block ranges.
+const HEAD_CHUNK_BYTES_SOFT_LIMIT: u64 = 48 << 20;
 
 type IdMap<V> = HashMap<u32, V, std::hash::BuildHasherDefault<IdHasher>>;
 
@@ -104,6 +110,7 @@ impl Shard {
             opts,
             metrics,
             writer: Mutex::new(Writer { wal: Some(wal), poisoned: None, buf: Vec::new(), seg_maxt, next_ref, verdicts: Vec::new() }),
+            cut_lock: Mutex::new(()),
             state: RwLock::new(State { head, blocks }),
         };
         shard.update_gauges();
@@ -281,72 +288,96 @@ impl Shard {
         self.metrics.out_of_order_samples_appended.fetch_add(ooo, Relaxed);
         self.metrics.series_created.fetch_add(new_series.len() as u64, Relaxed);
 
-        // Bound memory: cut inline when no background thread does it, or when it falls behind.
-        let (span, compactable) = self.head_span();
-        if compactable && (!self.opts.background || span > 2 * self.opts.block_range_ms) {
-            self.cut_locked(w, false)?;
-        }
+        // Cut inline as soon as the head is compactable (Prometheus' `Head.compactable`) or holds too many
+        // chunk bytes, so memory stays bounded however fast data arrives; the cut itself runs without the
+        // writer lock, so other commits of this shard proceed meanwhile.
+        drop(wg);
+        self.cut_if_due()?;
         Ok(report)
     }
 
-    /// (max − min of the head, whether it is compactable: Prometheus' `Head.compactable`).
-    fn head_span(&self) -> (i64, bool) {
+    /// Whether the head should be cut now: `Some(true)` for a regular cut (it spans more than 1.5 block
+    /// ranges), `Some(false)` for a memory-pressure cut, `None` when nothing is due.
+    fn cut_due(&self) -> Option<bool> {
         let st = self.state.read();
         let h = &st.head;
         if h.max_t == i64::MIN || h.min_t == i64::MAX {
-            return (0, false);
+            return None;
         }
-        let span = h.max_t.saturating_sub(h.min_t);
-        (span, span > self.opts.block_range_ms / 2 * 3)
+        let range = self.opts.block_range_ms;
+        if h.max_t.saturating_sub(h.min_t) > range / 2 * 3 {
+            return Some(true);
+        }
+        if h.chunk_bytes > HEAD_CHUNK_BYTES_SOFT_LIMIT && h.appendable_min_valid().saturating_sub(h.min_t) >= range / 16 {
+            return Some(false);
+        }
+        None
     }
 
     /// Cuts the head into blocks when due (`force`: cut everything, leaving the head empty).
     pub(crate) fn cut(&self, force: bool) -> Result<()> {
-        let mut w = self.writer.lock();
-        if w.wal.is_none() {
+        let _c = self.cut_lock.lock();
+        if self.writer.lock().wal.is_none() {
             return Err(Error::Closed);
         }
-        self.cut_locked(&mut w, force)
-    }
-
-    pub(crate) fn cut_if_due(&self) -> Result<()> {
-        if self.head_span().1 { self.cut(false) } else { Ok(()) }
-    }
-
-    fn cut_locked(&self, w: &mut Writer, force: bool) -> Result<()> {
-        let range = self.opts.block_range_ms;
         let mut cut_any = false;
+        let range = self.opts.block_range_ms;
         loop {
-            let (min_t, max_t, min_valid) = {
-                let st = self.state.read();
-                (st.head.min_t, st.head.max_t, st.head.min_valid_t)
+            let due = if force { Some(true) } else { self.cut_due() };
+            let Some(regular) = due else { break };
+            // Fix the window and raise the head's minimum valid time to its end while holding the writer
+            // lock: no commit is in flight, and none can add data below the window's end afterwards.
+            let (w_start, w_end) = {
+                let _w = self.writer.lock();
+                let mut st = self.state.write();
+                let h = &mut st.head;
+                if h.min_t == i64::MAX || h.max_t == i64::MIN {
+                    break;
+                }
+                let aligned = h.min_t.div_euclid(range) * range;
+                let w_start = aligned.max(h.min_valid_t.min(h.min_t));
+                let mut w_end = aligned + range;
+                if force && w_end > h.max_t {
+                    // The final window of a flush ends right after the newest sample, so writing resumes.
+                    w_end = h.max_t + 1;
+                } else if !force && !regular {
+                    // Memory pressure: cut up to where appends may still land, at a chunk boundary.
+                    w_end = w_end.min(h.appendable_min_valid());
+                    w_end = h.chunk_boundary_at_or_before(w_end);
+                    if w_end <= w_start {
+                        break;
+                    }
+                }
+                h.min_valid_t = h.min_valid_t.max(w_end);
+                h.close_open_chunks_before(w_end);
+                (w_start, w_end)
             };
-            if min_t == i64::MAX || max_t == i64::MIN {
-                break;
-            }
-            let due = max_t.saturating_sub(min_t) > range / 2 * 3;
-            if !due && !force {
-                break;
-            }
-            let aligned = min_t.div_euclid(range) * range;
-            let w_start = aligned.max(min_valid);
-            let mut w_end = aligned + range;
-            if force && w_end > max_t {
-                // The final window of a flush ends right after the newest sample, so writing can resume.
-                w_end = max_t + 1;
-            }
             self.cut_window(w_start, w_end)?;
             cut_any = true;
         }
         if cut_any {
-            self.truncate_wal(w);
+            let mut w = self.writer.lock();
+            self.truncate_wal(&mut w);
         }
         Ok(())
     }
 
+    /// Cuts if due, unless another thread is cutting this shard right now (then it will see the need).
+    pub(crate) fn cut_if_due(&self) -> Result<()> {
+        if self.cut_due().is_none() {
+            return Ok(());
+        }
+        match self.cut_lock.try_lock() {
+            Some(g) => {
+                drop(g);
+                self.cut(false)
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Writes the head's data in `[w_start, w_end)` as a block and drops it from the head.
     fn cut_window(&self, w_start: i64, w_end: i64) -> Result<()> {
-        self.state.write().head.close_open_chunks_before(w_end);
         let mut series: Vec<(Labels, Vec<ChunkRef>)> = Vec::new();
         {
             let st = self.state.read();

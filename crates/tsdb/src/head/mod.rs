@@ -257,6 +257,8 @@ pub(crate) struct Head {
     pub tombstones: HashMap<u32, Vec<(i64, i64)>>,
     pub num_samples: u64,
     pub num_chunks: u64,
+    /// Bytes of closed chunks held (the bulk of the head's memory).
+    pub chunk_bytes: u64,
 }
 
 impl Head {
@@ -273,6 +275,7 @@ impl Head {
             tombstones: HashMap::new(),
             num_samples: 0,
             num_chunks: 0,
+            chunk_bytes: 0,
         }
     }
 
@@ -334,7 +337,15 @@ impl Head {
         let range = self.chunk_range;
         let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return false };
         let created = match verdict {
-            Verdict::InOrder => ms.append(s.t, s.v, range),
+            Verdict::InOrder => {
+                let before = ms.chunks.len();
+                let c = ms.append(s.t, s.v, range);
+                if ms.chunks.len() != before {
+                    let n = ms.chunks.last().map_or(0, |c| c.data.len() as u64);
+                    self.chunk_bytes += n;
+                }
+                c
+            }
             Verdict::OutOfOrder => {
                 if !ms.insert_ooo(s) {
                     return false;
@@ -368,11 +379,33 @@ impl Head {
 
     /// Closes open chunks whose last sample is before `t` (they are complete for a cut at `t`).
     pub(crate) fn close_open_chunks_before(&mut self, t: i64) {
+        let mut added = 0u64;
         for s in self.series.iter_mut().flatten() {
             if s.open_n > 0 && s.last_t < t {
                 s.close_open();
+                added += s.chunks.last().map_or(0, |c| c.data.len() as u64);
             }
         }
+        self.chunk_bytes += added;
+    }
+
+    /// The largest time `<= t` that no chunk straddles (every chunk ends before it or starts at/after it),
+    /// so the head can be cut there by moving whole chunks.
+    pub(crate) fn chunk_boundary_at_or_before(&self, mut t: i64) -> i64 {
+        for s in self.series.iter().flatten() {
+            for c in s.chunks.iter().rev() {
+                if c.maxt < t {
+                    break;
+                }
+                if c.mint < t {
+                    t = c.mint;
+                }
+            }
+            if s.open_n > 0 && s.open_mint < t && s.last_t >= t {
+                t = s.open_mint;
+            }
+        }
+        t
     }
 
     /// Drops every chunk and out-of-order sample before `t` (they are in a block now), raises the minimum
@@ -383,6 +416,7 @@ impl Head {
         let mut removed = Vec::new();
         let mut samples_dropped = 0u64;
         let mut chunks_dropped = 0u64;
+        let mut bytes_dropped = 0u64;
         let mut min_t = i64::MAX;
         for (i, slot) in self.series.iter_mut().enumerate() {
             let Some(s) = slot.as_deref_mut() else { continue };
@@ -390,6 +424,7 @@ impl Head {
             if k > 0 {
                 for c in &s.chunks[..k] {
                     samples_dropped += u16::from_be_bytes([c.data[0], c.data[1]]) as u64;
+                    bytes_dropped += c.data.len() as u64;
                 }
                 chunks_dropped += k as u64;
                 s.chunks.drain(..k);
@@ -430,6 +465,7 @@ impl Head {
         self.tombstones.retain(|_, v| !v.is_empty());
         self.num_samples = self.num_samples.saturating_sub(samples_dropped);
         self.num_chunks = self.num_chunks.saturating_sub(chunks_dropped);
+        self.chunk_bytes = self.chunk_bytes.saturating_sub(bytes_dropped);
         self.min_t = min_t;
         if self.min_t == i64::MAX {
             self.max_t = self.max_t.max(i64::MIN);
