@@ -123,6 +123,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     for h in 0..HOSTS {
         per_shard[host_labels(h).shard(shards)].push(h);
     }
+    // Peak anonymous vs file-backed (mmap'd blocks) resident memory, sampled every 20 ms.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let (mut anon, mut file) = (0u64, 0u64);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                anon = anon.max(proc_status_kib("RssAnon:"));
+                file = file.max(proc_status_kib("RssFile:"));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (anon, file)
+        })
+    };
     let t0 = Instant::now();
     std::thread::scope(|s| -> anyhow::Result<()> {
         let mut hs = Vec::new();
@@ -202,6 +216,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     times.sort();
     let median = times[2];
     let hwm_kib = vm_hwm_kib();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (anon_kib, file_kib) = sampler.join().map_err(|_| anyhow::anyhow!("sampler panicked"))?;
 
     println!("command:            {}", cmdline.join(" "));
     println!("points:             {total_points}");
@@ -217,7 +233,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         total_points as f64 / with_flush.as_secs_f64()
     );
     println!("+compaction:        {:.2} s", with_compact.as_secs_f64());
-    println!("peak RSS (VmHWM):   {:.1} MiB", hwm_kib as f64 / 1024.0);
+    println!(
+        "peak RSS (VmHWM):   {:.1} MiB (sampled peaks: anonymous {:.1} MiB, file-backed/mmap {:.1} MiB)",
+        hwm_kib as f64 / 1024.0,
+        anon_kib as f64 / 1024.0,
+        file_kib as f64 / 1024.0
+    );
     println!(
         "disk:               {} bytes = {:.3} bytes/point ({} blocks, WAL {} bytes)",
         disk,
