@@ -19,7 +19,8 @@
 //! directory) when the database opens, before blocks are loaded.
 
 use crate::block::meta::sync_dir;
-use crate::block::{is_block_id, write_block_with, Block, BlockMeta, ChunkMeta, CompactionMeta, WriteOptions};
+use crate::block::writer::BlockWriter;
+use crate::block::{is_block_id, Block, BlockMeta, ChunkMeta, CompactionMeta, WriteOptions};
 use crate::index::SeriesRef;
 use crate::tombstones::{Interval, Tombstones};
 use crate::Error;
@@ -31,6 +32,10 @@ use tessera_model::{ChunkEncoding, ChunkRef, Labels, Sample};
 
 /// Chunks re-encoded by compaction hold at most this many samples (Prometheus' head cuts at 120 too).
 pub const MAX_SAMPLES_PER_CHUNK: usize = 120;
+
+/// After reading this many chunk bytes from the inputs, compaction drops the inputs' mapped pages from the
+/// resident set (`Block::release_resident_pages`), so RSS stays bounded however large the inputs are.
+const RELEASE_RESIDENT_EVERY_BYTES: usize = 32 << 20;
 
 /// `steps` ranges starting at `min_ms`, each `factor` times the previous (Prometheus'
 /// `ExponentialBlockRanges`).
@@ -173,6 +178,10 @@ fn split_by_range<'a>(ds: &[&'a BlockMeta], tr: i64) -> Vec<Vec<&'a BlockMeta>> 
 /// union of the inputs' sources, parents = the inputs' ids. The inputs are not touched; the caller deletes
 /// them (with [`delete_block_dir`]) once the new block is open. A chunk that fails its checksum aborts
 /// the compaction with that corruption error (the inputs stay as they are).
+///
+/// Each input's tombstones are read once, when the compaction starts: deletions added to an input while
+/// it is being compacted would not reach the output, so callers serialise `Block::delete` with the
+/// compaction of the same blocks (or re-apply them to the new block).
 pub fn compact(blocks: &[Arc<Block>], parent_dir: &Path) -> Result<Option<BlockMeta>, Error> {
     compact_with(blocks, parent_dir, &WriteOptions::default())
 }
@@ -196,8 +205,14 @@ pub fn compact_with(blocks: &[Arc<Block>], parent_dir: &Path, opts: &WriteOption
     for b in blocks {
         cursors.push(Cursor::new(b.clone())?);
     }
-    let merger = Merger { cursors, scratch: Vec::new(), failed: false };
-    write_block_with(parent_dir, mint, maxt, merger, compaction, opts)
+    let mut w = BlockWriter::new(parent_dir, mint, maxt, opts)?;
+    match merge_into(&mut cursors, &mut w) {
+        Ok(()) => w.finish(compaction),
+        Err(e) => {
+            w.abort();
+            Err(e)
+        }
+    }
 }
 
 /// One input block's position in its label-ordered series.
@@ -225,9 +240,13 @@ impl Cursor {
         }
         let r = self.next_ref;
         self.next_ref += 1;
-        let mut metas = Vec::new();
+        // Reuse the previous series' chunk-meta vector.
+        let (prev, mut metas) = match self.cur.take() {
+            Some((l, _, m)) => (Some(l), m),
+            None => (None, Vec::new()),
+        };
         let labels = self.block.index().series_into(r, &mut metas)?;
-        if let Some((prev, _, _)) = &self.cur
+        if let Some(prev) = &prev
             && labels <= *prev
         {
             return Err(Error::corruption(self.block.index().file(), 0, format!("series {r} out of label order")));
@@ -237,123 +256,109 @@ impl Cursor {
     }
 }
 
-/// A chunk of one input with the deleted intervals that apply to it.
-struct Input {
-    chunk: ChunkRef,
-    deleted: Vec<Interval>,
-    /// Position of the input block in `blocks`: lower wins on equal timestamps.
+/// A chunk meta of one input; `prio` is the input block's position in `blocks` (lower wins on equal
+/// timestamps).
+#[derive(Clone, Copy)]
+struct MetaInput {
+    meta: ChunkMeta,
     prio: usize,
 }
 
-struct Merger {
-    cursors: Vec<Cursor>,
-    scratch: Vec<Input>,
-    failed: bool,
-}
-
-impl Merger {
-    fn next_series(&mut self) -> Result<Option<(Labels, Vec<ChunkRef>)>, Error> {
-        loop {
-            let mut min: Option<&Labels> = None;
-            for c in &self.cursors {
-                if let Some((l, _, _)) = &c.cur
-                    && min.is_none_or(|m| l < m)
-                {
-                    min = Some(l);
-                }
-            }
-            let Some(min) = min.cloned() else { return Ok(None) };
-            self.scratch.clear();
-            for (prio, c) in self.cursors.iter_mut().enumerate() {
-                let Some((l, r, metas)) = &c.cur else { continue };
-                if *l != min {
-                    continue;
-                }
-                let deleted = c.tombstones.get(*r);
-                for m in metas {
-                    // A chunk entirely inside one deleted interval is dropped unread.
-                    if deleted.iter().any(|iv| iv.mint_ms <= m.mint_ms && m.maxt_ms <= iv.maxt_ms) {
-                        continue;
-                    }
-                    let chunk = c.block.chunk(m)?;
-                    let deleted = deleted.iter().filter(|iv| iv.overlaps(m.mint_ms, m.maxt_ms)).copied().collect();
-                    self.scratch.push(Input { chunk, deleted, prio });
-                }
-                c.advance()?;
-            }
-            let chunks = merge_chunks(std::mem::take(&mut self.scratch))?;
-            if !chunks.is_empty() {
-                return Ok(Some((min, chunks)));
+/// The k-way merge: series by series in label order, chunk cluster by chunk cluster, straight into the
+/// writer. Memory per series is one `ChunkMeta` per input chunk plus one cluster's samples.
+fn merge_into(cursors: &mut [Cursor], w: &mut BlockWriter) -> Result<(), Error> {
+    let mut read_bytes = 0usize;
+    let mut inputs: Vec<MetaInput> = Vec::new();
+    let mut deleted: Vec<Vec<Interval>> = vec![Vec::new(); cursors.len()];
+    loop {
+        let mut min: Option<&Labels> = None;
+        for c in cursors.iter() {
+            if let Some((l, _, _)) = &c.cur
+                && min.is_none_or(|m| l < m)
+            {
+                min = Some(l);
             }
         }
+        let Some(min) = min.cloned() else { return Ok(()) };
+        inputs.clear();
+        for (prio, c) in cursors.iter_mut().enumerate() {
+            deleted[prio].clear();
+            let Some((l, r, metas)) = &c.cur else { continue };
+            if *l != min {
+                continue;
+            }
+            deleted[prio].extend_from_slice(c.tombstones.get(*r));
+            for m in metas {
+                // A chunk entirely inside one deleted interval is dropped unread.
+                if !deleted[prio].iter().any(|iv| iv.mint_ms <= m.mint_ms && m.maxt_ms <= iv.maxt_ms) {
+                    inputs.push(MetaInput { meta: *m, prio });
+                }
+            }
+            c.advance()?;
+        }
+        inputs.sort_by(|a, b| a.meta.mint_ms.cmp(&b.meta.mint_ms).then(a.prio.cmp(&b.prio)));
+        w.start_series(min)?;
+        let mut i = 0;
+        while i < inputs.len() {
+            // The cluster of chunks that overlap (transitively) the one at i.
+            let mut j = i + 1;
+            let mut cmax = inputs[i].meta.maxt_ms;
+            while j < inputs.len() && inputs[j].meta.mint_ms <= cmax {
+                cmax = cmax.max(inputs[j].meta.maxt_ms);
+                j += 1;
+            }
+            let mut chunks = Vec::with_capacity(j - i);
+            for x in &inputs[i..j] {
+                let c = cursors[x.prio].block.chunk(&x.meta)?;
+                read_bytes += c.data.len();
+                let dels: Vec<Interval> =
+                    deleted[x.prio].iter().filter(|iv| iv.overlaps(x.meta.mint_ms, x.meta.maxt_ms)).copied().collect();
+                chunks.push((c, dels, x.prio));
+            }
+            for c in merge_cluster(chunks)? {
+                w.add_chunk(&c)?;
+            }
+            if read_bytes >= RELEASE_RESIDENT_EVERY_BYTES {
+                read_bytes = 0;
+                cursors.iter().for_each(|c| c.block.release_resident_pages());
+            }
+            i = j;
+        }
+        w.end_series()?;
     }
 }
 
-impl Iterator for Merger {
-    type Item = Result<(Labels, Vec<ChunkRef>), Error>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
-        }
-        match self.next_series() {
-            Ok(Some(s)) => Some(Ok(s)),
-            Ok(None) => None,
-            Err(e) => {
-                self.failed = true;
-                Some(Err(e))
-            }
-        }
+/// Turns one cluster of (transitively) overlapping chunks of a series — each with the deleted intervals
+/// that touch it and its block's priority — into sorted, non-overlapping chunks with deletions applied.
+/// A lone chunk without deletions is passed through untouched (its bytes are copied, not re-encoded).
+fn merge_cluster(cluster: Vec<(ChunkRef, Vec<Interval>, usize)>) -> Result<Vec<ChunkRef>, Error> {
+    let untouched = cluster.len() == 1 && cluster[0].1.is_empty();
+    let decodable = cluster.iter().all(|(c, _, _)| c.encoding == ChunkEncoding::Xor);
+    if untouched || !decodable {
+        // Non-XOR chunks (native histograms) cannot be merged yet: they are kept as they are.
+        return Ok(cluster.into_iter().map(|(c, _, _)| c).collect());
     }
-}
-
-/// Merges one series' chunks from several blocks into sorted, non-overlapping chunks with deletions
-/// applied. Chunks that overlap nothing and have no deletion are passed through untouched.
-fn merge_chunks(mut inputs: Vec<Input>) -> Result<Vec<ChunkRef>, Error> {
-    inputs.sort_by(|a, b| a.chunk.mint_ms.cmp(&b.chunk.mint_ms).then(a.prio.cmp(&b.prio)));
-    let mut out = Vec::with_capacity(inputs.len());
-    let mut i = 0;
-    while i < inputs.len() {
-        // The cluster of chunks that overlap (transitively) the one at i.
-        let mut j = i + 1;
-        let mut cmax = inputs[i].chunk.maxt_ms;
-        while j < inputs.len() && inputs[j].chunk.mint_ms <= cmax {
-            cmax = cmax.max(inputs[j].chunk.maxt_ms);
-            j += 1;
-        }
-        let cluster = &inputs[i..j];
-        let untouched = cluster.len() == 1 && cluster[0].deleted.is_empty();
-        let decodable = cluster.iter().all(|c| c.chunk.encoding == ChunkEncoding::Xor);
-        if untouched || !decodable {
-            // Non-XOR chunks (native histograms) cannot be merged yet: they are kept as they are.
-            out.extend(cluster.iter().map(|c| c.chunk.clone()));
-        } else {
-            let mut samples: Vec<(Sample, usize)> = Vec::new();
-            let mut buf = Vec::new();
-            for c in cluster {
-                buf.clear();
-                tessera_encoding::decode_xor_into(&c.chunk.data, &mut buf).map_err(|e| {
-                    Error::Other(format!("compaction: undecodable chunk [{}, {}]: {e}", c.chunk.mint_ms, c.chunk.maxt_ms))
-                })?;
-                let deleted = |t: i64| c.deleted.iter().any(|iv| iv.contains(t));
-                samples.extend(buf.iter().filter(|s| !deleted(s.t)).map(|s| (*s, c.prio)));
-            }
-            // Stable sort by (t, prio): the first of equal timestamps comes from the highest-priority block.
-            samples.sort_by(|a, b| a.0.t.cmp(&b.0.t).then(a.1.cmp(&b.1)));
-            samples.dedup_by(|later, first| later.0.t == first.0.t);
-            let merged: Vec<Sample> = samples.into_iter().map(|(s, _)| s).collect();
-            for part in merged.chunks(MAX_SAMPLES_PER_CHUNK) {
-                out.push(ChunkRef {
-                    mint_ms: part[0].t,
-                    maxt_ms: part[part.len() - 1].t,
-                    encoding: ChunkEncoding::Xor,
-                    data: Bytes::from(tessera_encoding::encode_xor(part)),
-                });
-            }
-        }
-        i = j;
+    let mut samples: Vec<(Sample, usize)> = Vec::new();
+    let mut buf = Vec::new();
+    for (c, dels, prio) in &cluster {
+        buf.clear();
+        tessera_encoding::decode_xor_into(&c.data, &mut buf)
+            .map_err(|e| Error::Other(format!("compaction: undecodable chunk [{}, {}]: {e}", c.mint_ms, c.maxt_ms)))?;
+        samples.extend(buf.iter().filter(|s| !dels.iter().any(|iv| iv.contains(s.t))).map(|s| (*s, *prio)));
     }
-    Ok(out)
+    // Sort by (t, prio): the first of equal timestamps comes from the highest-priority block.
+    samples.sort_by(|a, b| a.0.t.cmp(&b.0.t).then(a.1.cmp(&b.1)));
+    samples.dedup_by(|later, first| later.0.t == first.0.t);
+    let merged: Vec<Sample> = samples.into_iter().map(|(s, _)| s).collect();
+    Ok(merged
+        .chunks(MAX_SAMPLES_PER_CHUNK)
+        .map(|part| ChunkRef {
+            mint_ms: part[0].t,
+            maxt_ms: part[part.len() - 1].t,
+            encoding: ChunkEncoding::Xor,
+            data: Bytes::from(tessera_encoding::encode_xor(part)),
+        })
+        .collect())
 }
 
 /// Deletes a block directory so that a crash midway leaves nothing that looks like a block: the

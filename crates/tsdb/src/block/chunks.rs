@@ -8,7 +8,7 @@
 //! names the segment file and the record's offset.
 
 use super::bin::{crc32c, put_uvarint, Dec};
-use super::mmap::map_file;
+use super::mmap::{map_file, Mapped};
 use crate::Error;
 use bytes::Bytes;
 use std::fs::File;
@@ -112,6 +112,7 @@ impl ChunkWriter {
 /// The mapped segments of one block, indexed by sequence number − 1.
 pub(crate) struct ChunkReader {
     segments: Vec<(Bytes, String)>,
+    maps: Vec<Mapped>,
 }
 
 impl ChunkReader {
@@ -133,13 +134,15 @@ impl ChunkReader {
         }
         seqs.sort_unstable();
         let mut segments = Vec::with_capacity(seqs.len());
+        let mut maps = Vec::with_capacity(seqs.len());
         for (i, &seq) in seqs.iter().enumerate() {
             let path = dir.join(segment_name(seq));
             let file = path.display().to_string();
             if seq as usize != i + 1 {
                 return Err(Error::corruption(&file, 0, format!("segment sequence gap: expected {}", i + 1)));
             }
-            let data = map_file(&path)?;
+            let mapped = map_file(&path)?;
+            let data = mapped.bytes.clone();
             let mut d = Dec::new(&data, 0, &file);
             let magic = d.u32()?;
             if magic != SEGMENT_MAGIC {
@@ -153,8 +156,14 @@ impl ChunkReader {
                 return Err(Error::corruption(&file, 5, "segment header padding is not zero"));
             }
             segments.push((data, file));
+            maps.push(mapped);
         }
-        Ok(Self { segments })
+        Ok(Self { segments, maps })
+    }
+
+    /// See [`Mapped::release_resident`].
+    pub(crate) fn release_resident(&self) {
+        self.maps.iter().for_each(Mapped::release_resident);
     }
 
     pub(crate) fn size_bytes(&self) -> u64 {

@@ -10,7 +10,7 @@
 //! read. Any failure is an [`Error::Corruption`] naming the file and the byte offset.
 
 use super::bin::{crc32c, put_u32, put_u64, put_uvarint, put_varint, Dec};
-use super::mmap::map_file;
+use super::mmap::{map_file, Mapped};
 use crate::index::{IndexReader, IndexResult, SeriesRef};
 use crate::Error;
 use bytes::Bytes;
@@ -37,6 +37,45 @@ pub struct ChunkMeta {
     pub chunk_ref: u64,
 }
 
+/// Encodes one series' chunk metas incrementally, in the layout of a series entry (see
+/// docs/format/index.md): the first as (mint, span, ref), the others as deltas from the previous one.
+#[derive(Default)]
+pub(crate) struct ChunkMetaEncoder {
+    buf: Vec<u8>,
+    count: u32,
+    prev: Option<ChunkMeta>,
+}
+
+impl ChunkMetaEncoder {
+    pub(crate) fn clear(&mut self) {
+        self.buf.clear();
+        self.count = 0;
+        self.prev = None;
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub(crate) fn push(&mut self, c: ChunkMeta) {
+        let body = &mut self.buf;
+        match self.prev {
+            None => {
+                put_varint(body, c.mint_ms);
+                put_uvarint(body, c.maxt_ms.wrapping_sub(c.mint_ms) as u64);
+                put_uvarint(body, c.chunk_ref);
+            }
+            Some(p) => {
+                put_varint(body, c.mint_ms.wrapping_sub(p.maxt_ms));
+                put_uvarint(body, c.maxt_ms.wrapping_sub(c.mint_ms) as u64);
+                put_varint(body, c.chunk_ref.wrapping_sub(p.chunk_ref) as i64);
+            }
+        }
+        self.count += 1;
+        self.prev = Some(c);
+    }
+}
+
 /// Writes an index from series given in label order. Collects everything in memory first (symbols must be
 /// known before the series that refer to them), interning strings so each series costs 8 bytes per label.
 pub(crate) struct IndexBuilder {
@@ -45,8 +84,11 @@ pub(crate) struct IndexBuilder {
     /// Flat (name, value) provisional symbol ids of all series; `label_starts[i]..label_starts[i+1]`.
     label_syms: Vec<(u32, u32)>,
     label_starts: Vec<u32>,
-    chunks: Vec<ChunkMeta>,
-    chunk_starts: Vec<u32>,
+    /// Each series' chunk metas, already encoded as they appear in its entry (a few bytes per chunk
+    /// instead of 24, which matters for blocks holding millions of chunks); `chunk_starts` delimit them.
+    chunk_bytes: Vec<u8>,
+    chunk_starts: Vec<usize>,
+    chunk_counts: Vec<u32>,
     postings: HashMap<(u32, u32), Vec<SeriesRef>>,
 }
 
@@ -57,8 +99,9 @@ impl IndexBuilder {
             syms: Vec::new(),
             label_syms: Vec::new(),
             label_starts: vec![0],
-            chunks: Vec::new(),
+            chunk_bytes: Vec::new(),
             chunk_starts: vec![0],
+            chunk_counts: Vec::new(),
             postings: HashMap::new(),
         }
     }
@@ -77,8 +120,9 @@ impl IndexBuilder {
         id
     }
 
-    /// Adds the next series (the caller guarantees label order).
-    pub(crate) fn add_series(&mut self, labels: &Labels, chunks: &[ChunkMeta]) -> Result<(), Error> {
+    /// Adds the next series (the caller guarantees label order) with its chunk metas encoded by a
+    /// [`ChunkMetaEncoder`].
+    pub(crate) fn add_series(&mut self, labels: &Labels, chunks: &ChunkMetaEncoder) -> Result<(), Error> {
         let r = self.num_series();
         if r >= u32::MAX as usize {
             return Err(Error::Other("too many series for one block".into()));
@@ -90,8 +134,9 @@ impl IndexBuilder {
             self.postings.entry((n, v)).or_default().push(r as SeriesRef);
         }
         self.label_starts.push(self.label_syms.len() as u32);
-        self.chunks.extend_from_slice(chunks);
-        self.chunk_starts.push(self.chunks.len() as u32);
+        self.chunk_bytes.extend_from_slice(&chunks.buf);
+        self.chunk_starts.push(self.chunk_bytes.len());
+        self.chunk_counts.push(chunks.count);
         Ok(())
     }
 
@@ -137,24 +182,8 @@ impl IndexBuilder {
                 put_uvarint(&mut body, u64::from(remap[nm as usize]));
                 put_uvarint(&mut body, u64::from(remap[v as usize]));
             }
-            let chunks = &self.chunks[self.chunk_starts[i] as usize..self.chunk_starts[i + 1] as usize];
-            put_uvarint(&mut body, chunks.len() as u64);
-            let mut prev: Option<&ChunkMeta> = None;
-            for c in chunks {
-                match prev {
-                    None => {
-                        put_varint(&mut body, c.mint_ms);
-                        put_uvarint(&mut body, c.maxt_ms.wrapping_sub(c.mint_ms) as u64);
-                        put_uvarint(&mut body, c.chunk_ref);
-                    }
-                    Some(p) => {
-                        put_varint(&mut body, c.mint_ms.wrapping_sub(p.maxt_ms));
-                        put_uvarint(&mut body, c.maxt_ms.wrapping_sub(c.mint_ms) as u64);
-                        put_varint(&mut body, c.chunk_ref.wrapping_sub(p.chunk_ref) as i64);
-                    }
-                }
-                prev = Some(c);
-            }
+            put_uvarint(&mut body, u64::from(self.chunk_counts[i]));
+            body.extend_from_slice(&self.chunk_bytes[self.chunk_starts[i]..self.chunk_starts[i + 1]]);
             buf.clear();
             put_uvarint(&mut buf, body.len() as u64);
             buf.extend_from_slice(&body);
@@ -249,6 +278,8 @@ struct NameEntry {
 /// A mapped block index. Cheap to share; every method may be called concurrently.
 pub struct BlockIndex {
     data: Bytes,
+    /// The mapping behind `data` when opened from a file (for `release_resident`).
+    mapped: Option<Mapped>,
     file: String,
     /// Absolute offset of each symbol's length prefix.
     symbols: Vec<u64>,
@@ -270,8 +301,10 @@ impl std::fmt::Debug for BlockIndex {
 impl BlockIndex {
     /// Maps and validates the index at `path`.
     pub fn open(path: &Path) -> Result<Self, Error> {
-        let data = map_file(path)?;
-        Self::from_bytes(data, path.display().to_string())
+        let mapped = map_file(path)?;
+        let mut ix = Self::from_bytes(mapped.bytes.clone(), path.display().to_string())?;
+        ix.mapped = Some(mapped);
+        Ok(ix)
     }
 
     /// Validates an index held in memory (the mmap, or any bytes in tests). Never panics.
@@ -374,6 +407,7 @@ impl BlockIndex {
 
         Ok(Self {
             data,
+            mapped: None,
             file,
             symbols,
             series_end: series_table_at,
@@ -383,6 +417,13 @@ impl BlockIndex {
             postings_end: postings_table_at,
             names,
         })
+    }
+
+    /// Drops the index mapping's pages from the resident set (see `Block::release_resident_pages`).
+    pub(crate) fn release_resident(&self) {
+        if let Some(m) = &self.mapped {
+            m.release_resident();
+        }
     }
 
     pub fn num_series(&self) -> u32 {

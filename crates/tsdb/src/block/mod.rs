@@ -122,6 +122,14 @@ impl Block {
         self.size_bytes.load(Ordering::Relaxed)
     }
 
+    /// Lets the kernel drop this block's mapped pages from the process' resident set; they stay in the
+    /// page cache and are faulted back in on the next access, so this never changes what is read. Used by
+    /// compaction while it streams through large inputs; callers may use it after a large scan too.
+    pub fn release_resident_pages(&self) {
+        self.chunks.release_resident();
+        self.index.release_resident();
+    }
+
     /// The labels of series `r` (no chunk is read).
     pub fn series_labels(&self, r: SeriesRef) -> Result<Labels, Error> {
         self.index.series_into(r, &mut Vec::new())

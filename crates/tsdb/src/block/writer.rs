@@ -5,12 +5,12 @@
 //! or a complete one; a leftover `.tmp` directory is removed by `compact::cleanup_after_crash`.
 
 use super::chunks::ChunkWriter;
-use super::index::{ChunkMeta, IndexBuilder};
+use super::index::{ChunkMeta, ChunkMetaEncoder, IndexBuilder};
 use super::meta::{new_block_id, sync_dir, BlockMeta, BlockStats, CompactionMeta, META_VERSION};
 use super::{CHUNKS_DIR, INDEX_FILE, TOMBSTONES_FILE};
 use crate::tombstones::Tombstones;
 use crate::Error;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use tessera_model::{ChunkRef, Labels};
 
 /// Knobs of the block writer (tests shrink the segment size to exercise many segments).
@@ -56,103 +56,189 @@ pub fn write_block_with(
     mint_ms: i64,
     maxt_ms: i64,
     series: impl Iterator<Item = Result<(Labels, Vec<ChunkRef>), Error>>,
-    mut compaction: CompactionMeta,
+    compaction: CompactionMeta,
     opts: &WriteOptions,
 ) -> Result<Option<BlockMeta>, Error> {
-    if mint_ms >= maxt_ms {
-        return Err(Error::Other(format!("block range [{mint_ms}, {maxt_ms}) is empty")));
-    }
-    let id = new_block_id();
-    let tmp = parent_dir.join(format!("{id}.tmp"));
-    let res = write_into(&tmp, &id, mint_ms, maxt_ms, series, opts);
-    let stats = match res {
-        Ok(Some(stats)) => stats,
-        Ok(None) => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Ok(None);
+    let mut w = BlockWriter::new(parent_dir, mint_ms, maxt_ms, opts)?;
+    let res = (|| {
+        for item in series {
+            let (labels, chunks) = item?;
+            w.start_series(labels)?;
+            for c in &chunks {
+                w.add_chunk(c)?;
+            }
+            w.end_series()?;
         }
+        Ok(())
+    })();
+    match res {
+        Ok(()) => w.finish(compaction),
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(e);
+            w.abort();
+            Err(e)
         }
-    };
-    if compaction.sources.is_empty() {
-        compaction.sources.push(id.clone());
     }
-    compaction.sources.sort();
-    compaction.sources.dedup();
-    let meta = BlockMeta { id: id.clone(), mint_ms, maxt_ms, stats, compaction, version: META_VERSION };
-    let finish = || -> Result<(), Error> {
-        meta.write(&tmp)?;
-        sync_dir(&tmp)?;
-        let dst = parent_dir.join(&id);
-        std::fs::rename(&tmp, &dst).map_err(|e| Error::io(&dst, e))?;
-        sync_dir(parent_dir)
-    };
-    if let Err(e) = finish() {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(e);
-    }
-    Ok(Some(meta))
 }
 
-/// Writes chunks, index and tombstones into `tmp`; `None` when there was no series with chunks.
-fn write_into(
-    tmp: &Path,
-    _id: &str,
+/// A block being written, series by series and chunk by chunk, so that a series with millions of chunks
+/// (compaction of long blocks) never has to be held in memory: each chunk goes to its segment as soon as
+/// it is added and its meta is kept encoded (a few bytes). Dropping a writer without [`BlockWriter::finish`]
+/// removes its temporary directory.
+pub(crate) struct BlockWriter {
+    parent: PathBuf,
+    tmp: PathBuf,
+    id: String,
     mint_ms: i64,
     maxt_ms: i64,
-    series: impl Iterator<Item = Result<(Labels, Vec<ChunkRef>), Error>>,
-    opts: &WriteOptions,
-) -> Result<Option<BlockStats>, Error> {
-    let chunks_dir = tmp.join(CHUNKS_DIR);
-    std::fs::create_dir_all(&chunks_dir).map_err(|e| Error::io(&chunks_dir, e))?;
-    let mut cw = ChunkWriter::new(&chunks_dir, opts.max_segment_bytes);
-    let mut ix = IndexBuilder::new();
-    let mut stats = BlockStats::default();
-    let mut prev: Option<Labels> = None;
-    let mut metas = Vec::new();
-    for item in series {
-        let (labels, chunks) = item?;
-        if let Some(p) = &prev
+    cw: Option<ChunkWriter>,
+    ix: IndexBuilder,
+    stats: BlockStats,
+    prev: Option<Labels>,
+    cur: Option<Labels>,
+    cur_chunks: ChunkMetaEncoder,
+    last_mint: i64,
+    done: bool,
+}
+
+impl BlockWriter {
+    pub(crate) fn new(parent_dir: &Path, mint_ms: i64, maxt_ms: i64, opts: &WriteOptions) -> Result<Self, Error> {
+        if mint_ms >= maxt_ms {
+            return Err(Error::Other(format!("block range [{mint_ms}, {maxt_ms}) is empty")));
+        }
+        let id = new_block_id();
+        let tmp = parent_dir.join(format!("{id}.tmp"));
+        let chunks_dir = tmp.join(CHUNKS_DIR);
+        std::fs::create_dir_all(&chunks_dir).map_err(|e| Error::io(&chunks_dir, e))?;
+        let cw = ChunkWriter::new(&chunks_dir, opts.max_segment_bytes);
+        Ok(Self {
+            parent: parent_dir.to_path_buf(),
+            tmp,
+            id,
+            mint_ms,
+            maxt_ms,
+            cw: Some(cw),
+            ix: IndexBuilder::new(),
+            stats: BlockStats::default(),
+            prev: None,
+            cur: None,
+            cur_chunks: ChunkMetaEncoder::default(),
+            last_mint: i64::MIN,
+            done: false,
+        })
+    }
+
+    /// Starts the next series; labels must sort strictly after the previous series'.
+    pub(crate) fn start_series(&mut self, labels: Labels) -> Result<(), Error> {
+        if self.cur.is_some() {
+            return Err(Error::Other("write_block: start_series inside a series".into()));
+        }
+        if let Some(p) = &self.prev
             && labels <= *p
         {
             return Err(Error::Other(format!("write_block: series not strictly sorted: {labels} after {p}")));
         }
-        if chunks.is_empty() {
-            prev = Some(labels);
-            continue;
-        }
-        metas.clear();
-        let mut last_mint = i64::MIN;
-        for c in &chunks {
-            if c.mint_ms < last_mint || c.mint_ms > c.maxt_ms {
-                return Err(Error::Other(format!("write_block: chunks of {labels} unsorted or inverted at [{}, {}]", c.mint_ms, c.maxt_ms)));
-            }
-            if c.mint_ms < mint_ms || c.maxt_ms >= maxt_ms {
-                return Err(Error::Other(format!(
-                    "write_block: chunk [{}, {}] of {labels} outside the block range [{mint_ms}, {maxt_ms})",
-                    c.mint_ms, c.maxt_ms
-                )));
-            }
-            last_mint = c.mint_ms;
-            let r = cw.write(c.encoding, &c.data)?;
-            metas.push(ChunkMeta { mint_ms: c.mint_ms, maxt_ms: c.maxt_ms, chunk_ref: r });
-            stats.num_chunks += 1;
-            stats.num_samples += chunk_samples(&c.data);
-        }
-        ix.add_series(&labels, &metas)?;
-        stats.num_series += 1;
-        prev = Some(labels);
+        self.cur = Some(labels);
+        self.cur_chunks.clear();
+        self.last_mint = i64::MIN;
+        Ok(())
     }
-    cw.finish()?;
-    if stats.num_series == 0 {
-        return Ok(None);
+
+    /// Appends a chunk to the current series (chunks sorted by `mint_ms`, inside the block's range).
+    pub(crate) fn add_chunk(&mut self, c: &ChunkRef) -> Result<(), Error> {
+        let Some(labels) = &self.cur else {
+            return Err(Error::Other("write_block: add_chunk outside a series".into()));
+        };
+        if c.mint_ms < self.last_mint || c.mint_ms > c.maxt_ms {
+            return Err(Error::Other(format!("write_block: chunks of {labels} unsorted or inverted at [{}, {}]", c.mint_ms, c.maxt_ms)));
+        }
+        if c.mint_ms < self.mint_ms || c.maxt_ms >= self.maxt_ms {
+            return Err(Error::Other(format!(
+                "write_block: chunk [{}, {}] of {labels} outside the block range [{}, {})",
+                c.mint_ms, c.maxt_ms, self.mint_ms, self.maxt_ms
+            )));
+        }
+        self.last_mint = c.mint_ms;
+        let cw = self.cw.as_mut().expect("chunk writer lives until finish");
+        let r = cw.write(c.encoding, &c.data)?;
+        self.cur_chunks.push(ChunkMeta { mint_ms: c.mint_ms, maxt_ms: c.maxt_ms, chunk_ref: r });
+        self.stats.num_chunks += 1;
+        self.stats.num_samples += chunk_samples(&c.data);
+        Ok(())
     }
-    ix.write(&tmp.join(INDEX_FILE))?;
-    super::meta::write_file_atomic(tmp, TOMBSTONES_FILE, &Tombstones::new().encode())?;
-    sync_dir(&chunks_dir)?;
-    Ok(Some(stats))
+
+    /// Ends the current series; a series without chunks is left out of the block.
+    pub(crate) fn end_series(&mut self) -> Result<(), Error> {
+        let Some(labels) = self.cur.take() else {
+            return Err(Error::Other("write_block: end_series outside a series".into()));
+        };
+        if !self.cur_chunks.is_empty() {
+            self.ix.add_series(&labels, &self.cur_chunks)?;
+            self.stats.num_series += 1;
+        }
+        self.prev = Some(labels);
+        Ok(())
+    }
+
+    /// Writes index, tombstones and meta, fsyncs and renames the block into place. `None` (and nothing on
+    /// disk) when no series had a chunk.
+    pub(crate) fn finish(mut self, mut compaction: CompactionMeta) -> Result<Option<BlockMeta>, Error> {
+        let res = self.finish_inner(&mut compaction);
+        if !matches!(res, Ok(Some(_))) {
+            self.abort();
+        }
+        self.done = true;
+        res
+    }
+
+    fn finish_inner(&mut self, compaction: &mut CompactionMeta) -> Result<Option<BlockMeta>, Error> {
+        if self.cur.is_some() {
+            return Err(Error::Other("write_block: finish inside a series".into()));
+        }
+        if let Some(cw) = self.cw.take() {
+            cw.finish()?;
+        }
+        if self.stats.num_series == 0 {
+            return Ok(None);
+        }
+        let tmp = self.tmp.clone();
+        std::mem::replace(&mut self.ix, IndexBuilder::new()).write(&tmp.join(INDEX_FILE))?;
+        super::meta::write_file_atomic(&tmp, TOMBSTONES_FILE, &Tombstones::new().encode())?;
+        sync_dir(&tmp.join(CHUNKS_DIR))?;
+        if compaction.sources.is_empty() {
+            compaction.sources.push(self.id.clone());
+        }
+        compaction.sources.sort();
+        compaction.sources.dedup();
+        let meta = BlockMeta {
+            id: self.id.clone(),
+            mint_ms: self.mint_ms,
+            maxt_ms: self.maxt_ms,
+            stats: self.stats.clone(),
+            compaction: std::mem::take(compaction),
+            version: META_VERSION,
+        };
+        meta.write(&tmp)?;
+        sync_dir(&tmp)?;
+        let dst = self.parent.join(&self.id);
+        std::fs::rename(&tmp, &dst).map_err(|e| Error::io(&dst, e))?;
+        sync_dir(&self.parent)?;
+        Ok(Some(meta))
+    }
+
+    /// Gives up: removes the temporary directory.
+    pub(crate) fn abort(&mut self) {
+        self.cw = None;
+        let _ = std::fs::remove_dir_all(&self.tmp);
+        self.done = true;
+    }
+}
+
+impl Drop for BlockWriter {
+    fn drop(&mut self) {
+        if !self.done {
+            self.abort();
+        }
+    }
 }
 
 /// Sample count of an encoded chunk: every Prometheus chunk encoding starts with a big-endian u16 count.
