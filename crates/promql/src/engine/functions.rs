@@ -1085,7 +1085,11 @@ fn eval_info(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineErr
     if !matchers.iter().any(|m| m.name == "__name__") {
         matchers.push(tessera_model::Matcher::equal("__name__", "target_info"));
     }
-    let (name_ms, data_ms): (Vec<_>, Vec<_>) = matchers.into_iter().partition(|m| m.name == "__name__");
+    let (mut name_ms, data_ms): (Vec<_>, Vec<_>) = matchers.into_iter().partition(|m| m.name == "__name__");
+    // Only negative name matchers: info metrics are still only the `*_info` ones.
+    if name_ms.iter().all(|m| m.op.is_negative()) {
+        name_ms.push(tessera_model::Matcher::new(tessera_model::MatchOp::Regex, "__name__", ".+_info").expect("valid regex"));
+    }
     // Info series over the same steps; the value is the sample's timestamp (the latest sample wins).
     let sel = crate::parser::VectorSelector {
         name: None,
