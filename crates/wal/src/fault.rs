@@ -39,10 +39,34 @@ impl FaultFs {
         Self::default()
     }
 
-    /// The shared plan, to arm faults and read counters.
+    /// The shared plan, to arm faults and read counters. Do not hold the guard across WAL calls (or hold
+    /// two at once): the fault file locks the same mutex.
     pub fn plan(&self) -> MutexGuard<'_, FaultPlan> {
         // A poisoned lock only means another test thread panicked; the plan itself is still valid.
         self.plan.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `write_all` calls so far.
+    pub fn writes(&self) -> u64 {
+        self.plan().writes
+    }
+
+    /// `sync` calls so far.
+    pub fn syncs(&self) -> u64 {
+        self.plan().syncs
+    }
+
+    /// Makes the next `write_all` fail after `torn_bytes` of its buffer reached the file.
+    pub fn fail_next_write(&self, torn_bytes: usize) {
+        let mut p = self.plan();
+        p.fail_write_at = Some(p.writes);
+        p.torn_write_bytes = torn_bytes;
+    }
+
+    /// Makes every `sync` from now on fail.
+    pub fn fail_syncs_from_now(&self) {
+        let mut p = self.plan();
+        p.fail_sync_from = Some(p.syncs);
     }
 
     fn injected(what: &str) -> io::Error {
