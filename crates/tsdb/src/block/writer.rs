@@ -248,3 +248,42 @@ pub(crate) fn chunk_samples(data: &[u8]) -> u64 {
         _ => 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_model::ChunkEncoding;
+
+    fn chunk(t: i64) -> ChunkRef {
+        ChunkRef { mint_ms: t, maxt_ms: t + 1, encoding: ChunkEncoding::Xor, data: bytes::Bytes::from_static(&[0, 2, 9, 9]) }
+    }
+
+    #[test]
+    fn dropped_or_misused_writer_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let count = || std::fs::read_dir(dir.path()).expect("ls").count();
+        {
+            let mut w = BlockWriter::new(dir.path(), 0, 100, &WriteOptions::default()).expect("new");
+            w.start_series(Labels::from_pairs([("a", "1")])).expect("start");
+            w.add_chunk(&chunk(5)).expect("chunk");
+            assert_eq!(count(), 1, "the .tmp directory exists while writing");
+        }
+        assert_eq!(count(), 0, "dropping an unfinished writer removes its .tmp directory");
+
+        let mut w = BlockWriter::new(dir.path(), 0, 100, &WriteOptions::default()).expect("new");
+        assert!(w.add_chunk(&chunk(5)).is_err(), "chunk outside a series");
+        w.start_series(Labels::from_pairs([("a", "1")])).expect("start");
+        assert!(w.start_series(Labels::from_pairs([("a", "2")])).is_err(), "nested series");
+        w.add_chunk(&chunk(5)).expect("chunk");
+        assert!(w.add_chunk(&chunk(4)).is_err(), "unsorted chunk");
+        assert!(w.add_chunk(&chunk(99)).is_err(), "chunk reaching maxt (exclusive)");
+        w.end_series().expect("end");
+        assert!(w.start_series(Labels::from_pairs([("a", "1")])).is_err(), "same labels again");
+        w.start_series(Labels::from_pairs([("b", "1")])).expect("start");
+        w.end_series().expect("a series without chunks is skipped");
+        let meta = w.finish(CompactionMeta { level: 1, ..Default::default() }).expect("finish").expect("block");
+        assert_eq!((meta.stats.num_series, meta.stats.num_chunks, meta.stats.num_samples), (1, 1, 2));
+        assert_eq!(count(), 1);
+        assert!(dir.path().join(&meta.id).join(INDEX_FILE).exists());
+    }
+}
