@@ -136,11 +136,26 @@ fn cpu_report() {
             reps += 1;
         }
         let decode = (reps * N as u64) as f64 / (cpu_seconds() - c0);
+        let mut it = XorIter::new(&[]);
+        let (c0, mut reps) = (cpu_seconds(), 0u64);
+        while cpu_seconds() - c0 < 1.0 {
+            let mut sum = 0.0;
+            for c in &chunks {
+                it.reset(c);
+                for r in &mut it {
+                    sum += r.expect("valid").1;
+                }
+            }
+            black_box(sum);
+            reps += 1;
+        }
+        let iter = (reps * N as u64) as f64 / (cpu_seconds() - c0);
         eprintln!(
-            "cpu-time b1_random chunk={per_chunk}: append {:.1} M samples/s, decode_xor_into {:.1} M samples/s ({:.2} ms per 1M)",
+            "cpu-time b1_random chunk={per_chunk}: append {:.1} M samples/s, decode_xor_into {:.1} M samples/s ({:.2} ms per 1M), XorIter {:.1} M samples/s",
             append / 1e6,
             decode / 1e6,
-            1e3 * N as f64 / decode
+            1e3 * N as f64 / decode,
+            iter / 1e6
         );
     }
 }
