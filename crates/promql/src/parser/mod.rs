@@ -24,7 +24,7 @@ mod printer;
 
 pub use ast::*;
 pub use functions::{FUNCTIONS, Function, get_function};
-pub use parse::{ParseError, parse, parse_duration, parse_metric_selector};
+pub use parse::{ParseError, ParseOptions, parse, parse_duration, parse_metric_selector, parse_with_options};
 pub use json::to_json;
 pub use printer::{format_duration_ms, format_float_f, format_matcher, go_quote_bytes, pretty, pretty_width};
 

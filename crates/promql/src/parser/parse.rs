@@ -82,10 +82,54 @@ impl PosTree {
 
 type PResult<T> = Result<T, ParseError>;
 
+/// Which experimental parts of the language are accepted (upstream `parser.Options`). Prometheus
+/// disables them by default; Tessera enables them all by default ([`ParseOptions::ALL`]), as the
+/// conformance scripts assume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// Experimental functions and the `limitk`/`limit_ratio` aggregators (`promql-experimental-functions`).
+    pub experimental_functions: bool,
+    /// Duration expressions such as `[5m * 2]`, `offset step()` (`promql-duration-expr`).
+    pub duration_expressions: bool,
+    /// `anchored` and `smoothed` range modifiers (`promql-extended-range-selectors`).
+    pub extended_range_selectors: bool,
+    /// `fill`, `fill_left`, `fill_right` binary-operator modifiers (`promql-binop-fill-modifiers`).
+    pub binop_fill_modifiers: bool,
+}
+
+impl ParseOptions {
+    /// Everything enabled (Tessera's default).
+    pub const ALL: ParseOptions = ParseOptions {
+        experimental_functions: true,
+        duration_expressions: true,
+        extended_range_selectors: true,
+        binop_fill_modifiers: true,
+    };
+    /// Nothing experimental (Prometheus' default).
+    pub const NONE: ParseOptions = ParseOptions {
+        experimental_functions: false,
+        duration_expressions: false,
+        extended_range_selectors: false,
+        binop_fill_modifiers: false,
+    };
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions::ALL
+    }
+}
+
 /// Parses a PromQL expression (upstream `ParseExpr` with every experimental feature enabled:
 /// experimental functions, duration expressions, extended range selectors, fill modifiers).
 pub fn parse(input: &str) -> Result<Expr, ParseError> {
+    parse_with_options(input, &ParseOptions::ALL)
+}
+
+/// [`parse`] with a choice of experimental features; a disabled one is rejected with upstream's message.
+pub fn parse_with_options(input: &str, opts: &ParseOptions) -> Result<Expr, ParseError> {
     let mut p = Parser::new(input);
+    p.opts = *opts;
     if p.peek().kind == Kind::Eof {
         return Err(ParseError::new(input, PosRange::default(), "no expression found in input"));
     }
@@ -396,11 +440,22 @@ struct Parser<'a> {
     /// construct that has an `error` production upstream (an aggregation body, an offset, a range or
     /// step, an `@`). yacc's error recovery pops its stack to that state, so its message names it.
     ctx: Vec<(&'static str, &'static str)>,
+    opts: ParseOptions,
+    /// How the next `duration_atom` reports a disabled duration expression: upstream checks signed
+    /// offsets (`offset -step()`) at the sign and not at all for `offset -(..)`.
+    atom_check: AtomCheck,
+}
+
+#[derive(Clone, Copy)]
+enum AtomCheck {
+    Own,
+    At(PosRange),
+    Skip,
 }
 
 impl<'a> Parser<'a> {
     fn new(input: &'a str) -> Self {
-        Parser { input, toks: lex(input), i: 0, depth: 0, ctx: Vec::new() }
+        Parser { input, toks: lex(input), i: 0, depth: 0, ctx: Vec::new(), opts: ParseOptions::ALL, atom_check: AtomCheck::Own }
     }
 
     fn peek(&self) -> &Token {
@@ -484,6 +539,15 @@ impl<'a> Parser<'a> {
         if self.peek().kind == Kind::Error { Err(self.unexpected("", "")) } else { Ok(()) }
     }
 
+    /// Upstream `experimentalDurationExpr`.
+    fn experimental_duration(&self, r: PosRange) -> PResult<()> {
+        if self.opts.duration_expressions {
+            Ok(())
+        } else {
+            Err(self.err(r, "experimental duration expression is not enabled"))
+        }
+    }
+
     fn expect_eof(&mut self) -> PResult<()> {
         if self.peek().kind == Kind::Eof { Ok(()) } else { Err(self.unexpected("", "")) }
     }
@@ -517,6 +581,11 @@ impl<'a> Parser<'a> {
             let next_min = if op.is_right_associative() { prec } else { prec + 1 };
             let (rhs, rpt) = self.expr(next_min)?;
             let r = PosRange { start: lpt.r.start, end: rpt.r.end };
+            if !self.opts.binop_fill_modifiers && (matching.fill_lhs.is_some() || matching.fill_rhs.is_some()) {
+                self.lookahead_lex_error()?;
+                // Upstream `newBinaryExpression`.
+                return Err(self.err(r, "binop fill modifiers are experimental and not enabled"));
+            }
             lhs = Expr::Binary(BinaryExpr {
                 op,
                 lhs: Box::new(lhs),
@@ -742,6 +811,9 @@ impl<'a> Parser<'a> {
         let Some(func) = get_function(&name.val) else {
             return Err(self.err(name_r, format!("unknown function with name {}", go_quote_str(&name.val))));
         };
+        if func.experimental && !self.opts.experimental_functions {
+            return Err(self.err(name_r, format!("function {} is not enabled", go_quote_str(&name.val))));
+        }
         Ok((Expr::Call(Call { func, args }), PosTree { r: PosRange { start: name.pos, end }, op: 0, kids }))
     }
 
@@ -799,12 +871,23 @@ impl<'a> Parser<'a> {
             without = self.advance().kind == Kind::Without;
             grouping = self.grouping_labels()?;
         }
-        // yacc needs the token after `)` (a `by`/`without` may follow) before reducing, so its lexer
-        // error comes first.
-        self.lookahead_lex_error()?;
+        if !have_modifier {
+            // yacc needs the token after `)` (a `by`/`without` may follow) before reducing, so its
+            // lexer error comes first.
+            self.lookahead_lex_error()?;
+        }
         let r = PosRange { start: op_tok.pos, end };
         if args.is_empty() {
             return Err(self.err(r, "no arguments for aggregate expression provided"));
+        }
+        if op.is_experimental() && !self.opts.experimental_functions {
+            return Err(self.err(
+                r,
+                format!(
+                    "{}() is experimental and must be enabled with --enable-feature=promql-experimental-functions",
+                    op.as_str()
+                ),
+            ));
         }
         let desired = if op.has_param() { 2 } else { 1 };
         if args.len() != desired {
@@ -1050,6 +1133,7 @@ impl<'a> Parser<'a> {
             let op_tok = self.advance();
             let rhs = self.duration_expr(if op == DurationOp::Pow { prec } else { prec + 1 })?;
             self.lookahead_lex_error()?;
+            self.experimental_duration(lhs.pos())?;
             if let DurationExpr::Number { secs, .. } = &rhs
                 && *secs == 0.0
             {
@@ -1098,6 +1182,25 @@ impl<'a> Parser<'a> {
 
     /// A literal, `step()`, `range()`, `min_of(a, b)`, `max_of(a, b)` or `( duration_expr )`.
     fn duration_atom(&mut self) -> PResult<DurationExpr> {
+        let check = std::mem::replace(&mut self.atom_check, AtomCheck::Own);
+        let d = self.duration_atom_inner()?;
+        if !matches!(d, DurationExpr::Number { .. }) {
+            match check {
+                AtomCheck::Own => {
+                    let r = match &d {
+                        DurationExpr::Paren { expr, .. } => expr.pos(),
+                        other => other.pos(),
+                    };
+                    self.experimental_duration(r)?;
+                }
+                AtomCheck::At(r) => self.experimental_duration(r)?,
+                AtomCheck::Skip => {}
+            }
+        }
+        Ok(d)
+    }
+
+    fn duration_atom_inner(&mut self) -> PResult<DurationExpr> {
         let t = self.peek().clone();
         match t.kind {
             Kind::Number | Kind::Duration => {
@@ -1168,6 +1271,13 @@ impl<'a> Parser<'a> {
             let (n, r) = self.number_literal()?;
             let lit = DurationExpr::Number { secs: n.val, duration: n.duration, pos: r };
             return self.apply_duration_unary(op, lit);
+        }
+        if let Some(op) = &sign {
+            self.atom_check = if self.peek().kind == Kind::LeftParen {
+                AtomCheck::Skip
+            } else {
+                AtomCheck::At(PosRange { start: op.pos, end: op.end() })
+            };
         }
         let atom = self.with_ctx(OFFSET_CTX, |p| p.duration_atom())?;
         match sign {
@@ -1254,6 +1364,9 @@ impl<'a> Parser<'a> {
     /// Upstream `setAnchored`/`setSmoothed`.
     fn set_extended(&self, e: &mut Expr, pt: &PosTree, anchored: bool) -> PResult<()> {
         let name = if anchored { "anchored" } else { "smoothed" };
+        if !self.opts.extended_range_selectors {
+            return Err(self.err(pt.r, format!("{name} modifier is experimental and not enabled")));
+        }
         let vs = match e {
             Expr::VectorSelector(vs) => vs,
             Expr::MatrixSelector(ms) => &mut ms.vs,

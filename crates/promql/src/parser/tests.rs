@@ -537,3 +537,21 @@ fn upstream_golden() {
     assert!(n > 2000, "golden file truncated: {n}");
     assert!(bad.is_empty(), "{} of {n} differ from upstream:\n{}", bad.len(), bad.join("\n"));
 }
+
+#[test]
+fn disabled_experimental_features_are_rejected_like_upstream() {
+    let none = ParseOptions::NONE;
+    let err = |q: &str| parse_with_options(q, &none).map(|e| e.to_string()).unwrap_err().to_string();
+    assert_eq!(err("info(up)"), "1:1: parse error: function \"info\" is not enabled");
+    assert_eq!(
+        err("limitk(1, up)"),
+        "1:1: parse error: limitk() is experimental and must be enabled with --enable-feature=promql-experimental-functions"
+    );
+    assert_eq!(err("foo[5m+1m]"), "1:5: parse error: experimental duration expression is not enabled");
+    assert_eq!(err("foo offset -step()"), "1:12: parse error: experimental duration expression is not enabled");
+    assert_eq!(err("foo[5m] anchored"), "1:1: parse error: anchored modifier is experimental and not enabled");
+    assert_eq!(err("a + fill(0) b"), "1:1: parse error: binop fill modifiers are experimental and not enabled");
+    // Plain literals and `offset -(5)` never needed the feature upstream.
+    assert_eq!(parse_with_options("foo[5m] offset -(5)", &none).map(|e| e.to_string()), Ok("foo[5m] offset -(5)".into()));
+    assert_eq!(ParseOptions::default(), ParseOptions::ALL);
+}

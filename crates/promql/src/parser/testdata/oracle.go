@@ -10,11 +10,13 @@ import (
 )
 
 func main() {
+	// PARSE_OPTIONS=none gives Prometheus' defaults (every experimental feature off).
+	all := os.Getenv("PARSE_OPTIONS") != "none"
 	p := parser.NewParser(parser.Options{
-		EnableExperimentalFunctions:  true,
-		ExperimentalDurationExpr:     true,
-		EnableExtendedRangeSelectors: true,
-		EnableBinopFillModifiers:     true,
+		EnableExperimentalFunctions:  all,
+		ExperimentalDurationExpr:     all,
+		EnableExtendedRangeSelectors: all,
+		EnableBinopFillModifiers:     all,
 	})
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
