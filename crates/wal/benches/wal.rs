@@ -16,7 +16,7 @@ fn bench_log(c: &mut Criterion) {
         b.iter(|| {
             wal.log(&record).expect("log");
             // Keep the disk footprint bounded during long runs.
-            if wal.size_bytes() > 1 << 30 {
+            if wal.size_bytes() > 256 << 20 {
                 let (_, last) = wal.segment_range();
                 wal.truncate_before(last).expect("truncate");
             }
@@ -28,7 +28,7 @@ fn bench_log(c: &mut Criterion) {
     g.bench_function("log_many_64x1KiB_never", |b| {
         b.iter(|| {
             wal.log_many(&refs).expect("log_many");
-            if wal.size_bytes() > 1 << 30 {
+            if wal.size_bytes() > 256 << 20 {
                 let (_, last) = wal.segment_range();
                 wal.truncate_before(last).expect("truncate");
             }

@@ -82,10 +82,10 @@ impl Wal {
                 WalOptions::MIN_SEGMENT_BYTES
             )));
         }
-        if let FsyncPolicy::Interval(d) = opts.fsync {
-            if d.is_zero() {
-                return Err(WalError::InvalidOptions("fsync interval must be > 0 (use FsyncPolicy::Always)".into()));
-            }
+        if let FsyncPolicy::Interval(d) = opts.fsync
+            && d.is_zero()
+        {
+            return Err(WalError::InvalidOptions("fsync interval must be > 0 (use FsyncPolicy::Always)".into()));
         }
         fs.create_dir_all(dir).map_err(|e| WalError::io(dir, e))?;
         let segments = list_segments(fs.as_ref(), dir)?;
@@ -316,10 +316,11 @@ impl Wal {
 
 impl Drop for Wal {
     fn drop(&mut self) {
-        if !self.poisoned && self.opts.fsync != FsyncPolicy::Never {
-            if let Err(e) = self.sync_file() {
-                tracing::warn!(dir = %self.dir.display(), error = %e, "WAL: fsync on drop failed");
-            }
+        if !self.poisoned
+            && self.opts.fsync != FsyncPolicy::Never
+            && let Err(e) = self.sync_file()
+        {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "WAL: fsync on drop failed");
         }
     }
 }
