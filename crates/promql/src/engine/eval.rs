@@ -63,9 +63,6 @@ impl QueryCtx<'_> {
         }
         Ok(())
     }
-    pub fn release_samples(&self, n: usize) {
-        let _ = self.samples.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some(c.saturating_sub(n)));
-    }
 }
 
 /// The steps a node is evaluated at: `start + i*step` for `i in 0..n`.
@@ -336,9 +333,10 @@ pub fn select_map<T: Send>(
                     tessera_encoding::decode_chunk_range_into(c, mint, maxt, &mut buf)
                         .map_err(|e| EngineError::Storage(e.to_string()))?;
                 }
+                // The limit is on all samples a query loads (a little stricter than upstream's peak count,
+                // and predictable): decoded samples are not given back until the query ends.
                 ctx.add_samples(buf.len())?;
                 let r = f(&s.labels, &buf);
-                ctx.release_samples(buf.len());
                 if let Some(r) = r {
                     out.push(r);
                 }

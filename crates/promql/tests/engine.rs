@@ -1,0 +1,147 @@
+//! Engine behaviour beyond the conformance scripts: limits, cancellation, timeouts, error types, result
+//! shapes, and that the sharded parallel path gives the same answers whatever the shard count.
+
+use std::time::Duration;
+use tessera_model::{Labels, Sample};
+use tessera_promql::engine::{CancelToken, Engine, EngineError, EngineOptions, QueryOptions, Value};
+use tessera_promql::promqltest::MemStorage;
+
+fn store(shards: usize, series: usize, points: usize) -> MemStorage {
+    let mut st = MemStorage::new(shards);
+    for i in 0..series {
+        let l = Labels::from_pairs([
+            ("__name__", "reqs_total".to_string()),
+            ("job", format!("j{}", i % 3)),
+            ("id", i.to_string()),
+        ]);
+        let samples: Vec<Sample> = (0..points).map(|k| Sample::new(k as i64 * 15_000, (k * (i + 1)) as f64)).collect();
+        st.add_series(l, &samples);
+    }
+    st
+}
+
+#[test]
+fn instant_and_range_shapes() {
+    let st = store(2, 3, 41);
+    let e = Engine::default();
+    match e.instant(&st, "sum(reqs_total)", 60_000).expect("runs").value {
+        Value::Vector(v) => {
+            assert_eq!(v.len(), 1);
+            // k = 4 at 60 s: 4*1 + 4*2 + 4*3.
+            assert_eq!(v[0].v, 24.0);
+            assert_eq!(v[0].t_ms, 60_000);
+            assert!(v[0].labels.is_empty());
+        }
+        other => panic!("vector expected, got {other:?}"),
+    }
+    match e.instant(&st, "1 + 2", 0).expect("runs").value {
+        Value::Scalar { v, .. } => assert_eq!(v, 3.0),
+        other => panic!("scalar expected, got {other:?}"),
+    }
+    match e.instant(&st, "\"hi\"", 0).expect("runs").value {
+        Value::String { v, .. } => assert_eq!(v, "hi"),
+        other => panic!("string expected, got {other:?}"),
+    }
+    match e.instant(&st, "reqs_total{id=\"0\"}[1m]", 60_000).expect("runs").value {
+        // (0, 60 s]: samples at 15, 30, 45, 60 s.
+        Value::Matrix(m) => assert_eq!(m[0].points.len(), 4),
+        other => panic!("matrix expected, got {other:?}"),
+    }
+    match e.range(&st, "rate(reqs_total[1m])", 60_000, 300_000, 60_000).expect("runs").value {
+        Value::Matrix(m) => {
+            assert_eq!(m.len(), 3);
+            // Sorted by labels; names dropped by rate.
+            assert!(m.windows(2).all(|w| w[0].labels < w[1].labels));
+            assert!(m.iter().all(|s| s.labels.metric_name().is_empty() && s.points.len() == 5));
+            // id=0 grows by 1 per 15 s.
+            assert!((m[0].points[0].1 - 1.0 / 15.0).abs() < 1e-9);
+        }
+        other => panic!("matrix expected, got {other:?}"),
+    }
+}
+
+#[test]
+fn shard_count_does_not_change_answers() {
+    let queries = [
+        "sum by (job) (rate(reqs_total[2m]))",
+        "topk(2, reqs_total)",
+        "reqs_total / ignoring(id) group_left sum without (id) (reqs_total)",
+        "max_over_time(reqs_total[5m:30s])",
+        "count_values(\"v\", reqs_total)",
+    ];
+    let e = Engine::default();
+    let one = store(1, 20, 41);
+    for shards in [2, 3, 8] {
+        let many = store(shards, 20, 41);
+        for q in queries {
+            let a = e.range(&one, q, 0, 600_000, 30_000).expect("runs");
+            let b = e.range(&many, q, 0, 600_000, 30_000).expect("runs");
+            // Debug output compares NaN equal to NaN (0/0 occurs at t=0 here).
+            assert!(format!("{:?}", a.value) == format!("{:?}", b.value), "{q} differs with {shards} shards");
+        }
+    }
+}
+
+#[test]
+fn too_many_samples() {
+    let st = store(2, 10, 100);
+    let e = Engine::new(EngineOptions { max_samples: 500, ..Default::default() });
+    let err = e.range(&st, "rate(reqs_total[10m])", 0, 1_500_000, 60_000).expect_err("over the limit");
+    assert!(matches!(err, EngineError::TooManySamples(_)));
+    assert_eq!(err.to_string(), "query processing would load too many samples into memory in query execution");
+    // The same query on one series stays under the limit.
+    assert!(e.range(&st, "rate(reqs_total{id=\"1\"}[10m])", 0, 1_500_000, 60_000).is_ok());
+}
+
+#[test]
+fn cancellation_and_timeout() {
+    let st = store(2, 10, 100);
+    let e = Engine::default();
+    let expr = tessera_promql::engine::parse("sum(rate(reqs_total[5m]))").expect("parses");
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let qo = QueryOptions { cancel, ..Default::default() };
+    let err = e.range_expr(&st, &expr, 0, 1_000_000, 10_000, &qo).expect_err("canceled");
+    assert!(matches!(err, EngineError::Canceled(_)), "{err:?}");
+    let qo = QueryOptions { timeout: Some(Duration::ZERO), ..Default::default() };
+    std::thread::sleep(Duration::from_millis(2));
+    let err = e.range_expr(&st, &expr, 0, 1_000_000, 10_000, &qo).expect_err("timed out");
+    assert!(matches!(err, EngineError::Timeout(_)), "{err:?}");
+}
+
+#[test]
+fn error_types() {
+    let st = store(1, 2, 10);
+    let e = Engine::default();
+    assert!(matches!(e.instant(&st, "sum(", 0), Err(EngineError::BadData(_))));
+    assert!(matches!(e.range(&st, "reqs_total[5m]", 0, 60_000, 15_000), Err(EngineError::BadData(_))));
+    assert!(matches!(e.range(&st, "reqs_total", 0, 60_000, 0), Err(EngineError::BadData(_))));
+    // Two series that become one labelset once the name is dropped.
+    let mut st = MemStorage::new(2);
+    st.add_series(Labels::from_pairs([("__name__", "a"), ("x", "1")]), &[Sample::new(0, 1.0)]);
+    st.add_series(Labels::from_pairs([("__name__", "b"), ("x", "1")]), &[Sample::new(0, 1.0)]);
+    let err = e.instant(&st, "{x=\"1\"} * 2", 0).expect_err("duplicate labelset");
+    assert_eq!(err.to_string(), "vector cannot contain metrics with the same labelset");
+    let err = e.instant(&st, "a + on() b or a - on(x) group_left b", 0);
+    assert!(err.is_ok(), "{err:?}");
+}
+
+#[test]
+fn lookback_override_and_annotations() {
+    let mut st = MemStorage::new(1);
+    st.add_series(Labels::from_pairs([("__name__", "g")]), &[Sample::new(0, 1.0), Sample::new(60_000, 3.0)]);
+    let e = Engine::default();
+    let expr = tessera_promql::engine::parse("g").expect("parses");
+    let qo = QueryOptions { lookback_delta_ms: Some(30_000), ..Default::default() };
+    match e.instant_expr(&st, &expr, 120_000, &qo).expect("runs").value {
+        Value::Vector(v) => assert!(v.is_empty(), "60 s old sample is outside a 30 s lookback"),
+        other => panic!("{other:?}"),
+    }
+    let r = e.instant(&st, "rate(g[5m])", 60_000).expect("runs");
+    assert_eq!(
+        r.infos,
+        vec!["PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"g\"".to_string()]
+    );
+    let r = e.instant(&st, "quantile(2, g)", 60_000).expect("runs");
+    assert_eq!(r.warnings, vec!["PromQL warning: quantile value should be between 0 and 1, got 2".to_string()]);
+}
