@@ -224,6 +224,10 @@ fn delete_hides_data_now_and_removes_it_at_compaction() {
     assert_eq!(bits(&query(&db, &[eq("i", "1")], 0, 3000)[0].1), bits(&want));
     // Other series untouched.
     assert_eq!(query(&db, &[eq("i", "2")], 0, 3000), other);
+    // Head tombstones are in the WAL: still applied after a restart.
+    drop(db);
+    let db = Db::open(dir.path(), opts(2)).expect("reopen");
+    assert_eq!(bits(&query(&db, &[eq("i", "1")], 0, 3000)[0].1), bits(&want));
     db.flush().expect("flush");
     db.compact().expect("compact");
     db.clean_tombstones().expect("clean");
