@@ -167,6 +167,14 @@ fn exercise(data: &[u8]) {
     if r.is_err() {
         assert!(out.is_empty());
     }
+    // The bulk fast path and the iterator are separate code: they must agree on every input.
+    let iter: Result<Vec<(i64, u64)>, ChunkError> =
+        XorIter::new(data).map(|r| r.map(|(t, v)| (t, v.to_bits()))).collect();
+    match (&r, &iter) {
+        (Ok(()), Ok(v)) => assert_eq!(&bits(&out), v),
+        (Err(a), Err(b)) => assert_eq!(std::mem::discriminant(a), std::mem::discriminant(b)),
+        _ => panic!("bulk decode {r:?} disagrees with the iterator {iter:?}"),
+    }
     let mut it = XorIter::new(data);
     let mut n = 0usize;
     while let Some(r) = it.next() {
