@@ -91,7 +91,10 @@ async fn series_inner(st: Arc<AppState>, req: Request) -> Result<(Vec<Labels>, V
     let db = st.ready_db()?;
     blocking(move || {
         let q = db.querier(start, end)?;
-        let hints = SelectHints { series_only: true, func: Some("series".into()), ..Default::default() };
+        // Not `series_only`: storage may then return series without samples in [start, end], and
+        // Prometheus answers only series of blocks overlapping the range; asking for chunks keeps
+        // "has data in range" exact (the chunks are shared bytes, not copies).
+        let hints = SelectHints { series_only: false, func: Some("series".into()), ..Default::default() };
         let mut warnings = Vec::new();
         // Each set's answer is label-sorted; several sets are merged and deduplicated like upstream's
         // NewMergeSeriesSet over sorted selects.

@@ -64,7 +64,8 @@ pub fn parse_metric_selector(input: &str) -> Result<Vec<Matcher>, String> {
         return Err(p.err("unexpected input, expected a series selector"));
     }
     if out.iter().all(|m| m.matches("")) {
-        return Err(p.err("vector selector must contain at least one non-empty matcher"));
+        // Upstream reports this one at the selector's start.
+        return Err("1:1: parse error: vector selector must contain at least one non-empty matcher".into());
     }
     Ok(out)
 }

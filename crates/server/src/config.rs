@@ -378,8 +378,9 @@ storage.tsdb.retention.time = "30d"
 storage.tsdb.retention.size = "10GB"
 storage.tsdb.shards = 4
 web.listen-address = "127.0.0.1:9999"
-[storage.tsdb]
-wal-fsync = "always"
+storage.tsdb.wal-fsync = "always"
+[query]
+timeout = "1m"
 "#,
         )
         .expect("write");
@@ -394,6 +395,7 @@ wal-fsync = "always"
         assert_eq!(s.retention_bytes, 10 << 30);
         assert_eq!(s.shards, Some(4));
         assert_eq!(s.fsync, FsyncPolicy::Always);
+        assert_eq!(s.query_timeout_ms, 60_000, "tables work as well as dotted keys");
         assert_eq!(s.retention_description(), "30d or 10GiB");
         assert_eq!(s.flags["config.file"], cfg.display().to_string());
     }
