@@ -5,10 +5,10 @@
 //!
 //! Run: `cargo bench -p tessera-encoding --bench xor`
 
-use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
-use tessera_encoding::{decode_dense_into, decode_xor_into, encode_dense_always, XorEncoder, XorIter};
+use tessera_encoding::{XorEncoder, XorIter, decode_dense_into, decode_xor_into, encode_dense_always};
 use tessera_model::Sample;
 
 const N: usize = 1_000_000;

@@ -1,8 +1,8 @@
 //! Decoding any [`ChunkRef`], whatever its encoding: the one entry point readers (PromQL, remote read's
 //! `SAMPLES` mode, the compactor) need so they never match on encodings themselves.
 
-use crate::error::ChunkError;
 use crate::dense::decode_dense_range_into;
+use crate::error::ChunkError;
 use crate::xor::decode_xor_range_into;
 use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 
@@ -10,7 +10,12 @@ use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 /// `mint_ms <= t <= maxt_ms` (both inclusive) to `out`. On error `out` is left as it was.
 ///
 /// Native-histogram chunks (encodings 2 and 3) are [`ChunkError::UnsupportedEncoding`] for now.
-pub fn decode_chunk_range_into(c: &ChunkRef, mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+pub fn decode_chunk_range_into(
+    c: &ChunkRef,
+    mint_ms: i64,
+    maxt_ms: i64,
+    out: &mut Vec<Sample>,
+) -> Result<(), ChunkError> {
     if mint_ms > maxt_ms || c.maxt_ms < mint_ms || c.mint_ms > maxt_ms {
         // Nothing of this chunk can be in range (its bounds are inclusive); skip decoding entirely.
         return Ok(());

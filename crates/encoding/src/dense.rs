@@ -100,8 +100,7 @@ pub fn encode_dense_always(samples: &[Sample]) -> Vec<u8> {
     }
     let shift = all_mant.trailing_zeros().min(MANTISSA_BITS);
     out.push(shift as u8);
-    let syms: Vec<(u16, u64)> =
-        freq.iter().enumerate().filter(|(_, f)| **f > 0).map(|(s, f)| (s as u16, *f)).collect();
+    let syms: Vec<(u16, u64)> = freq.iter().enumerate().filter(|(_, f)| **f > 0).map(|(s, f)| (s as u16, *f)).collect();
     let lens = huffman_lengths(&syms);
     varint::put_uvarint(&mut out, syms.len() as u64);
     for (&(sym, _), &len) in syms.iter().zip(&lens) {
@@ -200,7 +199,12 @@ fn corrupt(offset: usize, reason: &'static str) -> ChunkError {
 
 /// Decodes a dense chunk, appending the samples with `mint_ms <= t <= maxt_ms`; on error `out` is left as
 /// it was.
-pub fn decode_dense_range_into(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+pub fn decode_dense_range_into(
+    data: &[u8],
+    mint_ms: i64,
+    maxt_ms: i64,
+    out: &mut Vec<Sample>,
+) -> Result<(), ChunkError> {
     let before = out.len();
     let res = decode_inner(data, mint_ms, maxt_ms, out);
     if res.is_err() {

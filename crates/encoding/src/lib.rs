@@ -27,4 +27,4 @@ pub mod xor;
 pub use chunk::decode_chunk_range_into;
 pub use dense::{decode_dense_into, decode_dense_range_into, encode_dense, encode_dense_always};
 pub use error::ChunkError;
-pub use xor::{decode_xor_into, decode_xor_range_into, encode_xor, XorEncoder, XorIter, XOR_HEADER_BYTES};
+pub use xor::{XOR_HEADER_BYTES, XorEncoder, XorIter, decode_xor_into, decode_xor_range_into, encode_xor};

@@ -114,8 +114,7 @@ mod tests {
             assert_eq!(uvarint_len(v), want.len());
             assert_eq!(read_uvarint(&buf[1..]), Ok((v, &[][..])));
         }
-        let signed: &[(i64, &[u8])] =
-            &[(0, &[0x00]), (-1, &[0x01]), (1, &[0x02]), (-64, &[0x7f]), (64, &[0x80, 0x01])];
+        let signed: &[(i64, &[u8])] = &[(0, &[0x00]), (-1, &[0x01]), (1, &[0x02]), (-64, &[0x7f]), (64, &[0x80, 0x01])];
         for &(v, want) in signed {
             let mut buf = Vec::new();
             put_varint(&mut buf, v);
@@ -143,7 +142,10 @@ mod tests {
     fn errors_are_typed() {
         assert_eq!(read_uvarint(&[]), Err(VarintError::Truncated { read: 0 }));
         assert_eq!(read_uvarint(&[0x80, 0x80]), Err(VarintError::Truncated { read: 2 }));
-        assert_eq!(read_uvarint(&[0xff; 9].iter().copied().chain([0x02]).collect::<Vec<_>>()), Err(VarintError::Overflow));
+        assert_eq!(
+            read_uvarint(&[0xff; 9].iter().copied().chain([0x02]).collect::<Vec<_>>()),
+            Err(VarintError::Overflow)
+        );
         assert_eq!(read_uvarint(&[0x80; 11]), Err(VarintError::Overflow));
         // Non-minimal but in range: accepted like Go.
         assert_eq!(read_uvarint(&[0x80, 0x00]), Ok((0, &[][..])));

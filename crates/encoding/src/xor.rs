@@ -71,17 +71,7 @@ impl XorEncoder {
     pub fn with_capacity(bytes: usize) -> Self {
         let mut buf = Vec::with_capacity(bytes.max(XOR_HEADER_BYTES));
         buf.extend_from_slice(&[0, 0]);
-        Self {
-            buf,
-            free_bits: 0,
-            num: 0,
-            first_t: 0,
-            t: 0,
-            v_bits: 0,
-            t_delta: 0,
-            leading: NO_WINDOW,
-            trailing: 0,
-        }
+        Self { buf, free_bits: 0, num: 0, first_t: 0, t: 0, v_bits: 0, t_delta: 0, leading: NO_WINDOW, trailing: 0 }
     }
 
     /// Number of samples appended (what the header says).
@@ -422,7 +412,9 @@ impl<'a> XorIter<'a> {
         let start = self.pos;
         let rest = &self.data[start..];
         let (t, rest) = varint::read_varint(rest).map_err(|e| match e {
-            varint::VarintError::Overflow => ChunkError::Corrupt { offset: start, reason: "first timestamp varint overflows 64 bits" },
+            varint::VarintError::Overflow => {
+                ChunkError::Corrupt { offset: start, reason: "first timestamp varint overflows 64 bits" }
+            }
             _ => ChunkError::Truncated { offset: self.data.len() },
         })?;
         let Some(v) = rest.get(..8) else {
@@ -439,7 +431,9 @@ impl<'a> XorIter<'a> {
     fn read_second(&mut self) -> Result<(), ChunkError> {
         let start = self.pos;
         let (t_delta, rest) = varint::read_uvarint(&self.data[start..]).map_err(|e| match e {
-            varint::VarintError::Overflow => ChunkError::Corrupt { offset: start, reason: "second timestamp delta overflows 64 bits" },
+            varint::VarintError::Overflow => {
+                ChunkError::Corrupt { offset: start, reason: "second timestamp delta overflows 64 bits" }
+            }
             _ => ChunkError::Truncated { offset: self.data.len() },
         })?;
         self.t_delta = t_delta;

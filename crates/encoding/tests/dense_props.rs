@@ -3,9 +3,7 @@
 
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
-use tessera_encoding::{
-    decode_chunk_range_into, decode_dense_into, encode_dense, encode_dense_always, encode_xor,
-};
+use tessera_encoding::{decode_chunk_range_into, decode_dense_into, encode_dense, encode_dense_always, encode_xor};
 use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 
 fn value() -> impl Strategy<Value = f64> {
@@ -113,7 +111,12 @@ fn exercise(data: &[u8]) {
     if decode_dense_into(data, &mut out).is_err() {
         assert!(out.is_empty());
     }
-    let c = ChunkRef { mint_ms: i64::MIN, maxt_ms: i64::MAX, encoding: ChunkEncoding::Dense, data: bytes::Bytes::copy_from_slice(data) };
+    let c = ChunkRef {
+        mint_ms: i64::MIN,
+        maxt_ms: i64::MAX,
+        encoding: ChunkEncoding::Dense,
+        data: bytes::Bytes::copy_from_slice(data),
+    };
     let _ = decode_chunk_range_into(&c, 0, 1000, &mut out);
 }
 

@@ -1,7 +1,7 @@
 //! Byte-exact agreement with Prometheus' own XOR chunk encoder, on the vectors in shared/vectors
 //! (produced by Prometheus 3.14's Go code).
 
-use tessera_encoding::{decode_xor_into, encode_xor, XorEncoder, XorIter};
+use tessera_encoding::{XorEncoder, XorIter, decode_xor_into, encode_xor};
 use tessera_model::Sample;
 
 const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/vectors/xor_chunks.json");
@@ -66,9 +66,8 @@ fn encoder_reproduces_prometheus_bytes() {
 fn decoder_returns_exact_bits() {
     let mut saw_stale = false;
     for c in cases() {
-        let got: Vec<(i64, u64)> = XorIter::new(&c.chunk)
-            .map(|r| r.map(|(t, v)| (t, v.to_bits())).expect("vector decodes"))
-            .collect();
+        let got: Vec<(i64, u64)> =
+            XorIter::new(&c.chunk).map(|r| r.map(|(t, v)| (t, v.to_bits())).expect("vector decodes")).collect();
         assert_eq!(got, c.samples, "case {}", c.name);
         saw_stale |= got.iter().any(|&(_, v)| v == tessera_model::STALE_NAN_BITS);
 
@@ -85,7 +84,11 @@ fn decoder_returns_exact_bits() {
 fn reopening_each_prefix_then_appending_the_rest_gives_prometheus_bytes() {
     for c in cases() {
         for split in 0..=c.samples.len() {
-            let prefix = encode_xor(&to_samples(&Case { name: String::new(), samples: c.samples[..split].to_vec(), chunk: vec![] }));
+            let prefix = encode_xor(&to_samples(&Case {
+                name: String::new(),
+                samples: c.samples[..split].to_vec(),
+                chunk: vec![],
+            }));
             let mut enc = XorEncoder::from_bytes(&prefix).expect("own chunk reopens");
             assert_eq!(enc.bytes(), &prefix[..]);
             for &(t, v) in &c.samples[split..] {

@@ -2,9 +2,7 @@
 //! reopen-then-append equivalence, size bounds, and "arbitrary or mutated bytes never panic".
 
 use proptest::prelude::*;
-use tessera_encoding::{
-    decode_chunk_range_into, decode_xor_into, encode_xor, ChunkError, XorEncoder, XorIter,
-};
+use tessera_encoding::{ChunkError, XorEncoder, XorIter, decode_chunk_range_into, decode_xor_into, encode_xor};
 use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 
 /// Values that stress the XOR windows: special floats, NaN payloads, subnormals, and runs.
@@ -198,7 +196,8 @@ fn exercise(data: &[u8]) {
         }
     }
     for e in [ChunkEncoding::Xor, ChunkEncoding::Histogram, ChunkEncoding::FloatHistogram] {
-        let c = ChunkRef { mint_ms: i64::MIN, maxt_ms: i64::MAX, encoding: e, data: bytes::Bytes::copy_from_slice(data) };
+        let c =
+            ChunkRef { mint_ms: i64::MIN, maxt_ms: i64::MAX, encoding: e, data: bytes::Bytes::copy_from_slice(data) };
         let _ = decode_chunk_range_into(&c, i64::MIN, i64::MAX, &mut out);
     }
 }

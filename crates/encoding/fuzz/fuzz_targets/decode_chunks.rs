@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tessera_encoding::{decode_dense_into, decode_xor_into, XorEncoder, XorIter};
+use tessera_encoding::{XorEncoder, XorIter, decode_dense_into, decode_xor_into};
 
 fuzz_target!(|data: &[u8]| {
     let mut out = Vec::new();
