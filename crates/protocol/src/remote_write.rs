@@ -462,6 +462,20 @@ impl SeriesRef<'_> {
         self.labels.iter().find(|l| l.name == METRIC_NAME).map(|l| l.value).unwrap_or("")
     }
 
+    /// The same value as `self.to_labels().hash()` ([`Labels::hash`]), without allocating, so a
+    /// receiver can route the series to its shard and look it up before copying any label. A test pins
+    /// the equality.
+    pub fn hash(&self) -> u64 {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for l in self.labels {
+            h.update(l.name.as_bytes());
+            h.update(&[0xff]);
+            h.update(l.value.as_bytes());
+            h.update(&[0xff]);
+        }
+        h.digest()
+    }
+
     /// Owned labels (allocates).
     pub fn to_labels(&self) -> Labels {
         Labels::from_vec_unchecked(self.labels.iter().map(|l| Label::new(l.name, l.value)).collect())

@@ -105,6 +105,8 @@ proptest! {
             let d = decode(v, &decompress(&compress(&buf), 1 << 20).expect("snappy"), &Limits::default()).expect("decodes");
             prop_assert_eq!(d.series.len(), 1);
             prop_assert_eq!(&d.series[0].labels, &l);
+            let r = decode_ref(v, &buf, &Limits::default()).expect("decodes");
+            prop_assert_eq!(r.get(0).hash(), l.hash());
             prop_assert_eq!(d.series[0].samples.len(), samples.len());
             for (a, b) in d.series[0].samples.iter().zip(&samples) {
                 prop_assert!(a.bits_eq(b));

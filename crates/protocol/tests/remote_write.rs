@@ -405,6 +405,7 @@ fn decode_ref_borrows_the_same_series_decode_owns() {
         assert_eq!(r.len(), owned.series.len());
         for (a, b) in r.series().zip(&owned.series) {
             assert_eq!(a.to_labels(), b.labels);
+            assert_eq!(a.hash(), b.labels.hash(), "SeriesRef::hash must equal Labels::hash");
             assert_eq!(a.samples, b.samples.as_slice());
             assert_eq!(a.metric_name(), b.labels.metric_name());
             assert!(a.labels.iter().all(|l| buf.as_ptr_range().contains(&l.value.as_ptr())), "borrowed from the body");
