@@ -1281,6 +1281,15 @@ impl<'a> Parser<'a> {
         }
         let atom = self.with_ctx(OFFSET_CTX, |p| p.duration_atom())?;
         match sign {
+            // Upstream's `unary_op STEP ...`/`unary_op max_of_min_of ...` rules keep even a `+` as a
+            // node (visible in the parse_query JSON); `+(..)` and literals fold as usual.
+            Some(op)
+                if op.kind == Kind::Add
+                    && matches!(atom, DurationExpr::Step { .. } | DurationExpr::Range { .. } | DurationExpr::MinMaxOf { .. }) =>
+            {
+                let pos = PosRange { start: op.pos, end: atom.pos().end };
+                Ok(DurationExpr::Unary { neg: false, expr: Box::new(atom), pos })
+            }
             Some(op) => self.apply_duration_unary(&op, atom),
             None => Ok(atom),
         }

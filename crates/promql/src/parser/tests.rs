@@ -555,3 +555,18 @@ fn disabled_experimental_features_are_rejected_like_upstream() {
     assert_eq!(parse_with_options("foo[5m] offset -(5)", &none).map(|e| e.to_string()), Ok("foo[5m] offset -(5)".into()));
     assert_eq!(ParseOptions::default(), ParseOptions::ALL);
 }
+
+/// `to_json` equals upstream's parse_query JSON on 66 expressions covering every node type and modifier.
+#[test]
+fn upstream_json_golden() {
+    let text = include_str!("testdata/upstream_json_golden.jsonl");
+    let mut n = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("valid json line");
+        let q = v["q"].as_str().expect("query");
+        let e = parse(q).unwrap_or_else(|e| panic!("{q:?}: {e}"));
+        assert_eq!(to_json(&e), v["json"], "{q:?}");
+        n += 1;
+    }
+    assert!(n > 60, "golden file truncated: {n}");
+}

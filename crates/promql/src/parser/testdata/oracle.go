@@ -35,15 +35,36 @@ func main() {
 					res["panic"] = fmt.Sprint(r)
 				}
 			}()
+			if os.Getenv("PARSE_MODE") == "selector" {
+				ms, err := p.ParseMetricSelector(q)
+				if err != nil {
+					res["err"] = err.Error()
+				} else {
+					var strs []string
+					for _, m := range ms {
+						strs = append(strs, m.String())
+					}
+					res["ok"] = strs
+				}
+				return
+			}
 			e, err := p.ParseExpr(q)
 			if err != nil {
 				res["err"] = err.Error()
 			} else {
 				res["ok"] = e.String()
+				if os.Getenv("PARSE_JSON") != "" {
+					res["json"] = translateAST(e)
+				}
 				res["pretty"] = e.Pretty(0)
 			}
 		}()
-		b, _ := json.Marshal(res)
+		b, err := json.Marshal(res)
+		if err != nil {
+			delete(res, "json")
+			res["jsonerr"] = err.Error()
+			b, _ = json.Marshal(res)
+		}
 		out.Write(b)
 		out.WriteByte('\n')
 	}
