@@ -77,6 +77,16 @@ struct DbMeta {
 impl Db {
     /// Opens (or creates) the database in `dir`, replaying every shard's WAL (shards in parallel).
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Arc<Db>> {
+        Self::open_with_wal_fs(dir, opts, None)
+    }
+
+    /// [`Db::open`] with every shard's WAL writer going through `wal_fs` (fault-injection tests).
+    #[doc(hidden)]
+    pub fn open_with_wal_fs(
+        dir: impl AsRef<Path>,
+        opts: Options,
+        wal_fs: Option<Arc<dyn tessera_wal::fs::WalFs>>,
+    ) -> Result<Arc<Db>> {
         opts.validate()?;
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -112,7 +122,8 @@ impl Db {
                     let d = dir.join(format!("shard-{i:03}"));
                     let o = opts.clone();
                     let m = metrics.clone();
-                    s.spawn(move || Shard::open(i, d, o, m))
+                    let fs = wal_fs.clone();
+                    s.spawn(move || Shard::open(i, d, o, m, fs))
                 })
                 .collect();
             hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Other("shard open panicked".into())))).collect()

@@ -82,7 +82,13 @@ fn wal_err(e: WalError) -> Error {
 
 impl Shard {
     /// Opens (or creates) the shard in `dir`: opens its blocks, replays its WAL, opens the WAL writer.
-    pub(crate) fn open(id: usize, dir: PathBuf, opts: Options, metrics: Arc<Metrics>) -> Result<Shard> {
+    pub(crate) fn open(
+        id: usize,
+        dir: PathBuf,
+        opts: Options,
+        metrics: Arc<Metrics>,
+        wal_fs: Option<Arc<dyn tessera_wal::fs::WalFs>>,
+    ) -> Result<Shard> {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         for p in crate::compact::cleanup_after_crash(&dir)? {
             tracing::info!(dir = %p.display(), "removed leftover of an interrupted block write/compaction");
@@ -93,8 +99,12 @@ impl Shard {
         let wal_dir = dir.join(WAL_DIR);
         std::fs::create_dir_all(&wal_dir).map_err(|e| Error::io(&wal_dir, e))?;
         replay(&wal_dir, &mut head, &opts, &metrics)?;
-        let wal = Wal::open(&wal_dir, WalOptions { segment_bytes: opts.wal_segment_bytes, fsync: opts.fsync })
-            .map_err(wal_err)?;
+        let wal_opts = WalOptions { segment_bytes: opts.wal_segment_bytes, fsync: opts.fsync };
+        let wal = match wal_fs {
+            Some(fs) => Wal::open_with_fs(fs, &wal_dir, wal_opts),
+            None => Wal::open(&wal_dir, wal_opts),
+        }
+        .map_err(wal_err)?;
         // Segments written before this process: their sample times are unknown, assume the newest.
         let mut seg_maxt = BTreeMap::new();
         let (first, last) = wal.segment_range();
