@@ -3,7 +3,7 @@
 
 use crate::dense::decode_dense_range_into;
 use crate::error::ChunkError;
-use crate::xor::decode_xor_range_into;
+use crate::xor::{decode_xor_range_into, encode_xor};
 use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 
 /// Decodes `c` (dispatching on [`ChunkRef::encoding`]), appending the samples with
@@ -23,6 +23,31 @@ pub fn decode_chunk_range_into(
     match c.encoding {
         ChunkEncoding::Xor => decode_xor_range_into(&c.data, mint_ms, maxt_ms, out),
         ChunkEncoding::Dense => decode_dense_range_into(&c.data, mint_ms, maxt_ms, out),
+        other => Err(ChunkError::UnsupportedEncoding(other as u8)),
+    }
+}
+
+/// The chunk as Prometheus XOR chunks, for senders that must speak Prometheus' encodings (remote read's
+/// `STREAMED_XOR_CHUNKS`): an XOR chunk is returned as is (a cheap `Bytes` clone); a dense chunk is
+/// decoded and re-encoded in pieces of at most `max_samples` samples (clamped to 1..=`u16::MAX`), each
+/// with its own exact `mint_ms`/`maxt_ms`. Histogram chunks are [`ChunkError::UnsupportedEncoding`].
+pub fn to_xor_chunks(c: &ChunkRef, max_samples: usize) -> Result<Vec<ChunkRef>, ChunkError> {
+    match c.encoding {
+        ChunkEncoding::Xor => Ok(vec![c.clone()]),
+        ChunkEncoding::Dense => {
+            let mut samples = Vec::new();
+            decode_dense_range_into(&c.data, i64::MIN, i64::MAX, &mut samples)?;
+            let per = max_samples.clamp(1, usize::from(u16::MAX));
+            Ok(samples
+                .chunks(per)
+                .map(|part| ChunkRef {
+                    mint_ms: part[0].t,
+                    maxt_ms: part[part.len() - 1].t,
+                    encoding: ChunkEncoding::Xor,
+                    data: encode_xor(part).into(),
+                })
+                .collect())
+        }
         other => Err(ChunkError::UnsupportedEncoding(other as u8)),
     }
 }

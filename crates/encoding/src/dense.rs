@@ -238,6 +238,8 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
         return Err(ChunkError::Truncated { offset: data.len() });
     }
     let (mut ts, rest) = rest.split_at(ts_len as usize);
+    // Where the timestamp section ends, so errors inside it can name their offset.
+    let ts_end = off(rest);
     let (&shift, rest) = rest.split_first().ok_or(ChunkError::Truncated { offset: data.len() })?;
     if u32::from(shift) > MANTISSA_BITS {
         return Err(corrupt(off(rest) - 1, "mantissa shift above 52"));
@@ -305,11 +307,11 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
                 }
                 if need_dod {
                     need_dod = false;
-                    let (d, r) = varint::read_varint(ts).map_err(|e| vi(e, 0))?;
+                    let (d, r) = varint::read_varint(ts).map_err(|e| vi(e, ts_end - ts.len()))?;
                     ts = r;
                     break d;
                 }
-                let (r, rest_ts) = varint::read_uvarint(ts).map_err(|e| vi(e, 0))?;
+                let (r, rest_ts) = varint::read_uvarint(ts).map_err(|e| vi(e, ts_end - ts.len()))?;
                 ts = rest_ts;
                 run_left = r;
                 need_dod = true;

@@ -24,7 +24,7 @@ mod error;
 pub mod varint;
 pub mod xor;
 
-pub use chunk::decode_chunk_range_into;
+pub use chunk::{decode_chunk_range_into, to_xor_chunks};
 pub use dense::{decode_dense_into, decode_dense_range_into, encode_dense, encode_dense_always};
 pub use error::ChunkError;
 pub use xor::{XOR_HEADER_BYTES, XorEncoder, XorIter, decode_xor_into, decode_xor_range_into, encode_xor};

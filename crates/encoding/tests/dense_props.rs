@@ -144,6 +144,29 @@ fn b1_values_fit_the_seven_bytes_per_point_goal() {
 }
 
 #[test]
+fn dense_chunks_convert_to_xor_for_remote_read() {
+    let samples = b1(1000, 3);
+    let c = ChunkRef {
+        mint_ms: 0,
+        maxt_ms: 999,
+        encoding: ChunkEncoding::Dense,
+        data: encode_dense(&samples).expect("smaller").into(),
+    };
+    let parts = tessera_encoding::to_xor_chunks(&c, 120).expect("converts");
+    assert_eq!(parts.len(), 9);
+    let mut out = Vec::new();
+    for p in &parts {
+        assert_eq!(p.encoding, ChunkEncoding::Xor);
+        let before = out.len();
+        tessera_encoding::decode_xor_into(&p.data, &mut out).expect("decodes");
+        assert_eq!((p.mint_ms, p.maxt_ms), (out[before].t, out[out.len() - 1].t));
+    }
+    assert_eq!(bits(&out), bits(&samples));
+    let x = ChunkRef { encoding: ChunkEncoding::Xor, data: encode_xor(&samples).into(), ..c };
+    assert_eq!(tessera_encoding::to_xor_chunks(&x, 120).expect("as is"), vec![x]);
+}
+
+#[test]
 fn constant_series_cost_at_most_one_bit_per_sample() {
     // Regular steps and a constant value: timestamps are one run, the value one symbol and the shared
     // trailing zeros leave at most one mantissa bit.
