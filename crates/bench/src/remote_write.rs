@@ -437,8 +437,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 Mode::Steady => {
                     // Each target scrapes at its own offset inside the interval.
                     let n = args.targets as i64;
-                    let mut due: Vec<i64> =
-                        fleet.owned.iter().map(|(slot, _, _)| start_ms + interval_ms + (*slot as i64 * interval_ms) / n).collect();
+                    // The first round starts now; offsets already past wait for the next interval.
+                    let first = now_ms();
+                    let mut due: Vec<i64> = fleet
+                        .owned
+                        .iter()
+                        .map(|(slot, _, _)| {
+                            let d = start_ms + (*slot as i64 * interval_ms) / n;
+                            if d < first { d + interval_ms } else { d }
+                        })
+                        .collect();
                     let mut oldest_pending: Option<Instant> = None;
                     while !stop.load(Ordering::Relaxed) {
                         let now = now_ms();
@@ -451,8 +459,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         }
                         sim_pos[w].store(now as u64, Ordering::Relaxed);
                         if sender.pending() > 0 {
-                            let first = *oldest_pending.get_or_insert_with(Instant::now);
-                            if first.elapsed() >= Duration::from_secs(1) {
+                            let since = *oldest_pending.get_or_insert_with(Instant::now);
+                            if since.elapsed() >= Duration::from_secs(1) {
                                 sender.flush();
                                 oldest_pending = None;
                             }
