@@ -312,6 +312,9 @@ impl Fleet {
     }
 }
 
+/// Max mode: how far (simulated) the senders may drift apart.
+const MAX_SKEW_MS: i64 = 5 * 60 * 1000;
+
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
@@ -426,6 +429,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 Mode::Max => {
                     let mut t = start_ms;
                     while !stop.load(Ordering::Relaxed) && t <= end_ms {
+                        // Keep the senders within MAX_SKEW_MS of simulated time of each other: a
+                        // receiver's head accepts only a window behind its newest sample (Prometheus:
+                        // an hour), so a sender left far behind would see its samples refused.
+                        while !stop.load(Ordering::Relaxed)
+                            && t - MAX_SKEW_MS > sim_pos.iter().map(|a| a.load(Ordering::Relaxed) as i64).min().unwrap_or(t)
+                        {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
                         fleet.churn_to(((t - start_ms) / churn_ms) as u64, t, &mut sender);
                         for (_, _, target) in &mut fleet.owned {
                             scrape_into(target, t, dt_s, &mut sender, spr);
