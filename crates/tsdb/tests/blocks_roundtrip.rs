@@ -177,3 +177,46 @@ fn tombstones_persist_across_reopen() {
     assert!(ts.num_intervals() >= 2);
     assert!(!path.join("tombstones.tmp").exists());
 }
+
+/// Series with hundreds of chunks exercise the skip table: range reads must return exactly the chunks a
+/// linear filter returns, also when chunks overlap (a long early chunk reaching far into later groups).
+#[test]
+fn range_reads_over_many_chunks_match_a_linear_filter() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = Rng::new(77);
+    let mut series = Vec::new();
+    for s in 0..4 {
+        let n = [1, 63, 64, 1000][s];
+        let mut chunks = Vec::new();
+        let mut t = 0i64;
+        for i in 0..n {
+            let len = 1 + rng.below(50) as i64;
+            // Every 97th chunk is long and overlaps many following chunks.
+            let span = if i % 97 == 5 { 20_000 } else { len };
+            let c = ChunkRef {
+                mint_ms: t,
+                maxt_ms: t + span,
+                encoding: ChunkEncoding::Xor,
+                data: bytes::Bytes::from(vec![0, 1, i as u8, s as u8]),
+            };
+            chunks.push(c);
+            t += 1 + rng.below(60) as i64;
+        }
+        series.push((Labels::from_pairs([("s", format!("{s}"))]), chunks));
+    }
+    let items: Vec<Result<_, Error>> = series.iter().cloned().map(Ok).collect();
+    let meta = write_block(dir.path(), 0, 1 << 40, items.into_iter(), 1, vec![]).expect("ok").expect("block");
+    let b = Block::open(&dir.path().join(&meta.id)).expect("open");
+    for (r, (labels, chunks)) in series.iter().enumerate() {
+        let (l, all) = b.series(r as u32).expect("series");
+        assert_eq!((&l, &all), (labels, chunks));
+        let end = chunks.iter().map(|c| c.maxt_ms).max().expect("chunk");
+        for _ in 0..300 {
+            let lo = rng.range(-100, end + 100);
+            let hi = lo + rng.range(0, 3000);
+            let want: Vec<ChunkRef> = chunks.iter().filter(|c| c.mint_ms <= hi && c.maxt_ms >= lo).cloned().collect();
+            assert_eq!(b.series_in_range(r as u32, lo, hi).expect("range").1, want, "series {r} [{lo}, {hi}]");
+        }
+        assert!(b.series_in_range(r as u32, end + 1, i64::MAX).expect("range").1.is_empty());
+    }
+}

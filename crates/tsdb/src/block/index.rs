@@ -42,13 +42,20 @@ pub struct ChunkMeta {
 #[derive(Default)]
 pub(crate) struct ChunkMetaEncoder {
     buf: Vec<u8>,
+    /// One (cumulative max maxt, byte offset in `buf`) per group of [`SKIP_EVERY`] chunks.
+    skips: Vec<(i64, u64)>,
     count: u32,
     prev: Option<ChunkMeta>,
 }
 
+/// Every this many chunks a series entry restarts its delta encoding and gets a skip-table entry, so that a
+/// time-range read binary-searches to the right group instead of decoding every chunk meta.
+pub const SKIP_EVERY: u32 = 64;
+
 impl ChunkMetaEncoder {
     pub(crate) fn clear(&mut self) {
         self.buf.clear();
+        self.skips.clear();
         self.count = 0;
         self.prev = None;
     }
@@ -60,19 +67,35 @@ impl ChunkMetaEncoder {
     pub(crate) fn push(&mut self, c: ChunkMeta) {
         let body = &mut self.buf;
         match self.prev {
-            None => {
-                put_varint(body, c.mint_ms);
-                put_uvarint(body, c.maxt_ms.wrapping_sub(c.mint_ms) as u64);
-                put_uvarint(body, c.chunk_ref);
-            }
-            Some(p) => {
+            Some(p) if !self.count.is_multiple_of(SKIP_EVERY) => {
                 put_varint(body, c.mint_ms.wrapping_sub(p.maxt_ms));
                 put_uvarint(body, c.maxt_ms.wrapping_sub(c.mint_ms) as u64);
                 put_varint(body, c.chunk_ref.wrapping_sub(p.chunk_ref) as i64);
             }
+            _ => {
+                // A group starts: absolute values, and a skip entry carrying the running max of maxt.
+                let cummax = self.skips.last().map_or(i64::MIN, |s| s.0);
+                self.skips.push((cummax, body.len() as u64));
+                put_varint(body, c.mint_ms);
+                put_uvarint(body, c.maxt_ms.wrapping_sub(c.mint_ms) as u64);
+                put_uvarint(body, c.chunk_ref);
+            }
+        }
+        if let Some(last) = self.skips.last_mut() {
+            last.0 = last.0.max(c.maxt_ms);
         }
         self.count += 1;
         self.prev = Some(c);
+    }
+
+    /// Appends `#chunks | skip table | metas` (the chunk part of a series entry) to `out`.
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        put_uvarint(out, u64::from(self.count));
+        for &(m, off) in &self.skips {
+            put_u64(out, m as u64);
+            put_u64(out, off);
+        }
+        out.extend_from_slice(&self.buf);
     }
 }
 
@@ -88,7 +111,6 @@ pub(crate) struct IndexBuilder {
     /// instead of 24, which matters for blocks holding millions of chunks); `chunk_starts` delimit them.
     chunk_bytes: Vec<u8>,
     chunk_starts: Vec<usize>,
-    chunk_counts: Vec<u32>,
     postings: HashMap<(u32, u32), Vec<SeriesRef>>,
 }
 
@@ -101,7 +123,6 @@ impl IndexBuilder {
             label_starts: vec![0],
             chunk_bytes: Vec::new(),
             chunk_starts: vec![0],
-            chunk_counts: Vec::new(),
             postings: HashMap::new(),
         }
     }
@@ -134,9 +155,8 @@ impl IndexBuilder {
             self.postings.entry((n, v)).or_default().push(r as SeriesRef);
         }
         self.label_starts.push(self.label_syms.len() as u32);
-        self.chunk_bytes.extend_from_slice(&chunks.buf);
+        chunks.encode_into(&mut self.chunk_bytes);
         self.chunk_starts.push(self.chunk_bytes.len());
-        self.chunk_counts.push(chunks.count);
         Ok(())
     }
 
@@ -182,7 +202,6 @@ impl IndexBuilder {
                 put_uvarint(&mut body, u64::from(remap[nm as usize]));
                 put_uvarint(&mut body, u64::from(remap[v as usize]));
             }
-            put_uvarint(&mut body, u64::from(self.chunk_counts[i]));
             body.extend_from_slice(&self.chunk_bytes[self.chunk_starts[i]..self.chunk_starts[i + 1]]);
             buf.clear();
             put_uvarint(&mut buf, body.len() as u64);
@@ -454,6 +473,13 @@ impl BlockIndex {
 
     /// Like [`BlockIndex::series`], reusing `chunks` (cleared first).
     pub fn series_into(&self, r: SeriesRef, chunks: &mut Vec<ChunkMeta>) -> Result<Labels, Error> {
+        self.series_range_into(r, i64::MIN, i64::MAX, chunks)
+    }
+
+    /// The labels of series `r` and the metas of its chunks that overlap `[mint_ms, maxt_ms]` (inclusive).
+    /// Uses the entry's skip table: only the chunk metas from the first group that can overlap the range
+    /// up to the first chunk starting after it are decoded. The entry's CRC is verified.
+    pub fn series_range_into(&self, r: SeriesRef, mint_ms: i64, maxt_ms: i64, chunks: &mut Vec<ChunkMeta>) -> Result<Labels, Error> {
         chunks.clear();
         let f = self.file.as_str();
         if r >= self.num_series {
@@ -480,28 +506,69 @@ impl BlockIndex {
         }
         let labels = Labels::from_sorted(labels).map_err(|n| Error::corruption(f, off, format!("series {r} labels unsorted at {n:?}")))?;
         let nc = d.uvarint()?;
+        let nskips = nc.div_ceil(u64::from(SKIP_EVERY));
+        if nskips.saturating_mul(16) > d.remaining() as u64 {
+            return Err(d.err(format!("series {r}: skip table for {nc} chunks exceeds the entry")));
+        }
+        let skips_at = d.offset();
+        let skips = d.bytes(nskips as usize * 16)?;
+        let metas = &body[d.pos()..];
+        let metas_at = d.offset();
+        let skip = |k: usize| -> (i64, u64) {
+            let e = &skips[k * 16..k * 16 + 16];
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&e[..8]);
+            let m = i64::from_be_bytes(a);
+            a.copy_from_slice(&e[8..]);
+            (m, u64::from_be_bytes(a))
+        };
+        // First group whose running max of maxt reaches the range: every chunk before it ends earlier.
+        let (mut lo, mut hi) = (0usize, nskips as usize);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if skip(mid).0 < mint_ms {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let full = mint_ms == i64::MIN && maxt_ms == i64::MAX;
+        if lo == nskips as usize {
+            return Ok(labels);
+        }
+        let start = skip(lo).1;
+        if start > metas.len() as u64 {
+            return Err(Error::corruption(f, skips_at + lo as u64 * 16, format!("series {r}: skip offset {start} out of range")));
+        }
+        let mut d = Dec::new(&metas[start as usize..], metas_at + start, f);
         let mut prev: Option<ChunkMeta> = None;
-        for _ in 0..nc {
+        let mut i = lo as u64 * u64::from(SKIP_EVERY);
+        while i < nc {
             let c = match prev {
-                None => {
+                Some(p) if !i.is_multiple_of(u64::from(SKIP_EVERY)) => {
+                    let mint = p.maxt_ms.wrapping_add(d.varint()?);
+                    let span = d.uvarint()?;
+                    ChunkMeta { mint_ms: mint, maxt_ms: mint.wrapping_add(span as i64), chunk_ref: p.chunk_ref.wrapping_add(d.varint()? as u64) }
+                }
+                _ => {
+                    if full && (d.offset() - metas_at) != skip((i / u64::from(SKIP_EVERY)) as usize).1 {
+                        return Err(d.err(format!("series {r}: skip table does not match chunk {i}")));
+                    }
                     let mint = d.varint()?;
                     let span = d.uvarint()?;
                     ChunkMeta { mint_ms: mint, maxt_ms: mint.wrapping_add(span as i64), chunk_ref: d.uvarint()? }
                 }
-                Some(p) => {
-                    let mint = p.maxt_ms.wrapping_add(d.varint()?);
-                    let span = d.uvarint()?;
-                    ChunkMeta {
-                        mint_ms: mint,
-                        maxt_ms: mint.wrapping_add(span as i64),
-                        chunk_ref: p.chunk_ref.wrapping_add(d.varint()? as u64),
-                    }
-                }
             };
-            chunks.push(c);
+            if c.mint_ms > maxt_ms {
+                break; // chunks are sorted by mint: nothing later can overlap
+            }
+            if c.maxt_ms >= mint_ms {
+                chunks.push(c);
+            }
             prev = Some(c);
+            i += 1;
         }
-        if !d.is_empty() {
+        if full && !d.is_empty() {
             return Err(d.err(format!("trailing bytes in series {r} entry")));
         }
         Ok(labels)

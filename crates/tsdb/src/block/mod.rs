@@ -145,9 +145,9 @@ impl Block {
     /// the other chunks are not even read.
     pub fn series_in_range(&self, r: SeriesRef, mint_ms: i64, maxt_ms: i64) -> Result<(Labels, Vec<ChunkRef>), Error> {
         let mut metas = Vec::new();
-        let labels = self.index.series_into(r, &mut metas)?;
+        let labels = self.index.series_range_into(r, mint_ms, maxt_ms, &mut metas)?;
         let mut out = Vec::with_capacity(metas.len());
-        for m in metas.iter().filter(|m| m.mint_ms <= maxt_ms && m.maxt_ms >= mint_ms) {
+        for m in &metas {
             out.push(self.chunk(m)?);
         }
         Ok((labels, out))
@@ -202,8 +202,8 @@ impl Block {
         let mut dels = Vec::new();
         let mut metas = Vec::new();
         for r in refs {
-            self.index.series_into(r, &mut metas)?;
-            if metas.iter().any(|m| m.mint_ms <= maxt_ms && m.maxt_ms >= mint_ms) {
+            self.index.series_range_into(r, mint_ms, maxt_ms, &mut metas)?;
+            if !metas.is_empty() {
                 dels.push((r, Interval::new(mint_ms, maxt_ms)));
             }
         }
