@@ -231,12 +231,18 @@ impl Shard {
             let mut enc = BatchEncoder::new(&mut w.buf, defs.collect::<Vec<_>>().into_iter());
             let mut vi = 0;
             for (bi, b) in batches.iter().enumerate() {
+                let vs = &w.verdicts[vi..vi + b.samples.len()];
+                vi += b.samples.len();
+                if vs.iter().all(|v| matches!(v, Verdict::InOrder | Verdict::OutOfOrder)) {
+                    // The common case: the whole batch was accepted, log it without copying.
+                    enc.group(refs[bi].0, &b.samples);
+                    continue;
+                }
                 scratch.clear();
-                for s in &b.samples {
-                    if matches!(w.verdicts[vi], Verdict::InOrder | Verdict::OutOfOrder) {
+                for (s, v) in b.samples.iter().zip(vs) {
+                    if matches!(v, Verdict::InOrder | Verdict::OutOfOrder) {
                         scratch.push(*s);
                     }
-                    vi += 1;
                 }
                 if !scratch.is_empty() {
                     enc.group(refs[bi].0, &scratch);
@@ -274,23 +280,11 @@ impl Shard {
             }
             let mut vi = 0;
             for (bi, b) in batches.iter().enumerate() {
-                let r = refs[bi].0;
-                for s in &b.samples {
-                    let v = w.verdicts[vi];
-                    vi += 1;
-                    match v {
-                        Verdict::InOrder => {
-                            head.apply(r, *s, v);
-                            appended += 1;
-                        }
-                        Verdict::OutOfOrder => {
-                            head.apply(r, *s, v);
-                            appended += 1;
-                            ooo += 1;
-                        }
-                        _ => {}
-                    }
-                }
+                let n = b.samples.len();
+                let (stored, o) = head.apply_batch(refs[bi].0, &b.samples, &w.verdicts[vi..vi + n]);
+                vi += n;
+                appended += stored;
+                ooo += o;
             }
         }
         report.series_created = new_series.len() as u64;

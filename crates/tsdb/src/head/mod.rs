@@ -367,6 +367,45 @@ impl Head {
         created
     }
 
+    /// Applies one batch of a series: `verdicts[i]` judges `samples[i]`; only `InOrder` and `OutOfOrder`
+    /// samples are stored. The hot path of ingestion: one series lookup per batch, bounds updated once.
+    /// Returns (samples stored, of which out-of-order).
+    pub(crate) fn apply_batch(&mut self, r: u32, samples: &[Sample], verdicts: &[Verdict]) -> (u64, u64) {
+        let range = self.chunk_range;
+        let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return (0, 0) };
+        let (mut stored, mut ooo, mut created, mut closed_bytes) = (0u64, 0u64, 0u64, 0u64);
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        for (s, v) in samples.iter().zip(verdicts) {
+            match v {
+                Verdict::InOrder => {
+                    let before = ms.chunks.len();
+                    if ms.append(s.t, s.v, range) {
+                        created += 1;
+                    }
+                    if ms.chunks.len() != before {
+                        closed_bytes += ms.chunks.last().map_or(0, |c| c.data.len() as u64);
+                    }
+                }
+                Verdict::OutOfOrder => {
+                    if !ms.insert_ooo(*s) {
+                        continue;
+                    }
+                    ooo += 1;
+                }
+                _ => continue,
+            }
+            stored += 1;
+            lo = lo.min(s.t);
+            hi = hi.max(s.t);
+        }
+        self.num_samples += stored;
+        self.num_chunks += created;
+        self.chunk_bytes += closed_bytes;
+        self.min_t = self.min_t.min(lo);
+        self.max_t = self.max_t.max(hi);
+        (stored, ooo)
+    }
+
     /// Number of live series.
     pub(crate) fn num_series(&self) -> usize {
         self.index.len()
