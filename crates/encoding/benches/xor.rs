@@ -8,7 +8,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
-use tessera_encoding::{XorEncoder, XorIter, decode_dense_into, decode_xor_into, encode_dense_always};
+use tessera_encoding::{XorEncoder, XorIter, decode_dense_into, decode_xor_into, encode_dense_always, for_each_xor_sample};
 use tessera_model::Sample;
 
 const N: usize = 1_000_000;
@@ -150,12 +150,23 @@ fn cpu_report() {
             reps += 1;
         }
         let iter = (reps * N as u64) as f64 / (cpu_seconds() - c0);
+        let (c0, mut reps) = (cpu_seconds(), 0u64);
+        while cpu_seconds() - c0 < 1.0 {
+            let mut sum = 0.0;
+            for c in &chunks {
+                for_each_xor_sample(c, i64::MIN, i64::MAX, |_, v| sum += v).expect("valid");
+            }
+            black_box(sum);
+            reps += 1;
+        }
+        let fold = (reps * N as u64) as f64 / (cpu_seconds() - c0);
         eprintln!(
-            "cpu-time b1_random chunk={per_chunk}: append {:.1} M samples/s, decode_xor_into {:.1} M samples/s ({:.2} ms per 1M), XorIter {:.1} M samples/s",
+            "cpu-time b1_random chunk={per_chunk}: append {:.1} M samples/s, decode_xor_into {:.1} M samples/s ({:.2} ms per 1M), XorIter {:.1} M samples/s, for_each_xor_sample sum {:.1} M samples/s",
             append / 1e6,
             decode / 1e6,
             1e3 * N as f64 / decode,
-            iter / 1e6
+            iter / 1e6,
+            fold / 1e6
         );
     }
 }

@@ -27,4 +27,6 @@ pub mod xor;
 pub use chunk::{decode_chunk_range_into, to_xor_chunks};
 pub use dense::{decode_dense_into, decode_dense_range_into, encode_dense, encode_dense_always};
 pub use error::ChunkError;
-pub use xor::{XOR_HEADER_BYTES, XorEncoder, XorIter, decode_xor_into, decode_xor_range_into, encode_xor};
+pub use xor::{
+    XOR_HEADER_BYTES, XorEncoder, XorIter, decode_xor_into, decode_xor_range_into, encode_xor, for_each_xor_sample,
+};

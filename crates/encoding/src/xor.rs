@@ -551,39 +551,58 @@ pub fn decode_xor_into(data: &[u8], out: &mut Vec<Sample>) -> Result<(), ChunkEr
 /// at the first sample after `maxt_ms`. On error `out` is restored to its length before the call.
 pub fn decode_xor_range_into(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
     let before = out.len();
-    let mut it = XorIter::new(data);
-    out.reserve(usize::from(it.num_total));
-    let res = (|| {
-        // The first two samples are byte-aligned fields: the iterator's cold paths read them.
-        while it.num_read < 2 {
-            let Some(r) = it.next() else { return Ok(()) };
-            let (t, v) = r?;
-            if t > maxt_ms {
-                return Ok(());
-            }
-            if t >= mint_ms {
-                out.push(Sample { t, v });
-            }
-        }
-        if fast_loop(&mut it, mint_ms, maxt_ms, out)? {
-            return Ok(());
-        }
-        // The last few samples, close to the end of the data: bounds-checked reads.
-        for r in it.by_ref() {
-            let (t, v) = r?;
-            if t > maxt_ms {
-                break;
-            }
-            if t >= mint_ms {
-                out.push(Sample { t, v });
-            }
-        }
-        Ok(())
-    })();
+    if let Some(h) = data.get(..XOR_HEADER_BYTES) {
+        out.reserve(usize::from(u16::from_be_bytes([h[0], h[1]])));
+    }
+    let res = for_each_xor_sample(data, mint_ms, maxt_ms, |t, v| out.push(Sample { t, v }));
     if res.is_err() {
         out.truncate(before);
     }
-    res
+    res.map(|_| ())
+}
+
+/// Calls `f(t, v)` for each sample of an XOR chunk with `mint_ms <= t <= maxt_ms`, in order, and returns
+/// how many it visited; stops at the first sample after `maxt_ms`. The same fast path as
+/// [`decode_xor_into`] without materialising samples (aggregations such as `sum`/`avg` over a range).
+/// On error, samples before the corrupt point may already have been visited.
+#[inline]
+pub fn for_each_xor_sample(
+    data: &[u8],
+    mint_ms: i64,
+    maxt_ms: i64,
+    mut f: impl FnMut(i64, f64),
+) -> Result<usize, ChunkError> {
+    let mut visited = 0usize;
+    let mut visit = |t: i64, v: f64| {
+        f(t, v);
+        visited += 1;
+    };
+    let mut it = XorIter::new(data);
+    // The first two samples are byte-aligned fields: the iterator's cold paths read them.
+    while it.num_read < 2 {
+        let Some(r) = it.next() else { return Ok(visited) };
+        let (t, v) = r?;
+        if t > maxt_ms {
+            return Ok(visited);
+        }
+        if t >= mint_ms {
+            visit(t, v);
+        }
+    }
+    if fast_loop(&mut it, mint_ms, maxt_ms, &mut visit)? {
+        return Ok(visited);
+    }
+    // The last few samples, close to the end of the data: bounds-checked reads.
+    for r in it.by_ref() {
+        let (t, v) = r?;
+        if t > maxt_ms {
+            break;
+        }
+        if t >= mint_ms {
+            visit(t, v);
+        }
+    }
+    Ok(visited)
 }
 
 /// Loads 64 bits starting at bit `pos` of `body`, of which the top 57 are always the stream's next bits.
@@ -607,7 +626,13 @@ fn read_at(body: &[u8], pos: usize, n: u32) -> u64 {
 /// Decodes samples while at least `FAST_MARGIN` bytes remain, with unchecked-length word loads and the
 /// state in locals (registers). Leaves `it` positioned after the last sample it decoded, ready for the
 /// iterator's checked path. Returns `Ok(true)` when decoding is finished (a sample after `maxt_ms`).
-fn fast_loop(it: &mut XorIter<'_>, mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<bool, ChunkError> {
+#[inline(always)]
+fn fast_loop(
+    it: &mut XorIter<'_>,
+    mint_ms: i64,
+    maxt_ms: i64,
+    visit: &mut impl FnMut(i64, f64),
+) -> Result<bool, ChunkError> {
     // One sample takes at most 4+64 + 2+11+64 = 145 bits; loads reach 8 bytes past a bit position.
     const FAST_MARGIN: usize = 32;
     let body = &it.data[it.br_base..];
@@ -672,7 +697,7 @@ fn fast_loop(it: &mut XorIter<'_>, mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sam
             break;
         }
         if t >= mint_ms {
-            out.push(Sample { t, v: f64::from_bits(v_bits) });
+            visit(t, f64::from_bits(v_bits));
         }
     }
     // Hand the state back so the checked path (or an error report) continues from here.

@@ -2,7 +2,7 @@
 //! reopen-then-append equivalence, size bounds, and "arbitrary or mutated bytes never panic".
 
 use proptest::prelude::*;
-use tessera_encoding::{ChunkError, XorEncoder, XorIter, decode_chunk_range_into, decode_xor_into, encode_xor};
+use tessera_encoding::{ChunkError, XorEncoder, XorIter, decode_chunk_range_into, decode_xor_into, for_each_xor_sample, encode_xor};
 use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 
 /// Values that stress the XOR windows: special floats, NaN payloads, subnormals, and runs.
@@ -148,6 +148,10 @@ proptest! {
         decode_chunk_range_into(&c, mint, maxt, &mut out).expect("decodes");
         let want: Vec<Sample> = samples.iter().copied().filter(|s| s.t >= mint && s.t <= maxt).collect();
         prop_assert_eq!(bits(&out), bits(&want));
+        let mut visited = Vec::new();
+        let n = for_each_xor_sample(&c.data, mint, maxt, |t, v| visited.push(Sample::new(t, v))).expect("decodes");
+        prop_assert_eq!(n, want.len());
+        prop_assert_eq!(bits(&visited), bits(&want));
     }
 }
 
