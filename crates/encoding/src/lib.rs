@@ -5,10 +5,11 @@
 //!   the unread tail returned.
 //! - [`crc`]: CRC32-Castagnoli, as Prometheus checksums chunks, index sections, WAL records and frames.
 //! - [`xor`]: Prometheus' XOR float chunk, byte for byte ([`XorEncoder`], [`XorIter`], [`encode_xor`],
-//!   [`decode_xor_into`]).
+//!   [`decode_xor_into`], and [`for_each_xor_sample`] to fold a range without materialising it).
 //! - [`dense`]: a denser codec for cold chunks (`ChunkEncoding::Dense`): Huffman-coded exponents, raw
 //!   mantissas, run-length delta-of-delta timestamps; [`encode_dense`] only returns it when smaller than XOR.
-//! - [`decode_chunk_range_into`]: decode any [`tessera_model::ChunkRef`] by its encoding byte.
+//! - [`decode_chunk_range_into`]: decode any [`tessera_model::ChunkRef`] by its encoding byte;
+//!   [`to_xor_chunks`] turns any float chunk into Prometheus XOR chunks (remote read).
 //!
 //! Key decision: the head writes exactly Prometheus' XOR chunk bytes (checked against vectors produced by
 //! Prometheus' own Go code), so a chunk leaves through remote read or lands in a block unchanged. Decoders
