@@ -281,3 +281,25 @@ fn retention_keeps_exactly_the_newest_blocks() {
     assert!(all_t.range(lo..6000).count() > 0);
     assert_eq!(lo % 1000, 0, "retention drops whole blocks");
 }
+
+#[test]
+fn stats_and_head_cardinality() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(2)).expect("open");
+    let mut app = db.appender();
+    for i in 0..5 {
+        app.add(series(i), &[Sample::new(10, 1.0), Sample::new(20, 2.0)]);
+    }
+    app.add(labels!("__name__" => "other", "parity" => "odd"), &[Sample::new(15, 1.0)]);
+    app.commit().expect("commit");
+    let st = db.stats();
+    assert_eq!((st.head_series, st.head_samples, st.head_min_t, st.head_max_t, st.shards), (6, 11, 10, 20, 2));
+    let c = db.head_cardinality(2);
+    assert_eq!(c.series_count_by_metric_name, vec![("m".to_string(), 5)]
+        .into_iter()
+        .chain([("other".to_string(), 1)])
+        .collect::<Vec<_>>());
+    assert_eq!(c.label_value_count_by_label_name[0], ("i".to_string(), 5));
+    assert_eq!(c.series_count_by_label_value_pair[0], ("__name__=m".to_string(), 5));
+    assert_eq!(c.series_count_by_label_value_pair.len(), 2);
+}
