@@ -28,18 +28,23 @@ pub(crate) struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    #[inline]
     pub(crate) fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }
 
+    #[cold]
+    #[inline(never)]
     fn err(&self, what: &str) -> WireError {
         WireError(format!("{what} at offset {}", self.pos))
     }
 
+    #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, WireError> {
         let mut v: u64 = 0;
         for i in 0..10 {
@@ -59,6 +64,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next field key: (tag, wire type).
+    #[inline]
     pub(crate) fn key(&mut self) -> Result<(u32, u8), WireError> {
         let k = self.varint()?;
         if k > u32::MAX as u64 {
@@ -75,12 +81,14 @@ impl<'a> Reader<'a> {
         Ok((tag, wt))
     }
 
+    #[inline]
     pub(crate) fn fixed64(&mut self) -> Result<u64, WireError> {
         let b = self.buf.get(self.pos..self.pos + 8).ok_or_else(|| self.err("truncated fixed64"))?;
         self.pos += 8;
         Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
     }
 
+    #[inline]
     pub(crate) fn bytes(&mut self) -> Result<&'a [u8], WireError> {
         let n = self.varint()?;
         let rest = self.buf.len() - self.pos;
@@ -137,12 +145,19 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    #[cold]
+    #[inline(never)]
+    fn wt_err(&self, tag: u32, got: u8, want: u8) -> WireError {
+        self.err(&format!("invalid wire type {got} for field {tag} (expected {want})"))
+    }
+
     /// Checks that wire type `got` is `want` for field `tag`.
+    #[inline]
     pub(crate) fn expect_wt(&self, tag: u32, got: u8, want: u8) -> Result<(), WireError> {
         if got == want {
             Ok(())
         } else {
-            Err(self.err(&format!("invalid wire type {got} for field {tag} (expected {want})")))
+            Err(self.wt_err(tag, got, want))
         }
     }
 
