@@ -72,7 +72,8 @@ pub fn block_ranges(block_range_ms: i64, max_range_ms: i64) -> Vec<i64> {
 /// 1. every group of blocks whose time ranges overlap (all such groups at once);
 /// 2. otherwise, leaving out the newest block (the one with the largest `mint`, just cut from the head),
 ///    the first group of ≥ 2 blocks that lies in one aligned window of the next range size and either
-///    fills it (`maxt − mint == range`) or ends before the newest block starts (`selectDirs`);
+///    fills it (`maxt − mint == range`) or ends before the newest block starts (`selectDirs`), skipping
+///    groups with a block whose compaction failed on damaged data (`compaction.failed`);
 /// 3. otherwise one block (newest first) whose tombstones exceed 5 % of its series, or that is entirely
 ///    deleted, among blocks at least half-way up the range ladder.
 pub fn plan(metas: &[BlockMeta], block_range_ms: i64, max_range_ms: i64) -> Vec<Vec<String>> {
@@ -95,6 +96,9 @@ pub fn plan(metas: &[BlockMeta], block_range_ms: i64, max_range_ms: i64) -> Vec<
     let mid_range = ranges[ranges.len() / 2];
     for m in ds.iter().rev() {
         let s = &m.stats;
+        if m.compaction.failed {
+            continue;
+        }
         if m.maxt_ms - m.mint_ms < mid_range {
             // Small block: rewrite only when everything in it is deleted (then it simply goes away).
             if s.num_tombstones > 0 && s.num_tombstones >= s.num_series {
@@ -138,6 +142,9 @@ fn select_dirs<'a>(ds: &[&'a BlockMeta], ranges: &[i64]) -> Option<Vec<&'a Block
     let high_time = ds.last()?.mint_ms;
     for &iv in ranges.iter().skip(1) {
         for p in split_by_range(ds, iv) {
+            if p.iter().any(|m| m.compaction.failed) {
+                continue; // Prometheus: "Do not select the range if it has a block whose compaction failed."
+            }
             let mint = p[0].mint_ms;
             let maxt = p[p.len() - 1].maxt_ms;
             if (maxt - mint == iv || maxt <= high_time) && p.len() > 1 {
@@ -200,6 +207,7 @@ pub fn compact_with(blocks: &[Arc<Block>], parent_dir: &Path, opts: &WriteOption
         level,
         sources: sources.into_iter().collect(),
         parents: metas.iter().map(|m| m.id.clone()).collect(),
+        failed: false,
     };
     let mut cursors = Vec::with_capacity(blocks.len());
     for b in blocks {
@@ -210,6 +218,15 @@ pub fn compact_with(blocks: &[Arc<Block>], parent_dir: &Path, opts: &WriteOption
         Ok(()) => w.finish(compaction),
         Err(e) => {
             w.abort();
+            // Damaged input data: flag the block it came from so that `plan` stops picking it (mirrors
+            // Prometheus' `Compaction.Failed`); the block stays readable for what is intact.
+            if let Error::Corruption { file, .. } | Error::Storage(tessera_model::StorageError::Corruption { file, .. }) = &e {
+                for b in blocks {
+                    if Path::new(file).starts_with(b.dir()) {
+                        let _ = b.mark_compaction_failed();
+                    }
+                }
+            }
             Err(e)
         }
     }
@@ -437,7 +454,7 @@ mod tests {
             mint_ms: mint,
             maxt_ms: maxt,
             stats: BlockStats { num_series: 100, ..Default::default() },
-            compaction: CompactionMeta { level: 1, sources: vec![id.into()], parents: vec![] },
+            compaction: CompactionMeta { level: 1, sources: vec![id.into()], ..Default::default() },
             version: META_VERSION,
         }
     }
@@ -462,6 +479,13 @@ mod tests {
         assert!(plan(&ms[..2], 2 * H, 0).is_empty());
         // Capped at 2h: no level above the first, nothing to do.
         assert!(plan(&ms, 2 * H, 2 * H).is_empty());
+    }
+
+    #[test]
+    fn plan_skips_groups_with_a_failed_block() {
+        let mut ms = [meta("a", 0, 2 * H), meta("b", 2 * H, 4 * H), meta("c", 4 * H, 6 * H), meta("d", 6 * H, 8 * H)];
+        ms[1].compaction.failed = true;
+        assert!(plan(&ms, 2 * H, 0).is_empty());
     }
 
     #[test]

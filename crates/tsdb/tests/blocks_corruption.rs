@@ -204,6 +204,29 @@ fn damaged_meta_or_tombstones_fail_open_and_other_blocks_still_work() {
     assert_eq!(dump_block(&Block::open(&p2).expect("reopen")).expect("fine"), before);
 }
 
+#[test]
+fn compaction_over_a_damaged_chunk_fails_cleanly_and_flags_the_block() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ma, pa) = small_block(dir.path(), 9, 10);
+    let (mb, pb) = small_block(dir.path(), 10, 10);
+    let seg = pa.join("chunks").join("000001");
+    let mut bytes = std::fs::read(&seg).expect("read");
+    let at = bytes.len() - 6; // inside the last chunk record
+    bytes[at] ^= 0x55;
+    std::fs::write(&seg, &bytes).expect("write");
+    let (a, b) = (Block::open(&pa).expect("open"), Block::open(&pb).expect("open"));
+    let e = tessera_tsdb::compact::compact(&[a.clone(), b.clone()], dir.path()).expect_err("damaged input");
+    assert!(is_corruption_in(&e, "000001", bytes.len() as u64), "{e}");
+    let mut left: Vec<String> =
+        std::fs::read_dir(dir.path()).expect("ls").map(|e| e.expect("e").file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    let mut want = vec![ma.id.clone(), mb.id.clone()];
+    want.sort();
+    assert_eq!(left, want, "no half-written output remains");
+    assert!(a.meta().compaction.failed && Block::open(&pa).expect("reopen").meta().compaction.failed);
+    assert!(!b.meta().compaction.failed, "only the damaged block is flagged");
+}
+
 fn valid_index_bytes() -> Vec<u8> {
     static IX: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
     IX.get_or_init(|| {

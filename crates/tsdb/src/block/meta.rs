@@ -46,6 +46,10 @@ pub struct CompactionMeta {
     /// Ids of the blocks this one was compacted from directly (empty for a level-1 block).
     #[serde(default)]
     pub parents: Vec<String>,
+    /// Set when compacting this block failed on damaged data (Prometheus' `Compaction.Failed`): the
+    /// planner leaves it out of leveled compaction instead of retrying forever.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
 }
 
 impl BlockMeta {
@@ -177,7 +181,7 @@ mod tests {
             mint_ms: 0,
             maxt_ms: 7_200_000,
             stats: BlockStats { num_series: 2, num_samples: 3, num_chunks: 4, num_tombstones: 0 },
-            compaction: CompactionMeta { level: 1, sources: vec!["x".into()], parents: vec![] },
+            compaction: CompactionMeta { level: 1, sources: vec!["x".into()], parents: vec![], failed: false },
             version: META_VERSION,
         };
         m.write(dir.path()).expect("write");

@@ -192,6 +192,20 @@ impl Block {
         Ok(())
     }
 
+    /// Records in `meta.json` (atomically) that compacting this block failed on damaged data, so the
+    /// planner stops choosing it for leveled compaction (Prometheus' `Compaction.Failed`).
+    pub fn mark_compaction_failed(&self) -> Result<(), Error> {
+        let _g = self.delete_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.meta();
+        if m.compaction.failed {
+            return Ok(());
+        }
+        m.compaction.failed = true;
+        m.write(&self.dir)?;
+        *self.meta.write().unwrap_or_else(|e| e.into_inner()) = m;
+        Ok(())
+    }
+
     /// Deletes `[mint_ms, maxt_ms]` (inclusive) of every series matching `matchers` that has a chunk in
     /// that range (mirrors Prometheus' `Block.Delete`). Returns the number of series affected.
     pub fn delete_matching(&self, matchers: &[Matcher], mint_ms: i64, maxt_ms: i64) -> Result<usize, Error> {

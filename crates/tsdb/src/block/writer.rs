@@ -46,7 +46,7 @@ pub fn write_block(
     level: u32,
     sources: Vec<String>,
 ) -> Result<Option<BlockMeta>, Error> {
-    let compaction = CompactionMeta { level, sources, parents: Vec::new() };
+    let compaction = CompactionMeta { level, sources, ..Default::default() };
     write_block_with(parent_dir, mint_ms, maxt_ms, series, compaction, &WriteOptions::default())
 }
 

@@ -115,7 +115,7 @@ pub fn random_series(rng: &mut Rng, n: usize, mint: i64, maxt: i64, max_chunks: 
 pub fn write(dir: &Path, mint: i64, maxt: i64, series: &[ModelSeries], level: u32, sources: Vec<String>) -> Option<BlockMeta> {
     let it = series.iter().map(|s| Ok::<_, Error>((s.labels.clone(), s.chunk_refs())));
     let opts = WriteOptions { max_segment_bytes: 16 << 10 };
-    write_block_with(dir, mint, maxt, it, CompactionMeta { level, sources, parents: vec![] }, &opts).expect("write block")
+    write_block_with(dir, mint, maxt, it, CompactionMeta { level, sources, ..Default::default() }, &opts).expect("write block")
 }
 
 pub fn bits(s: &[Sample]) -> Vec<(i64, u64)> {
