@@ -143,6 +143,12 @@ pub struct ReplayStats {
 /// truncated (with a warning). Stops at the first error: a [`WalError`] (converted with `E::from`; match
 /// [`WalError::Corruption`] to decide on [`crate::repair`]) or the callback's own error. Records before the
 /// error have been passed to `f`. Run it before opening the [`Wal`] writer.
+///
+/// After a corruption, [`crate::repair`] cuts the log at the damage. If the damage was in a WAL segment,
+/// every record that survives the repair has already been passed to `f`: do not replay again. If it was
+/// in the checkpoint ([`crate::Corruption::in_checkpoint`]), the segments after the checkpoint have not
+/// been replayed yet: continue with `WalReader::from_segment(wal_dir, N)` (or replay everything again
+/// with an idempotent `f`).
 pub fn read_all<E: From<WalError>>(
     wal_dir: &Path,
     f: impl FnMut(&[u8]) -> Result<(), E>,

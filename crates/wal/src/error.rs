@@ -64,6 +64,18 @@ pub struct Corruption {
     pub kind: CorruptionKind,
 }
 
+impl Corruption {
+    /// Whether the damage is inside a checkpoint directory rather than in a WAL segment. After a
+    /// [`crate::read_all`] stopped on such damage, the segments after the checkpoint were not replayed yet.
+    pub fn in_checkpoint(&self) -> bool {
+        self.path
+            .parent()
+            .and_then(|d| d.file_name())
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(crate::format::CHECKPOINT_PREFIX))
+    }
+}
+
 /// The kind of damage found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -283,3 +283,49 @@ fn interval_policy_fsyncs_only_when_due() {
     assert_eq!(fs.syncs(), s2 + 2, "log() fsyncs when the interval has elapsed");
     w.close().expect("close");
 }
+
+#[test]
+fn corrupt_checkpoint_is_reported_as_such_and_repairable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut w = Wal::open(dir.path(), opts(1 << 20)).expect("open");
+    w.log(b"old").expect("log");
+    let n = w.next_segment().expect("next");
+    w.log(b"new").expect("log");
+    w.close().expect("close");
+    let cp = tessera_wal::write_checkpoint(dir.path(), n, (0..5).map(rec)).expect("checkpoint");
+    let cp_seg = cp.join(segment_file_name(0));
+    // Damage record 3 of the checkpoint; a torn-looking end of a checkpoint is corruption too.
+    flip_byte(&cp_seg, offset_of(3) + RECORD_HEADER_BYTES as u64);
+    let err = replay(dir.path()).expect_err("corruption");
+    let c = err.as_corruption().expect("corruption").clone();
+    assert!(c.in_checkpoint());
+    assert_eq!((c.path.clone(), c.offset), (cp_seg.clone(), offset_of(3)));
+    repair(dir.path(), &c).expect("repair");
+    let mut want: Vec<Vec<u8>> = (0..3).map(rec).collect();
+    want.push(b"new".to_vec());
+    assert_eq!(replay(dir.path()).expect("replay"), want);
+
+    let len = std::fs::metadata(&cp_seg).expect("meta").len();
+    OpenOptions::new().write(true).open(&cp_seg).expect("open").set_len(len - 1).expect("truncate");
+    let c = replay(dir.path()).expect_err("truncated checkpoint").as_corruption().expect("corruption").clone();
+    assert_eq!((c.kind, c.offset), (CorruptionKind::Truncated, offset_of(2)));
+    assert!(!WalReader::from_segment(dir.path(), n).expect("reader").segments().is_empty());
+}
+
+#[test]
+fn from_segment_starts_at_the_given_segment_and_reports_positions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut w = Wal::open(dir.path(), opts(1 << 20)).expect("open");
+    w.log(b"s0").expect("log");
+    w.next_segment().expect("next");
+    w.log(b"s1-a").expect("log");
+    w.log(b"s1-b").expect("log");
+    w.close().expect("close");
+    let mut r = WalReader::from_segment(dir.path(), 1).expect("reader");
+    assert_eq!(r.next_record().expect("next"), Some(&b"s1-a"[..]));
+    assert_eq!(r.position(), (1, SEGMENT_HEADER_BYTES));
+    assert_eq!(r.next_record().expect("next"), Some(&b"s1-b"[..]));
+    assert_eq!(r.position(), (1, SEGMENT_HEADER_BYTES + RECORD_HEADER_BYTES as u64 + 4));
+    assert_eq!(r.next_record().expect("end"), None);
+    assert_eq!(r.next_record().expect("still end"), None);
+}
