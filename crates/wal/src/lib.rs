@@ -104,3 +104,14 @@ impl Default for WalOptions {
         WalOptions { segment_bytes: Self::DEFAULT_SEGMENT_BYTES, fsync: FsyncPolicy::default() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn writer_and_reader_are_send() {
+        fn assert_send<T: Send>() {}
+        assert_send::<crate::Wal>();
+        assert_send::<crate::WalReader>();
+        assert_send::<crate::WalError>();
+    }
+}
