@@ -4,6 +4,8 @@
 //! error becomes a final [`Kind::Error`] token, which the parser reports only if it reaches it (upstream
 //! lexes lazily, so an earlier syntax error wins).
 
+use std::borrow::Cow;
+
 /// Token kinds (upstream `ItemType`), grouped as upstream groups them (operators, aggregators, keywords,
 /// preprocessors) because error messages describe tokens by group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -197,18 +199,18 @@ impl Kind {
 
 /// A token: kind, byte offset and the text it covers (for `Error`: the message).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Token {
+pub struct Token<'a> {
     pub kind: Kind,
     pub pos: usize,
-    pub val: String,
+    pub val: Cow<'a, str>,
 }
 
-impl Token {
+impl Token<'_> {
     /// Upstream `Item.String()`.
     fn item_string(&self) -> String {
         match self.kind {
             Kind::Eof => "EOF".to_string(),
-            Kind::Error => self.val.clone(),
+            Kind::Error => self.val.to_string(),
             Kind::Identifier | Kind::MetricIdentifier => go_quote_str(&self.val),
             k if k.is_keyword() => format!("<{}>", self.val),
             k if k.is_operator() => format!("<op:{}>", self.val),
@@ -406,11 +408,11 @@ struct Lexer<'a> {
     got_colon: bool,
     got_duration: bool,
     string_open: char,
-    out: Vec<Token>,
+    out: Vec<Token<'a>>,
 }
 
 /// Lexes the whole input. The result always ends with an `Eof` or `Error` token. Comments are dropped.
-pub fn lex(input: &str) -> Vec<Token> {
+pub fn lex(input: &str) -> Vec<Token<'_>> {
     let mut l = Lexer {
         input,
         pos: 0,
@@ -458,7 +460,7 @@ impl<'a> Lexer<'a> {
         self.width = 0;
     }
     fn emit(&mut self, kind: Kind) {
-        self.out.push(Token { kind, pos: self.start, val: self.input[self.start..self.pos].to_string() });
+        self.out.push(Token { kind, pos: self.start, val: Cow::Borrowed(&self.input[self.start..self.pos]) });
         self.start = self.pos;
     }
     fn ignore(&mut self) {
@@ -487,7 +489,7 @@ impl<'a> Lexer<'a> {
     }
 
     fn errorf(&mut self, msg: String) -> State {
-        self.out.push(Token { kind: Kind::Error, pos: self.start, val: msg });
+        self.out.push(Token { kind: Kind::Error, pos: self.start, val: Cow::Owned(msg) });
         State::Done
     }
     fn skip_spaces(&mut self) {
@@ -840,8 +842,8 @@ impl<'a> Lexer<'a> {
         self.accept(digits);
         let mut dot = false;
         let mut exp = false;
-        let all = format!("{digits}._eE");
-        while self.is(&all) {
+        let all = if digits.len() > 10 { "0123456789abcdefABCDEF._eE" } else { "0123456789._eE" };
+        while self.is(all) {
             if self.is(".") && dot {
                 self.accept(".");
                 return false;
@@ -892,7 +894,9 @@ impl<'a> Lexer<'a> {
             }
         }
         let word = &self.input[self.start..self.pos];
-        match keyword(&word.to_ascii_lowercase()) {
+        // Keywords are at most 12 bytes; longer words need no lower-casing.
+        let kw = if word.len() <= 12 { keyword(&word.to_ascii_lowercase()) } else { None };
+        match kw {
             Some(kw @ (Kind::Fill | Kind::FillLeft | Kind::FillRight)) => {
                 // fill/fill_left/fill_right are keywords only before "(" so they stay usable as names.
                 if self.input[self.pos..].trim_start_matches([' ', '\t', '\n', '\r']).starts_with('(') {
@@ -996,7 +1000,7 @@ mod tests {
 
     #[test]
     fn lexer_errors() {
-        let last = |s: &str| lex(s).pop().map(|t| (t.kind, t.val));
+        let last = |s: &str| lex(s).pop().map(|t| (t.kind, t.val.into_owned()));
         assert_eq!(last("\"abc"), Some((Kind::Error, "unterminated quoted string".into())));
         assert_eq!(last("a ! b"), Some((Kind::Error, "unexpected character after '!': ' '".into())));
         assert_eq!(last("(a"), Some((Kind::Error, "unclosed left parenthesis".into())));

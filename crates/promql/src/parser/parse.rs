@@ -433,7 +433,7 @@ const AT_CTX: (&str, &str) = ("@", "timestamp");
 
 struct Parser<'a> {
     input: &'a str,
-    toks: Vec<Token>,
+    toks: Vec<Token<'a>>,
     i: usize,
     depth: usize,
     /// Where a syntax error that no rule describes is reported (context, expected): the innermost
@@ -458,7 +458,7 @@ impl<'a> Parser<'a> {
         Parser { input, toks: lex(input), i: 0, depth: 0, ctx: Vec::new(), opts: ParseOptions::ALL, atom_check: AtomCheck::Own }
     }
 
-    fn peek(&self) -> &Token {
+    fn peek(&self) -> &Token<'a> {
         // The token vector always ends in Eof or Error, and we never advance past it.
         &self.toks[self.i.min(self.toks.len() - 1)]
     }
@@ -467,7 +467,7 @@ impl<'a> Parser<'a> {
         self.toks.get(self.i + n).map_or(Kind::Eof, |t| t.kind)
     }
 
-    fn advance(&mut self) -> Token {
+    fn advance(&mut self) -> Token<'a> {
         let t = self.peek().clone();
         if self.i < self.toks.len() - 1 {
             self.i += 1;
@@ -484,7 +484,7 @@ impl<'a> Parser<'a> {
     fn unexpected(&self, context: &str, expected: &str) -> ParseError {
         let t = self.peek();
         if t.kind == Kind::Error {
-            return self.err(PosRange { start: t.pos, end: self.input.len() }, t.val.clone());
+            return self.err(PosRange { start: t.pos, end: self.input.len() }, t.val.to_string());
         }
         let (context, expected) = match self.ctx.last() {
             Some(&(c, e)) if context.is_empty() && expected.is_empty() => (c, e),
@@ -502,7 +502,7 @@ impl<'a> Parser<'a> {
         self.err(PosRange { start: t.pos, end: t.end() }, msg)
     }
 
-    fn expect(&mut self, kind: Kind, context: &str, expected: &str) -> PResult<Token> {
+    fn expect(&mut self, kind: Kind, context: &str, expected: &str) -> PResult<Token<'a>> {
         if self.peek().kind == kind {
             Ok(self.advance())
         } else {
@@ -691,7 +691,7 @@ impl<'a> Parser<'a> {
             }
             let name = if t.kind.is_maybe_label() {
                 self.advance();
-                t.val.clone()
+                t.val.to_string()
             } else if t.kind == Kind::String {
                 self.advance();
                 unquote(&t.val).map_err(|e| self.unquote_err(&t, &e))?
@@ -915,7 +915,7 @@ impl<'a> Parser<'a> {
         if self.peek().kind != Kind::LeftBrace {
             let t = self.advance();
             end = t.end();
-            name = Some(t.val);
+            name = Some(t.val.into_owned());
         }
         let mut matchers = Vec::new();
         if self.peek().kind == Kind::LeftBrace {
@@ -955,7 +955,7 @@ impl<'a> Parser<'a> {
                     let label = if t.kind == Kind::String {
                         unquote(&t.val).map_err(|e| self.unquote_err(&t, &e))?
                     } else {
-                        t.val.clone()
+                        t.val.to_string()
                     };
                     let op = match self.peek().kind {
                         Kind::Eql => Some(MatchOp::Equal),
