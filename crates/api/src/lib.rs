@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod ops;
 pub mod params;
 pub mod read;
+pub mod remote_read;
 pub mod response;
 pub mod selector;
 pub mod status;
@@ -54,6 +55,12 @@ pub struct ApiOptions {
     pub lookback_delta_ms: i64,
     pub query_timeout_ms: i64,
     pub query_max_samples: usize,
+    /// Remote read: largest frame of a streamed response, bytes (`--storage.remote.read-max-bytes-in-frame`).
+    pub remote_read_max_bytes_in_frame: usize,
+    /// Remote read requests served at once; more wait (`--storage.remote.read-concurrent-limit`, 0 = no limit).
+    pub remote_read_concurrent_limit: usize,
+    /// Samples one `SAMPLES` remote-read query may return (`--storage.remote.read-sample-limit`).
+    pub remote_read_sample_limit: usize,
 }
 
 impl Default for ApiOptions {
@@ -67,6 +74,9 @@ impl Default for ApiOptions {
             lookback_delta_ms: 5 * 60 * 1000,
             query_timeout_ms: 2 * 60 * 1000,
             query_max_samples: 50_000_000,
+            remote_read_max_bytes_in_frame: 1 << 20,
+            remote_read_concurrent_limit: 10,
+            remote_read_sample_limit: 50_000_000,
         }
     }
 }
@@ -107,6 +117,8 @@ pub struct AppState {
     pub metrics: metrics::ApiMetrics,
     /// Permits are bytes of request bodies being processed.
     pub(crate) write_budget: Arc<tokio::sync::Semaphore>,
+    /// Remote read's concurrency gate (permits: requests).
+    pub(crate) remote_read_gate: Arc<tokio::sync::Semaphore>,
     /// When the process started serving, unix ms.
     pub start_time_ms: i64,
     /// Flag name → effective value, for `/api/v1/status/flags`.
@@ -117,12 +129,17 @@ pub struct AppState {
 impl AppState {
     pub fn new(options: ApiOptions, flags: BTreeMap<String, String>) -> Arc<Self> {
         let budget = options.max_inflight_write_bytes.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        let read_gate = match options.remote_read_concurrent_limit {
+            0 => tokio::sync::Semaphore::MAX_PERMITS,
+            n => n.min(tokio::sync::Semaphore::MAX_PERMITS),
+        };
         Arc::new(AppState {
             options,
             db: OnceLock::new(),
             metadata: metadata::MetadataStore::new(),
             metrics: metrics::ApiMetrics::new(),
             write_budget: Arc::new(tokio::sync::Semaphore::new(budget)),
+            remote_read_gate: Arc::new(tokio::sync::Semaphore::new(read_gate)),
             start_time_ms: now_ms(),
             flags,
             build: BuildInfo::default(),
@@ -166,6 +183,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/-/ready", get(ops::ready).head(ops::ready))
         .route("/metrics", get(ops::metrics))
         .route("/api/v1/write", post(write::remote_write))
+        .route("/api/v1/read", post(remote_read::read))
         .route("/api/v1/series", get(read::series).post(read::series))
         .route("/api/v1/labels", get(read::label_names).post(read::label_names))
         .route("/api/v1/label/{name}/values", get(read::label_values))
@@ -176,4 +194,48 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/status/tsdb", get(status::tsdb))
         .layer(axum::middleware::from_fn_with_state(state.clone(), ops::track))
         .with_state(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use tower::ServiceExt;
+
+    async fn call(app: &Router, method: &str, uri: &str) -> (StatusCode, String) {
+        let req = Request::builder().method(method).uri(uri).body(Body::empty()).expect("request");
+        let resp = app.clone().oneshot(req).await.expect("infallible");
+        let status = resp.status();
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body");
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn before_the_database_is_open_only_health_answers() {
+        let st = AppState::new(ApiOptions::default(), BTreeMap::new());
+        let app = router(st.clone());
+        assert_eq!(call(&app, "GET", "/-/healthy").await.0, StatusCode::OK);
+        assert_eq!(call(&app, "GET", "/-/ready").await, (StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable".into()));
+        assert_eq!(
+            call(&app, "GET", "/api/v1/series?match[]=up").await,
+            (StatusCode::SERVICE_UNAVAILABLE, r#"{"status":"error","errorType":"unavailable","error":"TSDB not ready"}"#.into())
+        );
+        assert_eq!(call(&app, "GET", "/api/v1/labels").await.0, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(call(&app, "POST", "/api/v1/write").await.0, StatusCode::SERVICE_UNAVAILABLE);
+        // Parameter errors are still reported first, as upstream validates before touching storage.
+        assert_eq!(call(&app, "GET", "/api/v1/series").await.0, StatusCode::BAD_REQUEST);
+        assert_eq!(call(&app, "GET", "/api/v1/metadata").await, (StatusCode::OK, r#"{"status":"success","data":{}}"#.into()));
+        let (_, m) = call(&app, "GET", "/metrics").await;
+        assert!(m.contains("tessera_ready 0\n"), "{m}");
+        assert!(m.contains("tessera_http_requests_total{code=\"503\",handler=\"/-/ready\"} 1\n"), "{m}");
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), tessera_tsdb::Options { shards: 1, background: false, ..Default::default() }).expect("open");
+        st.set_db(db);
+        assert_eq!(call(&app, "GET", "/-/ready").await.0, StatusCode::OK);
+        assert_eq!(call(&app, "GET", "/api/v1/labels").await, (StatusCode::OK, r#"{"status":"success","data":[]}"#.into()));
+        assert_eq!(call(&app, "GET", "/api/v1/label/job/values").await, (StatusCode::OK, r#"{"status":"success","data":[]}"#.into()));
+        assert_eq!(call(&app, "GET", "/nope").await.0, StatusCode::NOT_FOUND);
+    }
 }

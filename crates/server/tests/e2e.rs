@@ -264,7 +264,7 @@ fn api_errors_look_like_prometheus() {
         ),
         (
             "/api/v1/series?match[]=%7Bjob%3D%22%22%7D",
-            r#"{"status":"error","errorType":"bad_data","error":"invalid parameter \"match[]\": 1:1: parse error: vector selector must contain at least one non-empty matcher"}"#,
+            r#"{"status":"error","errorType":"bad_data","error":"invalid parameter \"match[]\": match[] must contain at least one non-empty matcher"}"#,
         ),
         ("/api/v1/metadata?limit=x", r#"{"status":"error","errorType":"bad_data","error":"limit must be a number"}"#),
         ("/api/v1/status/tsdb?limit=0", r#"{"status":"error","errorType":"bad_data","error":"limit must be a positive number"}"#),
