@@ -11,9 +11,12 @@
 //!   `/api/v1/format_query` returns.
 //! - `json`: [`to_json`], the AST as `/api/v1/parse_query` returns it.
 //!
-//! Key decision: a hand-written parser instead of a generated one, matching upstream's error *messages*
-//! (the conformance scripts and API clients compare them) rather than its yacc state machine; where a
-//! syntax error could be described in several ways we pick upstream's wording for the common cases.
+//! Key decision: a hand-written parser instead of a generated one, reproducing upstream's error *messages*
+//! (the conformance scripts and API clients compare them) rather than its yacc state machine. Where yacc's
+//! error recovery decides the wording (which enclosing construct is named, which of two errors comes
+//! first), the parser models it explicitly (`ctx`, lookahead lexer errors). Parity is checked against the
+//! real upstream parser: `testdata/` holds byte-exact upstream outputs for 2,238 generated inputs and
+//! 66 JSON ASTs (see its README), and [`ParseOptions`] reproduces upstream's feature gates.
 
 pub mod ast;
 pub mod functions;

@@ -388,7 +388,7 @@ fn join_labels(labels: &[String]) -> String {
         .join(", ")
 }
 
-/// Go's `strconv.Quote` for bytes that may not be UTF-8: valid sequences as [`go_quote_str`] prints
+/// Go's `strconv.Quote` for bytes that may not be UTF-8: valid sequences as Go's `strconv.Quote` prints
 /// them, each invalid byte as `\xNN`.
 pub fn go_quote_bytes(b: &[u8]) -> String {
     let mut out = String::from("\"");
