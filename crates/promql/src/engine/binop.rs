@@ -111,9 +111,9 @@ fn signature(l: &Labels, m: &VectorMatching) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for lb in l {
         let inc = if m.on {
-            m.matching_labels.iter().any(|n| *n == lb.name)
+            m.matching_labels.contains(&lb.name)
         } else {
-            lb.name != "__name__" && !m.matching_labels.iter().any(|n| *n == lb.name)
+            lb.name != "__name__" && !m.matching_labels.contains(&lb.name)
         };
         if inc {
             h.update(lb.name.as_bytes());

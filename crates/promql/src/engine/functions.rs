@@ -880,34 +880,6 @@ fn label_join(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineEr
     Ok(Val::Vector(merge_same_labels(out)?))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates() {
-        assert_eq!(time_part("year", 0.0), 1970.0);
-        assert_eq!(time_part("day_of_week", 0.0), 4.0);
-        // 2024-02-29 12:34:56 UTC
-        let t = 1_709_210_096.0;
-        assert_eq!(time_part("month", t), 2.0);
-        assert_eq!(time_part("day_of_month", t), 29.0);
-        assert_eq!(time_part("days_in_month", t), 29.0);
-        assert_eq!(time_part("day_of_year", t), 60.0);
-        assert_eq!(time_part("hour", t), 12.0);
-        assert_eq!(time_part("minute", t), 34.0);
-    }
-
-    #[test]
-    fn quantiles_and_natural_order() {
-        let mut v = vec![3.0, 1.0, 2.0, 4.0];
-        assert_eq!(quantile(0.5, &mut v), 2.5);
-        assert_eq!(natural_cmp("a10", "a9"), std::cmp::Ordering::Greater);
-        assert_eq!(fmt_g(1.1), "1.1");
-        assert_eq!(fmt_g(-1e-5), "-1e-05");
-    }
-}
-
 /// Upstream `interpolate`: the value at `t` on the line through `p1` and `p2`. A counter reset between
 /// them means the counter restarted from 0 at `p1`, on either edge (what the 3.14 conformance scripts
 /// expect: `extended_vectors.test`, "Smoothed rate interpolation across a counter reset").
@@ -1184,4 +1156,32 @@ fn eval_info(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineErr
         }
     }
     Ok(Val::Vector(merge_same_labels(out)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(time_part("year", 0.0), 1970.0);
+        assert_eq!(time_part("day_of_week", 0.0), 4.0);
+        // 2024-02-29 12:34:56 UTC
+        let t = 1_709_210_096.0;
+        assert_eq!(time_part("month", t), 2.0);
+        assert_eq!(time_part("day_of_month", t), 29.0);
+        assert_eq!(time_part("days_in_month", t), 29.0);
+        assert_eq!(time_part("day_of_year", t), 60.0);
+        assert_eq!(time_part("hour", t), 12.0);
+        assert_eq!(time_part("minute", t), 34.0);
+    }
+
+    #[test]
+    fn quantiles_and_natural_order() {
+        let mut v = vec![3.0, 1.0, 2.0, 4.0];
+        assert_eq!(quantile(0.5, &mut v), 2.5);
+        assert_eq!(natural_cmp("a10", "a9"), std::cmp::Ordering::Greater);
+        assert_eq!(fmt_g(1.1), "1.1");
+        assert_eq!(fmt_g(-1e-5), "-1e-05");
+    }
 }
