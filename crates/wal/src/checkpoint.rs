@@ -20,6 +20,7 @@ use crate::{FsyncPolicy, WalOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Records are handed to the checkpoint's writer in batches of about this size (one write each).
 const CHECKPOINT_BATCH_BYTES: usize = 1 << 20;
@@ -49,9 +50,9 @@ pub fn write_checkpoint_with_fs(
     let tmp_dir = wal_dir.join(format!("{}{TMP_SUFFIX}", checkpoint_dir_name(upto_segment)));
     remove_dir_if_exists(fs.as_ref(), &tmp_dir)?;
 
-    // The checkpoint's own segments are written without per-write fsyncs; one sync at the end suffices
-    // because nothing is visible before the rename.
-    let opts = WalOptions { segment_bytes: WalOptions::DEFAULT_SEGMENT_BYTES, fsync: FsyncPolicy::Never };
+    // No per-write fsyncs (nothing is visible before the rename), but every finished segment must be
+    // durable before the rename: an "interval" that never elapses syncs exactly on rotation and close.
+    let opts = WalOptions { segment_bytes: WalOptions::DEFAULT_SEGMENT_BYTES, fsync: FsyncPolicy::Interval(Duration::MAX) };
     let mut w = Wal::open_with_fs(Arc::clone(&fs), &tmp_dir, opts)?;
     let mut batch: Vec<Vec<u8>> = Vec::new();
     let mut batch_bytes = 0usize;

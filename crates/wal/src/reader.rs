@@ -15,6 +15,10 @@
 //! checkpoint, a missing segment number) is [`Corruption`]: the reader stops and reports the file and
 //! byte offset; the caller may call [`repair`], which mirrors Prometheus' `wlog.(*WL).Repair`: keep every
 //! record before the damage, delete everything after it.
+//!
+//! Known limit (shared with Prometheus): a segment that is *not* the last one, cut exactly at a record
+//! boundary (but not to less than its header), looks like a complete segment; its lost records cannot be
+//! detected by the framing. Crashes never produce that shape, since only the last segment is being written.
 
 use crate::error::{Corruption, CorruptionKind, WalError};
 use crate::format::{
@@ -228,7 +232,12 @@ impl WalReader {
         self.end = 0;
         self.cur = Some(Segment { index, path, file, len, off: 0, repairable });
         if len == 0 {
-            // A segment created just before a crash: valid and empty.
+            if !repairable {
+                // Only the last segment can be empty (a crash between creating it and writing its
+                // header, and Wal::open reuses such a segment's index), so elsewhere it is lost data.
+                self.cur = None;
+                return Err(self.corruption_at(index, 0, CorruptionKind::Truncated));
+            }
             self.cur = None;
             return Ok(());
         }

@@ -100,8 +100,20 @@ impl Wal {
             let p = dir.join(segment_file_name(s));
             closed.push_back((s, fs.file_len(&p).map_err(|e| WalError::io(&p, e))?));
         }
+        let mut next = segments.last().map_or(0, |l| l + 1);
+        if let Some(&(last, bytes)) = closed.back()
+            && bytes < SEGMENT_HEADER_BYTES
+        {
+            // An empty last segment (crash before its header was written, or a torn header just
+            // truncated) is replaced rather than left behind: readers treat an empty segment that is not
+            // the last one as lost data.
+            let p = dir.join(segment_file_name(last));
+            fs.remove_file(&p).map_err(|e| WalError::io(&p, e))?;
+            closed.pop_back();
+            next = last;
+        }
         let checkpoint_floor = latest_checkpoint_index(fs.as_ref(), dir)?.unwrap_or(0);
-        let index = segments.last().map_or(0, |l| l + 1).max(checkpoint_floor);
+        let index = next.max(checkpoint_floor);
         let mut wal = Wal {
             fs,
             dir: dir.to_path_buf(),

@@ -329,3 +329,32 @@ fn from_segment_starts_at_the_given_segment_and_reports_positions() {
     assert_eq!(r.next_record().expect("end"), None);
     assert_eq!(r.next_record().expect("still end"), None);
 }
+
+#[test]
+fn checkpoint_files_are_fsynced_before_they_become_visible() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fs = FaultFs::new();
+    fs.fail_syncs_from_now();
+    let err = tessera_wal::write_checkpoint_with_fs(Arc::new(fs.clone()), dir.path(), 4, (0..3).map(rec))
+        .expect_err("a failed fsync must fail the checkpoint");
+    assert!(matches!(err, WalError::Io { .. }), "{err}");
+    assert_eq!(tessera_wal::last_checkpoint(dir.path()).expect("last"), None, "no checkpoint became visible");
+}
+
+#[test]
+fn empty_last_segment_is_reused_and_empty_middle_segment_is_corruption() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seg0 = write_single_segment(dir.path(), 3);
+    // A crash right after creating segment 1, before its header.
+    std::fs::write(dir.path().join(segment_file_name(1)), b"").expect("create");
+    let mut w = Wal::open(dir.path(), opts(1 << 20)).expect("open");
+    assert_eq!(w.segment_range(), (0, 1), "the empty segment's index is reused");
+    w.log(b"next").expect("log");
+    w.close().expect("close");
+    assert_eq!(replay(dir.path()).expect("replay").len(), 4);
+
+    // An empty segment that is not the last one means lost records.
+    std::fs::write(&seg0, b"").expect("empty seg0");
+    let c = replay(dir.path()).expect_err("corruption").as_corruption().expect("corruption").clone();
+    assert_eq!((c.segment, c.offset, c.kind), (0, 0, CorruptionKind::Truncated));
+}
