@@ -766,41 +766,75 @@ fn eval_range_function(
             }
         }
     }
-    let ra: RangeArg = eval_range_arg(ctx, &c.args[m_idx], grid)?;
     let n = grid.n;
     let is_counter_fn = matches!(name, "rate" | "increase");
     let keep = keeps_name(name);
-    let mut out = Vec::with_capacity(ra.series.len());
-    let mut pbuf = vec![0.0; params.len()];
-    for s in ra.series {
+    // Applies the kernel to every step's window of one series, walking its samples once.
+    let apply = |labels: &Labels, samples: &[Sample], drop: bool, eff: &[i64], range_ms: i64| -> Option<Series> {
         let mut vals = vec![None; n];
         let mut any = false;
-        for_each_window(&s.samples, &ra.eff, ra.range_ms, |w, i| {
+        let mut pbuf = vec![0.0; params.len()];
+        for_each_window(samples, eff, range_ms, |w, i| {
             if w.is_empty() {
                 return;
             }
             for (j, p) in params.iter().enumerate() {
                 pbuf[j] = p[i];
             }
-            let win = Window { s: w, range_start: ra.eff[i] - ra.range_ms, range_end: ra.eff[i], range_ms: ra.range_ms, step_t: grid.t(i), params: &pbuf };
+            let win = Window {
+                s: w,
+                range_start: eff[i] - range_ms,
+                range_end: eff[i],
+                range_ms,
+                step_t: grid.t(i),
+                params: &pbuf,
+            };
             if let Some(v) = k(&win) {
                 vals[i] = Some(v);
                 any = true;
             }
         });
         if !any {
-            continue;
+            return None;
         }
         if is_counter_fn {
-            let mn = s.labels.metric_name();
+            let mn = labels.metric_name();
             if !mn.is_empty() && !has_counter_suffix(mn) {
                 ctx.info(format!(
                     "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"{mn}\""
                 ));
             }
         }
-        out.push(Series { labels: s.labels, vals, drop_name: if keep { s.drop_name } else { true } });
+        Some(Series { labels: labels.clone(), vals, drop_name: if keep { drop } else { true } })
+    };
+    // Fused path for a plain matrix selector: selection, decoding and the kernel run inside each shard's
+    // loop in parallel, and no series' samples outlive its own iteration.
+    if let Expr::MatrixSelector(ms) = c.args[m_idx].unwrap_parens() {
+        let vs = &ms.vs;
+        let eff = super::eval::effective_times_pub(ctx, vs.at, vs.original_offset_ms, grid);
+        let range = ms.range_ms;
+        let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
+        let hints = tessera_model::SelectHints {
+            range_ms: range,
+            step_ms: grid.step,
+            func: Some(name.to_string()),
+            ..Default::default()
+        };
+        let mut out = super::eval::select_map(ctx, vs, lo - range + 1, hi, hints, |labels, samples| {
+            if samples.iter().any(|s| tessera_model::is_stale_nan(s.v)) {
+                let clean: Vec<Sample> = samples.iter().copied().filter(|s| !tessera_model::is_stale_nan(s.v)).collect();
+                apply(labels, &clean, false, &eff, range)
+            } else {
+                apply(labels, samples, false, &eff, range)
+            }
+        })?;
+        out.sort_by(|a, b| a.labels.cmp(&b.labels));
+        return Ok(Val::Vector(out));
     }
+    let ra: RangeArg = eval_range_arg(ctx, &c.args[m_idx], grid)?;
+    use rayon::prelude::*;
+    let out: Vec<Series> =
+        ra.series.par_iter().filter_map(|s| apply(&s.labels, &s.samples, s.drop_name, &ra.eff, ra.range_ms)).collect();
     Ok(Val::Vector(out))
 }
 
