@@ -170,7 +170,44 @@ fn run_eval(engine: &Engine, store: &MemStorage, ev: &EvalCmd) -> EvalOutcome {
         return Err(("an error".into(), format!("no error, result {}", fmt_value(&res.value))));
     }
     check_annotations(ev, &res)?;
-    compare(ev, &res.value)
+    compare(ev, &res.value)?;
+    // Like upstream, queries that depend on the query's own start/end/range/step are not re-run.
+    let context_dependent = ["start()", "end()", "range()", "step()"].iter().any(|f| ev.expr.contains(f));
+    if !ev.is_range && ev.range_vector.is_none() && !ev.ordered && !context_dependent {
+        check_range_mode(engine, store, ev, &expr, &res.value)?;
+    }
+    Ok(())
+}
+
+/// Upstream `runInstantQuery`'s second half: the same expression as a range query over
+/// `[t-1m, t+1m]` step 1m must give, at `t`, the instant result.
+fn check_range_mode(engine: &Engine, store: &MemStorage, ev: &EvalCmd, expr: &crate::parser::Expr, inst: &Value) -> EvalOutcome {
+    if !matches!(inst, Value::Vector(_) | Value::Scalar { .. }) {
+        return Ok(());
+    }
+    let t = ev.start_ms;
+    let r = match engine.range_expr(store, expr, t - 60_000, t + 60_000, 60_000, &QueryOptions::default()) {
+        Ok(r) => r,
+        Err(e) => return Err(("the same result in range mode".into(), format!("range-mode error: {e}"))),
+    };
+    let Value::Matrix(m) = r.value else {
+        return Err(("a matrix in range mode".into(), fmt_value(&r.value)));
+    };
+    let at_t: Vec<crate::engine::VectorSample> = m
+        .iter()
+        .filter_map(|s| {
+            s.points.iter().find(|p| p.0 == t).map(|p| crate::engine::VectorSample { labels: s.labels.clone(), t_ms: t, v: p.1 })
+        })
+        .collect();
+    let v = if matches!(inst, Value::Scalar { .. }) {
+        match at_t.first() {
+            Some(s) => Value::Scalar { t_ms: t, v: s.v },
+            None => return Err(("a scalar in range mode".into(), "nothing".into())),
+        }
+    } else {
+        Value::Vector(at_t)
+    };
+    compare(ev, &v).map_err(|(e, g)| (e, format!("range mode: {g}")))
 }
 
 fn check_failure(ev: &EvalCmd, e: &EngineError) -> EvalOutcome {
