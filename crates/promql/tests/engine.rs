@@ -145,3 +145,12 @@ fn lookback_override_and_annotations() {
     let r = e.instant(&st, "quantile(2, g)", 60_000).expect("runs");
     assert_eq!(r.warnings, vec!["PromQL warning: quantile value should be between 0 and 1, got 2".to_string()]);
 }
+
+#[test]
+fn experimental_functions_can_be_disabled() {
+    let st = store(1, 2, 10);
+    let e = Engine::new(EngineOptions { enable_experimental: false, ..Default::default() });
+    let err = e.instant(&st, "limitk(1, reqs_total)", 0).expect_err("experimental");
+    assert!(matches!(err, EngineError::BadData(_)), "{err:?}");
+    assert!(e.instant(&st, "sum(reqs_total)", 0).is_ok());
+}

@@ -44,7 +44,8 @@ pub struct EngineOptions {
     pub enable_experimental: bool,
     /// Default step of subqueries written without one (`[5m:]`), ms.
     pub no_step_subquery_interval_ms: i64,
-    /// Delayed `__name__` removal (upstream `promql-delayed-name-removal`).
+    /// Delayed `__name__` removal (upstream `promql-delayed-name-removal`). The engine currently always
+    /// removes names late (the scripts' setting); `false` is not implemented yet and behaves like `true`.
     pub delayed_name_removal: bool,
 }
 
@@ -212,6 +213,9 @@ impl Engine {
         step_ms: i64,
         qo: &QueryOptions,
     ) -> Result<QueryResult, EngineError> {
+        if !self.opts.enable_experimental {
+            check_experimental(expr)?;
+        }
         let mut expr = expr.clone();
         let range_ms = if step_ms == 0 { 0 } else { end_ms - start_ms };
         crate::parser::resolve_durations(&mut expr, step_ms, range_ms).map_err(EngineError::BadData)?;
@@ -229,6 +233,24 @@ impl Engine {
         };
         eval::run(&ctx, &expr, start_ms, end_ms, step_ms)
     }
+}
+
+/// Rejects experimental functions and aggregators when they are disabled (upstream parser errors).
+fn check_experimental(expr: &Expr) -> Result<(), EngineError> {
+    let mut err = None;
+    expr.walk(&mut |e| match e {
+        Expr::Call(c) if c.func.experimental && err.is_none() => {
+            err = Some(EngineError::BadData(format!("function {:?} is not enabled", c.func.name)));
+        }
+        Expr::Aggregate(a) if a.op.is_experimental() && err.is_none() => {
+            err = Some(EngineError::BadData(
+                "limitk() and limit_ratio() are experimental and must be enabled with --enable-feature=promql-experimental-functions"
+                    .into(),
+            ));
+        }
+        _ => {}
+    });
+    err.map_or(Ok(()), Err)
 }
 
 /// Parses a query into an expression, mapping errors to [`EngineError::BadData`].
