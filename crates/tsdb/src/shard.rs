@@ -180,6 +180,21 @@ impl Shard {
                     Some(&p) => p,
                     None => ms.map(|s| (s.last_t, s.last_bits)).unwrap_or((i64::MIN, 0)),
                 };
+                // Fast path: a strictly increasing run entirely after the series' last sample and inside the
+                // appendable range is all in order (what `appendable` would say sample by sample).
+                let first_t = b.samples[0].t;
+                let last = b.samples[b.samples.len() - 1];
+                if (last_t == i64::MIN || first_t > last_t)
+                    && first_t >= min_valid
+                    && b.samples.windows(2).all(|w| w[0].t < w[1].t)
+                {
+                    let n = b.samples.len();
+                    w.verdicts.resize(w.verdicts.len() + n, Verdict::InOrder);
+                    report.samples_written += n as u64;
+                    batch_maxt = batch_maxt.max(last.t);
+                    pending.insert(r, (last.t, last.v.to_bits()));
+                    continue;
+                }
                 let mut rej: [(u64, i64); 4] = [(0, 0); 4];
                 for s in &b.samples {
                     let mut v = appendable(last_t, last_bits, s.t, s.v, head_max, min_valid, block_min_valid, ooo_window);
