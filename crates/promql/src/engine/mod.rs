@@ -18,7 +18,17 @@
 //! shards.
 //!
 //! Semantics follow Prometheus' `promql/engine.go` and `promql/functions.go`; the upstream function a
-//! piece mirrors is named next to it.
+//! piece mirrors is named next to it. Conformance: every float eval of Prometheus 3.14's promqltest
+//! scripts passes (see `promqltest-known-failures.txt` for the rest).
+//!
+//! Not implemented yet: native histograms (histogram samples are not decoded; functions on them return
+//! nothing), start timestamps (`start_timestamp()`, ST-aware rate), non-delayed `__name__` removal.
+//! The max-samples limit counts every sample a query decodes (upstream counts the peak held at once),
+//! so it is slightly stricter than upstream's for long range queries.
+//!
+//! Modules: [`eval`] (tree walk, selectors, subqueries, result shaping), [`functions`] (range kernels and
+//! instant functions, `info()`, anchored/smoothed), [`binop`] (operators and vector matching),
+//! [`aggregate`] (aggregations with a partial/merge split, classic-histogram functions).
 
 pub mod aggregate;
 pub mod binop;
