@@ -355,7 +355,7 @@ mod tests {
         assert_eq!(parse_time("2015-07-01T22:10:51+02:00").expect("offset"), 1_435_781_451_000);
         assert_eq!(parse_time("1970-01-01T00:00:00Z").expect("epoch"), 0);
         assert!(parse_time("yesterday").is_err());
-        assert_eq!(parse_time("2015-02-30T00:00:00Z").unwrap_err(), "cannot parse \"2015-02-30T00:00:00Z\" to a valid timestamp");
+        assert_eq!(parse_time("2015-02-30T00:00:00Z").expect_err("must fail"), "cannot parse \"2015-02-30T00:00:00Z\" to a valid timestamp");
     }
 
     #[test]
@@ -388,7 +388,7 @@ mod tests {
         assert!(parse_duration_ms("30m2h").is_err(), "units must shrink");
         assert!(parse_duration_ms("5").is_err());
         assert!(parse_duration_ms("-5m").is_err());
-        assert_eq!(parse_duration_ms("5x").unwrap_err(), "unknown unit \"x\" in duration \"5x\"");
+        assert_eq!(parse_duration_ms("5x").expect_err("must fail"), "unknown unit \"x\" in duration \"5x\"");
         assert_eq!(parse_api_duration_ms("1.5").expect("float"), 1500);
         assert_eq!(parse_api_duration_ms("5m").expect("dur"), 300_000);
         assert_eq!(format_duration_ms(15 * 86_400_000), "15d");
@@ -411,8 +411,8 @@ mod tests {
     fn limits() {
         assert_eq!(parse_limit("").expect("empty"), 0);
         assert_eq!(parse_limit("7").expect("7"), 7);
-        assert_eq!(parse_limit("-1").unwrap_err(), "limit must be non-negative");
-        assert_eq!(parse_limit("x").unwrap_err(), "strconv.Atoi: parsing \"x\": invalid syntax");
+        assert_eq!(parse_limit("-1").expect_err("must fail"), "limit must be non-negative");
+        assert_eq!(parse_limit("x").expect_err("must fail"), "strconv.Atoi: parsing \"x\": invalid syntax");
     }
 
     proptest::proptest! {

@@ -97,6 +97,18 @@ pub struct ServeArgs {
     #[arg(long = "web.remote-write.max-label-value-bytes", value_name = "N")]
     pub web_remote_write_max_label_value_bytes: Option<String>,
 
+    /// Maximum size in bytes of a streamed remote-read response frame (before snappy). [default: 1048576]
+    #[arg(long = "storage.remote.read-max-bytes-in-frame", value_name = "BYTES")]
+    pub storage_remote_read_max_bytes_in_frame: Option<String>,
+
+    /// Maximum remote read requests served at once; more wait for a slot (0 = no limit). [default: 10]
+    #[arg(long = "storage.remote.read-concurrent-limit", value_name = "N")]
+    pub storage_remote_read_concurrent_limit: Option<String>,
+
+    /// Maximum samples one remote read query returns in the SAMPLES response type. [default: 50000000]
+    #[arg(long = "storage.remote.read-sample-limit", value_name = "N")]
+    pub storage_remote_read_sample_limit: Option<String>,
+
     /// Only log messages with the given severity or above: debug, info, warn, error. [default: info]
     #[arg(long = "log.level", value_name = "LEVEL")]
     pub log_level: Option<String>,
@@ -124,6 +136,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("web.remote-write.max-labels-per-series", "64"),
     ("web.remote-write.max-label-name-bytes", "1024"),
     ("web.remote-write.max-label-value-bytes", "16384"),
+    ("storage.remote.read-max-bytes-in-frame", "1048576"),
+    ("storage.remote.read-concurrent-limit", "10"),
+    ("storage.remote.read-sample-limit", "50000000"),
     ("log.level", "info"),
     ("log.format", "text"),
 ];
@@ -131,7 +146,7 @@ const DEFAULTS: &[(&str, &str)] = &[
 impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
-        let pairs: [(&str, &Option<String>); 18] = [
+        let pairs: [(&str, &Option<String>); 21] = [
             ("storage.tsdb.path", &self.storage_tsdb_path),
             ("web.listen-address", &self.web_listen_address),
             ("storage.tsdb.retention.time", &self.storage_tsdb_retention_time),
@@ -148,6 +163,9 @@ impl ServeArgs {
             ("web.remote-write.max-labels-per-series", &self.web_remote_write_max_labels_per_series),
             ("web.remote-write.max-label-name-bytes", &self.web_remote_write_max_label_name_bytes),
             ("web.remote-write.max-label-value-bytes", &self.web_remote_write_max_label_value_bytes),
+            ("storage.remote.read-max-bytes-in-frame", &self.storage_remote_read_max_bytes_in_frame),
+            ("storage.remote.read-concurrent-limit", &self.storage_remote_read_concurrent_limit),
+            ("storage.remote.read-sample-limit", &self.storage_remote_read_sample_limit),
             ("log.level", &self.log_level),
             ("log.format", &self.log_format),
         ];
@@ -182,6 +200,9 @@ pub struct Settings {
     pub max_labels_per_series: usize,
     pub max_label_name_bytes: usize,
     pub max_label_value_bytes: usize,
+    pub remote_read_max_bytes_in_frame: usize,
+    pub remote_read_concurrent_limit: usize,
+    pub remote_read_sample_limit: usize,
     pub log_level: String,
     pub log_format: LogFormat,
     /// Every setting's effective value, for `/api/v1/status/flags` (Prometheus lists them all).
@@ -253,6 +274,9 @@ impl Settings {
             max_labels_per_series: num("web.remote-write.max-labels-per-series")?,
             max_label_name_bytes: num("web.remote-write.max-label-name-bytes")?,
             max_label_value_bytes: num("web.remote-write.max-label-value-bytes")?,
+            remote_read_max_bytes_in_frame: bytes("storage.remote.read-max-bytes-in-frame")? as usize,
+            remote_read_concurrent_limit: num("storage.remote.read-concurrent-limit")?,
+            remote_read_sample_limit: num("storage.remote.read-sample-limit")?,
             log_level,
             log_format,
             flags: BTreeMap::new(),
@@ -287,7 +311,7 @@ impl Settings {
 
 fn human_bytes(n: u64) -> String {
     for (unit, shift) in [("EiB", 60), ("PiB", 50), ("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
             return format!("{}{unit}", n >> shift);
         }
     }

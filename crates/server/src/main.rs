@@ -24,11 +24,23 @@ enum Command {
     /// Run the server: remote write at /api/v1/write, Prometheus' HTTP API at /api/v1/*, /metrics,
     /// /-/healthy and /-/ready, on an embedded store in --storage.tsdb.path.
     Serve(config::ServeArgs),
+    /// Run promqltest conformance scripts (Prometheus' `.test` format) against Tessera's PromQL engine:
+    /// prints each failure (file:line, query, expected, got) and per-file pass/fail counts; exits 1 on
+    /// any failure.
+    Promqltest {
+        /// The `.test` files to run.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<std::path::PathBuf>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Promqltest { files } => {
+            let code = tessera_promql::promqltest::run_files_cli(&files);
+            std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
+        }
         Command::Serve(args) => {
             let settings = match config::Settings::resolve(&args) {
                 Ok(s) => s,

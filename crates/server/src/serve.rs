@@ -68,6 +68,11 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         lookback_delta_ms: s.lookback_delta_ms,
         query_timeout_ms: s.query_timeout_ms,
         query_max_samples: s.query_max_samples,
+        remote_read_max_bytes_in_frame: s.remote_read_max_bytes_in_frame,
+        remote_read_concurrent_limit: s.remote_read_concurrent_limit,
+        remote_read_sample_limit: s.remote_read_sample_limit,
+        // Settings without a flag here yet (e.g. remote read's) keep the API's defaults.
+        ..ApiOptions::default()
     };
     let state = AppState::new(api_opts, s.flags.clone());
     let listener = tokio::net::TcpListener::bind(&s.listen_address)

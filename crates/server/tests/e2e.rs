@@ -283,8 +283,11 @@ fn api_errors_look_like_prometheus() {
     assert!(body.contains(r#""storageRetention":"15d""#), "{body}");
 }
 
+/// One series as raw pairs: labels (any order, any content) and (t, v) samples.
+type RawSeries<'a> = (Vec<(&'a str, &'a str)>, Vec<(i64, f64)>);
+
 /// Raw protobuf for requests our encoders (which only take valid label sets) cannot express.
-fn raw_v1(series: Vec<(Vec<(&str, &str)>, Vec<(i64, f64)>)>) -> Vec<u8> {
+fn raw_v1(series: Vec<RawSeries<'_>>) -> Vec<u8> {
     let req = prompb::WriteRequest {
         timeseries: series
             .into_iter()
