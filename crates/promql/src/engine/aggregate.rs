@@ -102,11 +102,22 @@ impl AggAcc {
                 }
             }
             AggregateOp::Avg => {
+                // While neither side overflowed, merge the compensated sums (keeps Kahan's precision);
+                // otherwise the weighted mean of the two partial means, in incremental-mean form.
+                if !self.incremental && !o.incremental {
+                    let (ns, nc) = kahan_inc(o.sum, self.sum, self.c);
+                    if !ns.is_infinite() {
+                        self.sum = ns;
+                        self.c = nc + o.c;
+                        self.count += o.count;
+                        return;
+                    }
+                }
                 let (a, b) = (self.finish(op), o.finish(op));
                 let n = self.count + o.count;
-                self.sum = a * (self.count / n) + b * (o.count / n);
+                self.mean = a * (self.count / n) + b * (o.count / n);
                 self.c = 0.0;
-                self.incremental = false;
+                self.incremental = true;
                 self.count = n;
                 return;
             }
@@ -164,16 +175,35 @@ fn group_labels(l: &Labels, a: &AggregateExpr) -> Labels {
     }
 }
 
+/// A hash of a series' group labels, computed without building them (upstream `generateGroupingKey`).
+fn group_hash(l: &Labels, a: &AggregateExpr) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for lb in l {
+        let inc = if a.without {
+            lb.name != "__name__" && !a.grouping.contains(&lb.name)
+        } else {
+            a.grouping.contains(&lb.name)
+        };
+        if inc {
+            h.update(lb.name.as_bytes());
+            h.update(&[0xff]);
+            h.update(lb.value.as_bytes());
+            h.update(&[0xff]);
+        }
+    }
+    h.digest()
+}
+
 /// Assigns each series a dense group id; returns ids and each group's labels, in first-seen order.
+/// Group labels are built once per group, not per series.
 fn groups(v: &[Series], a: &AggregateExpr) -> (Vec<usize>, Vec<Labels>) {
-    let mut idx: HashMap<Labels, usize> = HashMap::new();
+    let mut idx: HashMap<u64, usize> = HashMap::new();
     let mut labels = Vec::new();
     let ids = v
         .iter()
         .map(|s| {
-            let g = group_labels(&s.labels, a);
-            *idx.entry(g.clone()).or_insert_with(|| {
-                labels.push(g);
+            *idx.entry(group_hash(&s.labels, a)).or_insert_with(|| {
+                labels.push(group_labels(&s.labels, a));
                 labels.len() - 1
             })
         })
@@ -192,6 +222,11 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
         (Some(p), _) => Some(eval_scalar(ctx, p, grid)?),
         _ => None,
     };
+    if let (Expr::VectorSelector(vs), None) = (a.expr.unwrap_parens(), &a.param) {
+        if !vs.smoothed && is_decomposable(op) {
+            return pushed_down(ctx, a, vs, grid);
+        }
+    }
     let v = eval_vector(ctx, &a.expr, grid)?;
     match op {
         AggregateOp::Topk | AggregateOp::Bottomk | AggregateOp::Limitk | AggregateOp::LimitRatio => {
@@ -252,6 +287,88 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
             let vals: Vec<Option<f64>> = row.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
             let drop_name = gdrop[g] && labels.has("__name__");
             vals.iter().any(|x| x.is_some()).then_some(Series { labels, vals, drop_name })
+        })
+        .collect();
+    Ok(Val::Vector(out))
+}
+
+fn is_decomposable(op: AggregateOp) -> bool {
+    matches!(
+        op,
+        AggregateOp::Sum
+            | AggregateOp::Count
+            | AggregateOp::Min
+            | AggregateOp::Max
+            | AggregateOp::Avg
+            | AggregateOp::Group
+            | AggregateOp::Stddev
+            | AggregateOp::Stdvar
+    )
+}
+
+/// One shard's partial aggregation: group hash → dense index, then per group its labels and one
+/// accumulator per step.
+#[derive(Default)]
+struct Partial {
+    idx: HashMap<u64, usize>,
+    groups: Vec<(Labels, Vec<AggAcc>)>,
+}
+
+/// `op by (...) (selector)` with the first stage pushed into the shards: each shard decodes its series
+/// and folds them straight into per-group accumulators (no per-series result is materialised); the merge
+/// stage combines the shards' partials with [`AggAcc::merge`].
+fn pushed_down(
+    ctx: &QueryCtx<'_>,
+    a: &AggregateExpr,
+    vs: &crate::parser::VectorSelector,
+    grid: &Grid,
+) -> Result<Val, EngineError> {
+    let op = a.op;
+    let n = grid.n;
+    let eff = super::eval::effective_times_pub(ctx, vs.at, vs.original_offset_ms, grid);
+    let lb = ctx.lookback_ms;
+    let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
+    let hints = tessera_model::SelectHints { step_ms: grid.step, ..Default::default() };
+    let partials = super::eval::select_fold(ctx, vs, lo - lb + 1, hi, hints, Partial::default, |p, labels, samples| {
+        let mut vals = vec![None; n];
+        if !super::eval::lookback_values(samples, &eff, lb, false, &mut vals) {
+            return;
+        }
+        let h = group_hash(labels, a);
+        let gi = *p.idx.entry(h).or_insert_with(|| {
+            p.groups.push((group_labels(labels, a), vec![AggAcc::default(); n]));
+            p.groups.len() - 1
+        });
+        for (acc, x) in p.groups[gi].1.iter_mut().zip(&vals) {
+            if let Some(x) = x {
+                acc.add(op, *x);
+            }
+        }
+    })?;
+    // Merge stage.
+    let mut idx: HashMap<u64, usize> = HashMap::new();
+    let mut merged: Vec<(Labels, Vec<AggAcc>)> = Vec::new();
+    for p in partials {
+        for (h, gi) in p.idx {
+            let (labels, accs) = &p.groups[gi];
+            match idx.get(&h) {
+                Some(&m) => {
+                    for (x, y) in merged[m].1.iter_mut().zip(accs) {
+                        x.merge(op, y);
+                    }
+                }
+                None => {
+                    idx.insert(h, merged.len());
+                    merged.push((labels.clone(), accs.clone()));
+                }
+            }
+        }
+    }
+    let out = merged
+        .into_iter()
+        .filter_map(|(labels, accs)| {
+            let vals: Vec<Option<f64>> = accs.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
+            vals.iter().any(|x| x.is_some()).then_some(Series { labels, vals, drop_name: false })
         })
         .collect();
     Ok(Val::Vector(out))

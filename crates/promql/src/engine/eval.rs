@@ -370,24 +370,7 @@ pub fn eval_vector_selector(
     }
     let mut out = select_map(ctx, vs, lo - lb + 1, hi, hints, |labels, samples| {
         let mut vals = vec![None; n];
-        let mut j = 0usize;
-        let mut any = false;
-        for (i, &e) in eff.iter().enumerate() {
-            if i > 0 && e < eff[i - 1] {
-                j = 0;
-            }
-            while j < samples.len() && samples[j].t <= e {
-                j += 1;
-            }
-            if j == 0 {
-                continue;
-            }
-            let s = samples[j - 1];
-            if s.t > e - lb && !is_stale_nan(s.v) {
-                vals[i] = Some(if timestamps { s.t as f64 / 1000.0 } else { s.v });
-                any = true;
-            }
-        }
+        let any = lookback_values(samples, &eff, lb, timestamps, &mut vals);
         any.then(|| Series { labels: labels.clone(), vals, drop_name: false })
     })?;
     // Shards come back one after the other; keep the storage's label order, as upstream's series sets.
@@ -430,6 +413,67 @@ fn eval_smoothed_selector(
     })?;
     out.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(out)
+}
+
+/// Fills `vals[i]` with the latest sample in `(eff[i] - lb, eff[i]]` unless it is a stale marker, one
+/// forward pass over `samples` for all steps (upstream `vectorSelectorSingle` per step). Returns whether
+/// any step has a value.
+pub fn lookback_values(samples: &[Sample], eff: &[i64], lb: i64, timestamps: bool, vals: &mut [Option<f64>]) -> bool {
+    let mut j = 0usize;
+    let mut any = false;
+    for (i, &e) in eff.iter().enumerate() {
+        if i > 0 && e < eff[i - 1] {
+            j = 0;
+        }
+        while j < samples.len() && samples[j].t <= e {
+            j += 1;
+        }
+        if j == 0 {
+            continue;
+        }
+        let s = samples[j - 1];
+        if s.t > e - lb && !is_stale_nan(s.v) {
+            vals[i] = Some(if timestamps { s.t as f64 / 1000.0 } else { s.v });
+            any = true;
+        }
+    }
+    any
+}
+
+/// Like [`select_map`], but folds each shard's series into one per-shard state (the partial stage of an
+/// aggregation pushed down to the shards); returns the states, one per shard, in shard order.
+pub fn select_fold<S: Send>(
+    ctx: &QueryCtx<'_>,
+    vs: &VectorSelector,
+    mint: i64,
+    maxt: i64,
+    hints: SelectHints,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, &Labels, &[Sample]) + Sync,
+) -> Result<Vec<S>, EngineError> {
+    let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
+    (0..q.shard_count())
+        .into_par_iter()
+        .map(|shard| {
+            let set = q.select_shard(shard, &vs.matchers, &hints).map_err(|e| EngineError::Storage(e.to_string()))?;
+            let mut buf: Vec<Sample> = Vec::new();
+            let mut state = init();
+            for (k, s) in set.enumerate() {
+                if k % 256 == 0 {
+                    ctx.check()?;
+                }
+                let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
+                buf.clear();
+                for c in &s.chunks {
+                    tessera_encoding::decode_chunk_range_into(c, mint, maxt, &mut buf)
+                        .map_err(|e| EngineError::Storage(e.to_string()))?;
+                }
+                ctx.add_samples(buf.len())?;
+                f(&mut state, &s.labels, &buf);
+            }
+            Ok(state)
+        })
+        .collect()
 }
 
 /// A range-vector argument: its series' samples and, per step, the end of the window `(eff - range, eff]`.
