@@ -114,7 +114,7 @@ impl Shard {
             }
         }
         let next_ref = head.next_ref();
-        let shard = Shard {
+        Ok(Shard {
             id,
             dir,
             opts,
@@ -122,13 +122,7 @@ impl Shard {
             writer: Mutex::new(Writer { wal: Some(wal), poisoned: None, buf: Vec::new(), seg_maxt, next_ref, verdicts: Vec::new() }),
             cut_lock: Mutex::new(()),
             state: RwLock::new(State { head, blocks }),
-        };
-        shard.update_gauges();
-        Ok(shard)
-    }
-
-    pub(crate) fn update_gauges(&self) {
-        // Gauges are summed over shards by the Db (see Db::refresh_gauges); nothing per shard here.
+        })
     }
 
     /// Validates, logs and applies the batches routed to this shard.
@@ -556,10 +550,10 @@ impl Shard {
     /// fsyncs and closes the WAL; later writes fail with [`Error::Closed`]. Idempotent.
     pub(crate) fn close(&self) -> Result<()> {
         let mut w = self.writer.lock();
-        if let Some(wal) = w.wal.take() {
-            if w.poisoned.is_none() {
-                wal.close().map_err(wal_err)?;
-            }
+        if let Some(wal) = w.wal.take()
+            && w.poisoned.is_none()
+        {
+            wal.close().map_err(wal_err)?;
         }
         Ok(())
     }
@@ -633,18 +627,15 @@ fn replay(wal_dir: &Path, head: &mut Head, opts: &Options, metrics: &Metrics) ->
         }
         Ok(())
     };
-    loop {
-        match tessera_wal::read_all(wal_dir, &mut apply) {
-            Ok(_) => return Ok(()),
-            Err(WalError::Corruption(c)) => {
-                metrics.wal_corruptions.fetch_add(1, Relaxed);
-                tracing::error!(file = %c.path.display(), offset = c.offset, kind = %c.kind, "corrupt WAL; repairing (records after it are dropped)");
-                tessera_wal::repair(wal_dir, &c).map_err(wal_err)?;
-                // Everything before the damage has been applied; the repaired log ends there.
-                return Ok(());
-            }
-            Err(e) => return Err(wal_err(e)),
+    match tessera_wal::read_all(wal_dir, &mut apply) {
+        Ok(_) => Ok(()),
+        Err(WalError::Corruption(c)) => {
+            metrics.wal_corruptions.fetch_add(1, Relaxed);
+            tracing::error!(file = %c.path.display(), offset = c.offset, kind = %c.kind, "corrupt WAL; repairing (records after it are dropped)");
+            // Everything before the damage has been applied; the repaired log ends there.
+            tessera_wal::repair(wal_dir, &c).map_err(wal_err)
         }
+        Err(e) => Err(wal_err(e)),
     }
 }
 

@@ -200,7 +200,7 @@ impl<'a> Dec<'a> {
     fn len(&mut self, elem_min_bytes: usize) -> Result<usize, DecodeError> {
         let n = self.uvarint()?;
         let rem = (self.b.len() - self.pos) as u64;
-        if n.saturating_mul(elem_min_bytes.max(1) as u64) > rem && !(n == 0) {
+        if n.saturating_mul(elem_min_bytes.max(1) as u64) > rem && n != 0 {
             return Err(self.err("length exceeds record"));
         }
         Ok(n as usize)

@@ -505,10 +505,8 @@ impl Head {
         self.num_samples = self.num_samples.saturating_sub(samples_dropped);
         self.num_chunks = self.num_chunks.saturating_sub(chunks_dropped);
         self.chunk_bytes = self.chunk_bytes.saturating_sub(bytes_dropped);
+        // An emptied head keeps its max_t: the appendable minimum still derives from it (as in Prometheus).
         self.min_t = min_t;
-        if self.min_t == i64::MAX {
-            self.max_t = self.max_t.max(i64::MIN);
-        }
         removed.len()
     }
 
