@@ -22,6 +22,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod ops;
 pub mod params;
+pub mod query;
 pub mod read;
 pub mod remote_read;
 pub mod response;
@@ -188,6 +189,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/labels", get(read::label_names).post(read::label_names))
         .route("/api/v1/label/{name}/values", get(read::label_values))
         .route("/api/v1/metadata", get(read::metadata))
+        .route("/api/v1/query", get(query::query).post(query::query))
+        .route("/api/v1/query_range", get(query::query_range).post(query::query_range))
+        .route("/api/v1/format_query", get(query::format_query).post(query::format_query))
+        .route("/api/v1/parse_query", get(query::parse_query).post(query::parse_query))
         .route("/api/v1/status/buildinfo", get(status::buildinfo))
         .route("/api/v1/status/runtimeinfo", get(status::runtimeinfo))
         .route("/api/v1/status/flags", get(status::flags))

@@ -1,0 +1,633 @@
+//! The PromQL endpoints: `/api/v1/query`, `/api/v1/query_range`, `/api/v1/format_query` and
+//! `/api/v1/parse_query`, mirroring `query`, `queryRange`, `formatQuery` and `parseQuery` in Prometheus'
+//! web/api/v1/api.go: same parameters, checks (in the same order), error types and messages.
+//!
+//! Results are written by hand rather than through serde because Prometheus' encoders
+//! (web/api/v1/json_codec.go, util/jsonutil) have two timestamp spellings that serde cannot produce:
+//! samples and points write `t/1000` with the millisecond fraction zero-padded to three digits
+//! (`jsonutil.MarshalTimestamp`: `1435781451.780`), while scalars and strings go through Go's
+//! `encoding/json` float encoding (`Scalar.MarshalJSON`: `1435781451.78`). Values are strings in
+//! `strconv.FormatFloat(v, 'f', -1, 64)` form (`"NaN"`, `"+Inf"`, `"-Inf"`).
+//!
+//! Evaluation runs on tokio's blocking pool. The handler owns a [`CancelOnDrop`] guard: when the client
+//! goes away hyper drops the handler's future, the guard sets the query's [`CancelToken`], and the
+//! engine stops at its next check instead of burning CPU for nobody.
+
+use crate::params::{parse_api_duration_ms, parse_limit, parse_time, parse_time_param, Params};
+use crate::read::form;
+use crate::response::{to_go_json, ApiError, ErrorType, LabelsJson};
+use crate::AppState;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tessera_promql::engine::{
+    CancelToken, Engine, EngineError, EngineOptions, QueryOptions, QueryResult, Value,
+};
+
+/// Upstream's cap on points per series of a range query (`queryRange`).
+const MAX_POINTS_PER_SERIES: i64 = 11_000;
+
+/// `GET|POST /api/v1/query`.
+pub async fn query(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    match query_inner(st, req, false).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET|POST /api/v1/query_range`.
+pub async fn query_range(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    match query_inner(st, req, true).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET|POST /api/v1/format_query`: the query through Prometheus' pretty printer (`expr.Pretty(0)`).
+pub async fn format_query(req: Request) -> Response {
+    let p = match form(req).await {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    match tessera_promql::parser::parse(p.get("query")) {
+        Ok(e) => crate::response::success(&tessera_promql::parser::pretty(&e), &[], &[]),
+        Err(e) => ApiError::invalid_param("query", e).into_response(),
+    }
+}
+
+/// `GET|POST /api/v1/parse_query`: the query's AST as JSON (upstream `translateAST`).
+pub async fn parse_query(req: Request) -> Response {
+    let p = match form(req).await {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    match tessera_promql::parser::parse(p.get("query")) {
+        Ok(e) => crate::response::success(&tessera_promql::parser::to_json(&e), &[], &[]),
+        Err(e) => ApiError::invalid_param("query", e).into_response(),
+    }
+}
+
+/// Sets the cancel token when dropped: the handler future is dropped when the client disconnects.
+struct CancelOnDrop(CancelToken);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// What the request asked for, validated.
+struct Request_ {
+    query: String,
+    start_ms: i64,
+    end_ms: i64,
+    /// 0 for an instant query.
+    step_ms: i64,
+    limit: usize,
+    timeout: Option<Duration>,
+    lookback_ms: Option<i64>,
+    stats: bool,
+}
+
+/// Parameter checks in the order of upstream `query` / `queryRange`.
+fn parse_request(p: &Params, range: bool, now_ms: i64) -> Result<Request_, ApiError> {
+    let limit = parse_limit(p.get("limit")).map_err(|e| ApiError::invalid_param("limit", e))?;
+    let (start_ms, end_ms, step_ms) = if range {
+        let start = parse_time(p.get("start")).map_err(|e| ApiError::invalid_param("start", e))?;
+        let end = parse_time(p.get("end")).map_err(|e| ApiError::invalid_param("end", e))?;
+        if end < start {
+            return Err(ApiError::invalid_param("end", "end timestamp must not be before start time"));
+        }
+        let step = parse_api_duration_ms(p.get("step")).map_err(|e| ApiError::invalid_param("step", e))?;
+        if step <= 0 {
+            return Err(ApiError::invalid_param(
+                "step",
+                "zero or negative query resolution step widths are not accepted. Try a positive integer",
+            ));
+        }
+        // For safety, limit the number of returned points per timeseries (as upstream).
+        if (end - start) / step > MAX_POINTS_PER_SERIES {
+            return Err(ApiError::bad_data(
+                "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)",
+            ));
+        }
+        (start, end, step)
+    } else {
+        let t = parse_time_param(p, "time", now_ms).map_err(|e| ApiError::invalid_param("time", e))?;
+        (t, t, 0)
+    };
+    let timeout = match p.get("timeout") {
+        "" => None,
+        to => {
+            let ms = parse_api_duration_ms(to).map_err(|e| ApiError::invalid_param("timeout", e))?;
+            Some(Duration::from_millis(ms.max(0) as u64))
+        }
+    };
+    // Upstream `extractQueryOpts`: a bad lookback delta is bad_data without the "invalid parameter" prefix.
+    let lookback_ms = match p.get("lookback_delta") {
+        "" => None,
+        s => Some(
+            parse_api_duration_ms(s)
+                .map_err(|e| ApiError::bad_data(format!("error parsing lookback delta duration: {e}")))?,
+        ),
+    };
+    Ok(Request_ {
+        query: p.get("query").to_string(),
+        start_ms,
+        end_ms,
+        step_ms,
+        limit,
+        timeout,
+        lookback_ms,
+        stats: !p.get("stats").is_empty(),
+    })
+}
+
+/// Upstream `returnAPIError` (plus `invalidParamError(err, "query")` for what `NewInstantQuery` /
+/// `NewRangeQuery` reject: parse errors and invalid expression types).
+fn engine_error(e: EngineError) -> ApiError {
+    match e {
+        EngineError::BadData(msg) => ApiError::invalid_param("query", msg),
+        EngineError::Canceled(_) => ApiError::new(ErrorType::Canceled, e.to_string()),
+        EngineError::Timeout(_) => ApiError::new(ErrorType::Timeout, e.to_string()),
+        EngineError::Storage(_) => ApiError::internal(e.to_string()),
+        other => ApiError::new(ErrorType::Execution, other.to_string()),
+    }
+}
+
+async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Response, ApiError> {
+    let p = form(req).await?;
+    let r = parse_request(&p, range, crate::now_ms())?;
+    let db = st.ready_db()?;
+    let engine = Engine::new(EngineOptions {
+        lookback_delta_ms: st.options.lookback_delta_ms,
+        max_samples: st.options.query_max_samples,
+        timeout: Duration::from_millis(st.options.query_timeout_ms.max(0) as u64),
+        ..EngineOptions::default()
+    });
+    // The request's timeout can only shorten the server's (upstream wraps the context twice).
+    let timeout = r.timeout.map(|t| t.min(engine.opts.timeout));
+    let cancel = CancelToken::new();
+    let _guard = CancelOnDrop(cancel.clone());
+    let qo = QueryOptions { lookback_delta_ms: r.lookback_ms, cancel, timeout };
+    let started = Instant::now();
+    let query = r.query.clone();
+    let (start, end, step) = (r.start_ms, r.end_ms, r.step_ms);
+    let res = tokio::task::spawn_blocking(move || -> Result<QueryResult, EngineError> {
+        let expr = tessera_promql::engine::parse(&query)?;
+        let q: &dyn tessera_model::Queryable = &*db;
+        if range {
+            engine.range_expr(q, &expr, start, end, step, &qo)
+        } else {
+            engine.instant_expr(q, &expr, start, &qo)
+        }
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("query task failed: {e}")))?
+    .map_err(engine_error)?;
+    let elapsed = started.elapsed();
+
+    let QueryResult { mut value, mut warnings, infos } = res;
+    if r.limit > 0 {
+        let truncated = match &mut value {
+            Value::Vector(v) if v.len() > r.limit => {
+                v.truncate(r.limit);
+                true
+            }
+            Value::Matrix(m) if m.len() > r.limit => {
+                m.truncate(r.limit);
+                true
+            }
+            _ => false,
+        };
+        if truncated {
+            warnings.push("results truncated due to limit".into());
+        }
+    }
+    match p.get("stats") {
+        "" | "true" | "all" => {}
+        s => warnings.push(format!(
+            "value {} for parameter \"stats\" is deprecated and will be rejected in the next major release, use \"true\" or \"all\"",
+            tessera_model::labels::go_quote(s)
+        )),
+    }
+    let stats = r.stats.then_some(elapsed);
+    let mut body = Vec::with_capacity(256);
+    body.extend_from_slice(br#"{"status":"success","data":"#);
+    write_query_data(&mut body, &value, stats);
+    if !warnings.is_empty() {
+        body.extend_from_slice(br#","warnings":"#);
+        body.extend_from_slice(&to_go_json(&warnings));
+    }
+    if !infos.is_empty() {
+        body.extend_from_slice(br#","infos":"#);
+        body.extend_from_slice(&to_go_json(&infos));
+    }
+    body.push(b'}');
+    let mut resp = (StatusCode::OK, body).into_response();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(resp)
+}
+
+/// Upstream `QueryData`: `{"resultType":…,"result":…[,"stats":…]}`.
+pub fn write_query_data(out: &mut Vec<u8>, value: &Value, stats: Option<Duration>) {
+    let typ = match value {
+        Value::Scalar { .. } => "scalar",
+        Value::String { .. } => "string",
+        Value::Vector(_) => "vector",
+        Value::Matrix(_) => "matrix",
+    };
+    out.extend_from_slice(br#"{"resultType":""#);
+    out.extend_from_slice(typ.as_bytes());
+    out.extend_from_slice(br#"","result":"#);
+    write_value(out, value);
+    if let Some(d) = stats {
+        // A minimal `stats` object: the timings section of upstream `stats.QueryStats` (seconds).
+        let secs = format_go_float_json(d.as_secs_f64());
+        out.extend_from_slice(
+            format!(
+                r#","stats":{{"timings":{{"evalTotalTime":{secs},"resultSortTime":0,"queryPreparationTime":0,"innerEvalTime":{secs},"execQueueTime":0,"execTotalTime":{secs}}}}}"#
+            )
+            .as_bytes(),
+        );
+    }
+    out.push(b'}');
+}
+
+/// The `result` field for a value, as Prometheus' encoders write it.
+pub fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Scalar { t_ms, v } => {
+            // Scalar.MarshalJSON: encoding/json of [float64(T)/1000, FormatFloat(V)].
+            out.push(b'[');
+            out.extend_from_slice(format_go_float_json(*t_ms as f64 / 1000.0).as_bytes());
+            out.extend_from_slice(b",\"");
+            out.extend_from_slice(format_value(*v).as_bytes());
+            out.extend_from_slice(b"\"]");
+        }
+        Value::String { t_ms, v } => {
+            out.push(b'[');
+            out.extend_from_slice(format_go_float_json(*t_ms as f64 / 1000.0).as_bytes());
+            out.push(b',');
+            out.extend_from_slice(&to_go_json(v));
+            out.push(b']');
+        }
+        Value::Vector(samples) => {
+            out.push(b'[');
+            for (i, s) in samples.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(br#"{"metric":"#);
+                out.extend_from_slice(&to_go_json(&LabelsJson(&s.labels)));
+                out.extend_from_slice(br#","value":"#);
+                write_point(out, s.t_ms, s.v);
+                out.push(b'}');
+            }
+            out.push(b']');
+        }
+        Value::Matrix(series) => {
+            out.push(b'[');
+            for (i, s) in series.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(br#"{"metric":"#);
+                out.extend_from_slice(&to_go_json(&LabelsJson(&s.labels)));
+                // marshalSeriesJSON omits "values" for a series without float points.
+                for (j, &(t, v)) in s.points.iter().enumerate() {
+                    out.extend_from_slice(if j == 0 { br#","values":["# as &[u8] } else { b"," });
+                    write_point(out, t, v);
+                }
+                if !s.points.is_empty() {
+                    out.push(b']');
+                }
+                out.push(b'}');
+            }
+            out.push(b']');
+        }
+    }
+}
+
+/// `marshalFPointJSON`: `[<timestamp>,"<value>"]`.
+fn write_point(out: &mut Vec<u8>, t_ms: i64, v: f64) {
+    out.push(b'[');
+    out.extend_from_slice(format_timestamp(t_ms).as_bytes());
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(format_value(v).as_bytes());
+    out.extend_from_slice(b"\"]");
+}
+
+/// `jsonutil.MarshalTimestamp`: seconds, then the millisecond fraction zero-padded to three digits
+/// (kept even when it ends in zeros: 1500 → `1.500`), no fraction when it is zero.
+pub fn format_timestamp(t_ms: i64) -> String {
+    let neg = t_ms < 0;
+    let a = t_ms.unsigned_abs();
+    let (secs, frac) = (a / 1000, a % 1000);
+    let sign = if neg { "-" } else { "" };
+    if frac == 0 { format!("{sign}{secs}") } else { format!("{sign}{secs}.{frac:03}") }
+}
+
+/// `strconv.FormatFloat(v, 'f', -1, 64)`: `NaN`, `+Inf`, `-Inf`, else the shortest round-trip decimal.
+pub fn format_value(v: f64) -> String {
+    tessera_promql::parser::format_float_f(v)
+}
+
+/// How Go's `encoding/json` writes a float64: shortest round-trip, in 'f' form unless the magnitude is
+/// below 1e-6 or at least 1e21, where it uses 'e' form with a two-digit minimum exponent (`1e-07`).
+pub fn format_go_float_json(f: f64) -> String {
+    let a = f.abs();
+    if a != 0.0 && !(1e-6..1e21).contains(&a) {
+        let s = format!("{f:e}");
+        // Rust: "1e-7", "1.5e21"; Go: "1e-07", "1.5e+21".
+        if let Some((m, e)) = s.split_once('e') {
+            let (sign, digits) = match e.strip_prefix('-') {
+                Some(d) => ('-', d),
+                None => ('+', e),
+            };
+            let digits = if digits.len() < 2 { format!("0{digits}") } else { digits.to_string() };
+            return format!("{m}e{sign}{digits}");
+        }
+        return s;
+    }
+    format!("{f}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_like_marshal_timestamp() {
+        assert_eq!(format_timestamp(1435781451781), "1435781451.781");
+        assert_eq!(format_timestamp(1435781451780), "1435781451.780");
+        assert_eq!(format_timestamp(1435781451000), "1435781451");
+        assert_eq!(format_timestamp(1005), "1.005");
+        assert_eq!(format_timestamp(50), "0.050");
+        assert_eq!(format_timestamp(0), "0");
+        assert_eq!(format_timestamp(-1500), "-1.500");
+    }
+
+    #[test]
+    fn values_like_format_float() {
+        assert_eq!(format_value(f64::NAN), "NaN");
+        assert_eq!(format_value(f64::INFINITY), "+Inf");
+        assert_eq!(format_value(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(format_value(1.0), "1");
+        assert_eq!(format_value(0.1), "0.1");
+        assert_eq!(format_value(1e21), "1000000000000000000000");
+        assert_eq!(format_value(1e-7), "0.0000001");
+        assert_eq!(format_value(-0.0), "-0");
+    }
+
+    #[test]
+    fn go_json_floats() {
+        assert_eq!(format_go_float_json(1435781451.78), "1435781451.78");
+        assert_eq!(format_go_float_json(0.0), "0");
+        assert_eq!(format_go_float_json(1e-7), "1e-07");
+        assert_eq!(format_go_float_json(1.5e21), "1.5e+21");
+        assert_eq!(format_go_float_json(1e100), "1e+100");
+    }
+}
+
+#[cfg(test)]
+mod http_tests {
+    use crate::{router, ApiOptions, AppState};
+    use axum::body::Body;
+    use axum::http::{header, Request, StatusCode};
+    use axum::Router;
+    use std::collections::BTreeMap;
+    use tessera_model::{labels, Sample};
+    use tower::ServiceExt;
+
+    /// 2015-07-01T20:10:30.781Z, the start of the range example in Prometheus' docs/querying/api.md.
+    const T0: i64 = 1_435_781_430_781;
+
+    /// A router over a fresh database holding the docs' `up` series: `prometheus` is 1 throughout,
+    /// `node` is 0, 0 then 1, at T0, T0+15s, T0+30s.
+    fn app_with(opts: ApiOptions) -> (Router, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = tessera_tsdb::Db::open(dir.path(), tessera_tsdb::Options { shards: 1, background: false, ..Default::default() })
+            .expect("open db");
+        let mut app = db.appender();
+        let pts = |vs: [f64; 3]| -> Vec<Sample> { vs.iter().enumerate().map(|(i, &v)| Sample { t: T0 + 15_000 * i as i64, v }).collect() };
+        app.add(labels!("__name__" => "up", "instance" => "localhost:9090", "job" => "prometheus"), &pts([1.0, 1.0, 1.0]));
+        app.add(labels!("__name__" => "up", "instance" => "localhost:9100", "job" => "node"), &pts([0.0, 0.0, 1.0]));
+        app.commit().expect("commit");
+        let st = AppState::new(opts, BTreeMap::new());
+        st.set_db(db);
+        (router(st), dir)
+    }
+
+    fn app() -> (Router, tempfile::TempDir) {
+        app_with(ApiOptions::default())
+    }
+
+    async fn send(app: &Router, req: Request<Body>) -> (StatusCode, String) {
+        let resp = app.clone().oneshot(req).await.expect("infallible");
+        let status = resp.status();
+        if status == StatusCode::OK {
+            assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
+        }
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body");
+        (status, String::from_utf8(body.to_vec()).expect("utf8"))
+    }
+
+    async fn get(app: &Router, uri: &str) -> (StatusCode, String) {
+        send(app, Request::get(uri).body(Body::empty()).expect("request")).await
+    }
+
+    async fn post(app: &Router, uri: &str, form: &str) -> (StatusCode, String) {
+        let req = Request::post(uri)
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(form.to_string()))
+            .expect("request");
+        send(app, req).await
+    }
+
+    #[tokio::test]
+    async fn instant_query_matches_the_docs_example() {
+        let (app, _d) = app();
+        let want = concat!(
+            r#"{"status":"success","data":{"resultType":"vector","result":["#,
+            r#"{"metric":{"__name__":"up","instance":"localhost:9090","job":"prometheus"},"value":[1435781451.781,"1"]},"#,
+            r#"{"metric":{"__name__":"up","instance":"localhost:9100","job":"node"},"value":[1435781451.781,"0"]}]}}"#
+        );
+        let got = get(&app, "/api/v1/query?query=up&time=2015-07-01T20:10:51.781Z").await;
+        assert_eq!(got, (StatusCode::OK, want.to_string()));
+        // Same through a POST form body, and with the time as float seconds.
+        assert_eq!(post(&app, "/api/v1/query", "query=up&time=1435781451.781").await, (StatusCode::OK, want.to_string()));
+    }
+
+    #[tokio::test]
+    async fn range_query_matches_the_docs_example() {
+        let (app, _d) = app();
+        let want = concat!(
+            r#"{"status":"success","data":{"resultType":"matrix","result":["#,
+            r#"{"metric":{"__name__":"up","instance":"localhost:9090","job":"prometheus"},"values":[[1435781430.781,"1"],[1435781445.781,"1"],[1435781460.781,"1"]]},"#,
+            r#"{"metric":{"__name__":"up","instance":"localhost:9100","job":"node"},"values":[[1435781430.781,"0"],[1435781445.781,"0"],[1435781460.781,"1"]]}]}}"#
+        );
+        let uri = "/api/v1/query_range?query=up&start=2015-07-01T20:10:30.781Z&end=2015-07-01T20:11:00.781Z&step=15s";
+        assert_eq!(get(&app, uri).await, (StatusCode::OK, want.to_string()));
+        // Step as float seconds, parameters split between body and URL.
+        let (s, b) = post(&app, "/api/v1/query_range?step=15", "query=up&start=1435781430.781&end=1435781460.781").await;
+        assert_eq!((s, b.as_str()), (StatusCode::OK, want));
+    }
+
+    #[tokio::test]
+    async fn scalar_string_and_special_values() {
+        let (app, _d) = app();
+        assert_eq!(
+            get(&app, "/api/v1/query?query=1.5&time=1435781451.78").await.1,
+            r#"{"status":"success","data":{"resultType":"scalar","result":[1435781451.78,"1.5"]}}"#
+        );
+        assert_eq!(
+            get(&app, "/api/v1/query?query=%22a%3Cb%22&time=100").await.1,
+            r#"{"status":"success","data":{"resultType":"string","result":[100,"a\u003cb"]}}"#
+        );
+        for (q, v) in [("1%2F0", "+Inf"), ("-1%2F0", "-Inf"), ("0%2F0", "NaN")] {
+            assert_eq!(
+                get(&app, &format!("/api/v1/query?query={q}&time=1")).await.1,
+                format!(r#"{{"status":"success","data":{{"resultType":"scalar","result":[1,"{v}"]}}}}"#)
+            );
+        }
+        // A vector of +Inf and NaN (node's 0/0); timestamps keep their zero-padded millisecond fraction.
+        let got = get(&app, "/api/v1/query?query=up%2F0&time=1435781451.780").await.1;
+        assert_eq!(
+            got,
+            concat!(
+                r#"{"status":"success","data":{"resultType":"vector","result":["#,
+                r#"{"metric":{"instance":"localhost:9090","job":"prometheus"},"value":[1435781451.780,"+Inf"]},"#,
+                r#"{"metric":{"instance":"localhost:9100","job":"node"},"value":[1435781451.780,"NaN"]}]}}"#
+            )
+        );
+        // Empty results.
+        assert_eq!(
+            get(&app, "/api/v1/query?query=nothing&time=1").await.1,
+            r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn limit_lookback_and_stats() {
+        let (app, _d) = app();
+        let (s, b) = get(&app, "/api/v1/query?query=up&time=1435781451.781&limit=1").await;
+        assert_eq!(s, StatusCode::OK);
+        assert!(b.ends_with(r#"]},"warnings":["results truncated due to limit"]}"#), "{b}");
+        assert_eq!(b.matches("\"metric\"").count(), 1, "{b}");
+        let (_, b) = get(&app, "/api/v1/query_range?query=up&start=1435781430.781&end=1435781460.781&step=15&limit=1").await;
+        assert!(b.contains(r#""warnings":["results truncated due to limit"]"#), "{b}");
+        // 10s after the last sample: found with the default lookback, not with a 5s one.
+        let at = (T0 + 40_000) as f64 / 1000.0;
+        assert_eq!(get(&app, &format!("/api/v1/query?query=up&time={at}")).await.1.matches("\"metric\"").count(), 2);
+        assert_eq!(
+            get(&app, &format!("/api/v1/query?query=up&time={at}&lookback_delta=5s")).await.1,
+            r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#
+        );
+        let (_, b) = get(&app, "/api/v1/query?query=1&time=1&stats=all").await;
+        assert!(b.starts_with(r#"{"status":"success","data":{"resultType":"scalar","result":[1,"1"],"stats":{"timings":{"evalTotalTime":"#), "{b}");
+        let _: serde_json::Value = serde_json::from_str(&b).expect("valid JSON");
+        let (_, b) = get(&app, "/api/v1/query?query=1&time=1&stats=yes").await;
+        assert!(b.contains(r#""warnings":["value \"yes\" for parameter \"stats\" is deprecated"#), "{b}");
+    }
+
+    #[tokio::test]
+    async fn parameter_errors_are_bad_data() {
+        let (app, _d) = app();
+        let bad = |m: &str| (StatusCode::BAD_REQUEST, format!(r#"{{"status":"error","errorType":"bad_data","error":"{m}"}}"#));
+        let (s, b) = get(&app, "/api/v1/query?query=sum(&time=1").await;
+        assert_eq!(s, StatusCode::BAD_REQUEST);
+        assert!(b.starts_with(r#"{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:5: parse error"#), "{b}");
+        assert_eq!(
+            get(&app, "/api/v1/query?query=up&time=abc").await,
+            bad(r#"invalid parameter \"time\": invalid time value for 'time': cannot parse \"abc\" to a valid timestamp"#)
+        );
+        assert_eq!(get(&app, "/api/v1/query?query=up&limit=-1").await, bad(r#"invalid parameter \"limit\": limit must be non-negative"#));
+        assert_eq!(
+            get(&app, "/api/v1/query?query=up&timeout=x").await,
+            bad(r#"invalid parameter \"timeout\": cannot parse \"x\" to a valid duration"#)
+        );
+        assert_eq!(
+            get(&app, "/api/v1/query?query=up&lookback_delta=x").await,
+            bad(r#"error parsing lookback delta duration: cannot parse \"x\" to a valid duration"#)
+        );
+        assert_eq!(
+            get(&app, "/api/v1/query_range?query=up&start=10&end=5&step=1").await,
+            bad(r#"invalid parameter \"end\": end timestamp must not be before start time"#)
+        );
+        assert_eq!(
+            get(&app, "/api/v1/query_range?query=up&start=0&end=5&step=0").await,
+            bad(r#"invalid parameter \"step\": zero or negative query resolution step widths are not accepted. Try a positive integer"#)
+        );
+        assert_eq!(
+            get(&app, "/api/v1/query_range?query=up&start=0&end=11001&step=1").await,
+            bad("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")
+        );
+        assert_eq!(get(&app, "/api/v1/query_range?query=up&start=0&end=11000&step=1").await.0, StatusCode::OK);
+        assert_eq!(
+            get(&app, "/api/v1/query_range?query=up&end=5&step=1").await,
+            bad(r#"invalid parameter \"start\": cannot parse \"\" to a valid timestamp"#)
+        );
+        assert_eq!(
+            get(&app, "/api/v1/query_range?query=up[5m]&start=0&end=5&step=1").await,
+            bad(r#"invalid parameter \"query\": invalid expression type \"range vector\" for range query, must be Scalar or instant Vector"#)
+        );
+    }
+
+    #[tokio::test]
+    async fn execution_errors_timeouts_and_sample_limits() {
+        let (app, _d) = app();
+        let (s, b) = get(&app, "/api/v1/query?query=up*on()up&time=1435781451.781").await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+        assert!(b.starts_with(r#"{"status":"error","errorType":"execution","error":""#), "{b}");
+        let (s, b) = get(&app, "/api/v1/query?query=up&time=1435781451.781&timeout=0").await;
+        assert_eq!(
+            (s, b.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, r#"{"status":"error","errorType":"timeout","error":"query timed out in query execution"}"#)
+        );
+        let (app, _d) = app_with(ApiOptions { query_max_samples: 1, ..Default::default() });
+        let (s, b) = get(&app, "/api/v1/query?query=up&time=1435781451.781").await;
+        assert_eq!(
+            (s, b.as_str()),
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                r#"{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}"#
+            )
+        );
+    }
+
+    #[test]
+    fn canceled_maps_to_499_and_the_guard_cancels() {
+        use tessera_promql::engine::{CancelToken, EngineError};
+        let tok = CancelToken::new();
+        drop(super::CancelOnDrop(tok.clone()));
+        assert!(tok.is_canceled());
+        let e = super::engine_error(EngineError::Canceled("query execution".into()));
+        assert_eq!((e.typ.as_str(), e.typ.status().as_u16(), e.msg.as_str()), ("canceled", 499, "query was canceled in query execution"));
+        assert_eq!(super::engine_error(EngineError::Storage("x".into())).typ.as_str(), "internal");
+    }
+
+    #[tokio::test]
+    async fn format_and_parse_query() {
+        let (app, _d) = app();
+        assert_eq!(
+            get(&app, "/api/v1/format_query?query=foo/bar").await,
+            (StatusCode::OK, r#"{"status":"success","data":"foo / bar"}"#.to_string())
+        );
+        assert_eq!(
+            post(&app, "/api/v1/format_query", "query=sum(rate(x%5B5m%5D))by(job)").await.1,
+            r#"{"status":"success","data":"sum by (job) (rate(x[5m]))"}"#
+        );
+        let (s, b) = get(&app, "/api/v1/format_query?query=foo/").await;
+        assert_eq!(s, StatusCode::BAD_REQUEST);
+        assert!(b.contains(r#""error":"invalid parameter \"query\": "#), "{b}");
+        let (s, b) = get(&app, "/api/v1/parse_query?query=up").await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        let v: serde_json::Value = serde_json::from_str(&b).expect("json");
+        assert_eq!(v["data"]["type"], "vectorSelector");
+        assert_eq!(v["data"]["name"], "up");
+        assert_eq!(get(&app, "/api/v1/parse_query?query=up(").await.0, StatusCode::BAD_REQUEST);
+    }
+}
