@@ -2,6 +2,10 @@
 //! `sum by` over 100k series (instant). Data sits in [`MemStorage`] as XOR chunks over 4 shards, so the
 //! figures include decoding. Run: `cargo bench -p tessera-promql --bench engine`.
 //! Smaller sizes for a quick look: `TESSERA_BENCH_SCALE=10` divides the series counts.
+//!
+//! First figures (2026-11-22, 2 shared cores at load average ~14, so inflated several-fold):
+//! rate 10k series × 1h, 61 steps: 313 ms (393 ms before the selector+kernel fusion);
+//! sum by (job) over 100k series, instant: 459 ms (1.05 s before the per-shard aggregation pushdown).
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use tessera_model::{Labels, Sample};
