@@ -85,3 +85,24 @@ fn prometheus_conformance_scripts() {
     }
     assert!(new_failures.is_empty() && now_passing.is_empty(), "conformance differs from the known-failures list");
 }
+
+#[test]
+fn cli_exit_codes_and_failure_details() {
+    let ok = scripts(OWN_SCRIPTS);
+    assert_eq!(tessera_promql::promqltest::run_files_cli(&ok), 0);
+    let r = tessera_promql::promqltest::run_script(
+        "bad.test",
+        "load 1m\n  m 1 2\n\neval instant at 1m m\n  m 3\n\neval instant at 1m m\n  m 2\n",
+    );
+    assert_eq!(r.passed, 1);
+    assert_eq!(r.failed.len(), 1);
+    assert_eq!(r.failed[0].line, 4);
+    assert_eq!(r.failed[0].query, "m");
+    assert!(r.failed[0].got.contains("m\"} 2"), "{}", r.failed[0].got);
+    let dir = std::env::temp_dir().join(format!("tessera-promqltest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join("bad.test");
+    std::fs::write(&p, "load 1m\n  m 1\n\neval instant at 0 m\n  m 5\n").expect("write");
+    assert_eq!(tessera_promql::promqltest::run_files_cli(&[p]), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
