@@ -627,16 +627,25 @@ fn replay(wal_dir: &Path, head: &mut Head, opts: &Options, metrics: &Metrics) ->
         }
         Ok(())
     };
-    match tessera_wal::read_all(wal_dir, &mut apply) {
-        Ok(_) => Ok(()),
-        Err(WalError::Corruption(c)) => {
-            metrics.wal_corruptions.fetch_add(1, Relaxed);
-            tracing::error!(file = %c.path.display(), offset = c.offset, kind = %c.kind, "corrupt WAL; repairing (records after it are dropped)");
-            // Everything before the damage has been applied; the repaired log ends there.
-            tessera_wal::repair(wal_dir, &c).map_err(wal_err)
+    // A corrupt segment is cut at the damage and replay ends there. A corrupt *checkpoint* is cut too, but the
+    // segments after it have not been read yet: read again (records already applied are applied idempotently:
+    // series definitions are checked, equal samples are deduplicated). Each repair shortens the log, so this ends.
+    for _ in 0..8 {
+        match tessera_wal::read_all(wal_dir, &mut apply) {
+            Ok(_) => return Ok(()),
+            Err(WalError::Corruption(c)) => {
+                metrics.wal_corruptions.fetch_add(1, Relaxed);
+                tracing::error!(file = %c.path.display(), offset = c.offset, kind = %c.kind, "corrupt WAL; repairing (records after it are dropped)");
+                tessera_wal::repair(wal_dir, &c).map_err(wal_err)?;
+                if !c.in_checkpoint() {
+                    // Everything before the damage has been applied; the repaired log ends there.
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(wal_err(e)),
         }
-        Err(e) => Err(wal_err(e)),
     }
+    Err(Error::corruption(wal_dir.display(), 0, "WAL still corrupt after repeated repairs"))
 }
 
 fn replay_record(head: &mut Head, rec: Record, opts: &Options) {
