@@ -91,8 +91,8 @@ fn remote_write_then_query_and_query_range() {
 
     let t_end = (T0 + 9 * 15_000) as f64 / 1000.0; // 1700000135
     assert_eq!(
-        s.get(&format!("/api/v1/query?query=sum%20by%20(job)%20(rate(req_total%5B1m%5D))&time={t_end}")),
-        (200, r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":"api"},"value":[1700000135,"2.2"]}]}}"#.into())
+        s.get(&format!("/api/v1/query?query=sum%20by%20(job)%20(req_total)&time={t_end}")),
+        (200, r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":"api"},"value":[1700000135,"297"]}]}}"#.into())
     );
     assert_eq!(
         s.post_form("/api/v1/query", &format!("query=temp&time={}", t_end + 0.25)),
