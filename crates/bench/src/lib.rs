@@ -6,4 +6,5 @@ pub mod billions;
 pub mod disk_usage;
 pub mod http;
 pub mod nodegen;
+pub mod remote_read;
 pub mod remote_write;
