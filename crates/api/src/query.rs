@@ -79,7 +79,7 @@ impl Drop for CancelOnDrop {
 }
 
 /// What the request asked for, validated.
-struct Request_ {
+struct QueryParams {
     query: String,
     start_ms: i64,
     end_ms: i64,
@@ -92,7 +92,7 @@ struct Request_ {
 }
 
 /// Parameter checks in the order of upstream `query` / `queryRange`.
-fn parse_request(p: &Params, range: bool, now_ms: i64) -> Result<Request_, ApiError> {
+fn parse_request(p: &Params, range: bool, now_ms: i64) -> Result<QueryParams, ApiError> {
     let limit = parse_limit(p.get("limit")).map_err(|e| ApiError::invalid_param("limit", e))?;
     let (start_ms, end_ms, step_ms) = if range {
         let start = parse_time(p.get("start")).map_err(|e| ApiError::invalid_param("start", e))?;
@@ -133,7 +133,7 @@ fn parse_request(p: &Params, range: bool, now_ms: i64) -> Result<Request_, ApiEr
                 .map_err(|e| ApiError::bad_data(format!("error parsing lookback delta duration: {e}")))?,
         ),
     };
-    Ok(Request_ {
+    Ok(QueryParams {
         query: p.get("query").to_string(),
         start_ms,
         end_ms,
