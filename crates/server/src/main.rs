@@ -20,6 +20,8 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once at start-up: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Run the server: remote write at /api/v1/write, Prometheus' HTTP API at /api/v1/*, /metrics,
     /// /-/healthy and /-/ready, on an embedded store in --storage.tsdb.path.
