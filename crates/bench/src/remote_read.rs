@@ -239,7 +239,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         load(&args, end)?;
         println!("data: [{data_start}, {end}] (pass --end-ms {end} to read again without loading)");
     }
-    let mut client = Client::new(Url::parse(&format!("{}/api/v1/read", base(&args.url)))?, Duration::from_secs(600));
+    let read_url = Url::parse(&format!("{}/api/v1/read", base(&args.url)))?;
     let matchers = vec![Matcher::new(MatchOp::Equal, "__name__", METRIC)?, Matcher::new(MatchOp::Equal, "job", "rr_bench")?];
     let mut ranges = vec![2];
     if args.hours > 2 {
@@ -268,7 +268,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 let before = args.pid.and_then(rss_kib);
                 let watch = args.pid.map(RssWatch::start);
                 let t0 = Instant::now();
-                let r = client.post(&[("Content-Type", "application/x-protobuf"), ("Content-Encoding", "snappy")], &body)?;
+                let r = post_unbounded(&read_url, &body)?;
                 let dt = t0.elapsed().as_secs_f64();
                 let peak = watch.map(RssWatch::finish);
                 if r.status != 200 {
@@ -311,6 +311,42 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// One read: `crate::http::Client` caps bodies at 64 MiB, and a `SAMPLES` answer for 10k series × 8 h
+/// is larger. HTTP/1.0 with `Connection: close` makes any server (hyper, Go) send a streamed body
+/// close-delimited, so reading to the end is the whole body; no chunked decoding needed.
+fn post_unbounded(url: &Url, body: &[u8]) -> anyhow::Result<crate::http::Response> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(&url.host_port).context("connect")?;
+    s.set_read_timeout(Some(Duration::from_secs(600)))?;
+    write!(
+        s,
+        "POST {} HTTP/1.0\r\nHost: {}\r\nUser-Agent: tessera-bench\r\nContent-Type: application/x-protobuf\r\nContent-Encoding: snappy\r\nX-Prometheus-Remote-Read-Version: 0.1.0\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        url.path,
+        url.host_port,
+        body.len()
+    )?;
+    s.write_all(body)?;
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).context("reading the answer")?;
+    let end = all.windows(4).position(|w| w == b"\r\n\r\n").context("no end of headers")?;
+    let head = std::str::from_utf8(&all[..end]).context("headers not UTF-8")?;
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .context("status line")?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':').map(|(n, v)| (n.trim().to_string(), v.trim().to_string())))
+        .collect();
+    ensure!(
+        !headers.iter().any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked")),
+        "server answered HTTP/1.0 with a chunked body"
+    );
+    let body = all.split_off(end + 4);
+    Ok(crate::http::Response { status, headers, body })
 }
 
 fn now_ms() -> i64 {
