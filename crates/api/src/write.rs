@@ -83,6 +83,13 @@ pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, b
     if let Some(n) = declared
         && n > max as u64
     {
+        // Answering before the body is read makes the connection close under a sender still writing: it sees a
+        // broken pipe, a network error that it retries forever, instead of the 413 that tells it to drop the
+        // batch. So a moderately oversized body is read and discarded (streamed, never buffered, time-bounded);
+        // one far past the limit is not worth the bandwidth.
+        if n <= 4 * max as u64 {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), drain(body, n)).await;
+        }
         return plain(413, format!("request body of {n} bytes exceeds the limit of {max} bytes (--web.max-request-bytes)"));
     }
     // Reserve the body's bytes in the in-flight budget before reading it (unknown length: the maximum).
@@ -240,4 +247,16 @@ fn write_decoded(st: &AppState, db: &Db, dec: DecodedWrite) -> Outcome {
         body.push('\n');
     }
     Outcome { status: 400, samples_written: report.samples_written, body }
+}
+
+/// Reads and discards up to `limit` bytes of `body` without holding them.
+async fn drain(mut body: Body, limit: u64) {
+    use axum::body::HttpBody;
+    let mut seen = 0u64;
+    while seen <= limit {
+        match std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+            Some(Ok(frame)) => seen += frame.data_ref().map_or(0, |d| d.len() as u64),
+            _ => break,
+        }
+    }
 }
