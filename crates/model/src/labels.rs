@@ -182,8 +182,8 @@ impl fmt::Display for Labels {
     }
 }
 
-/// Quotes a string the way Go's `strconv.Quote` does for printable UTF-8 (escapes `"`, `\` and control
-/// characters), which is what Prometheus uses when printing label values.
+/// Quotes a string the way Go's `strconv.Quote` does (escapes `"`, `\`, control and non-printable
+/// characters), which is what Prometheus uses when printing label values and in error messages.
 pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
@@ -199,12 +199,34 @@ pub fn go_quote(s: &str) -> String {
             '\u{0c}' => out.push_str("\\f"),
             '\u{0b}' => out.push_str("\\v"),
             c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if !go_is_print(c) => {
+                if (c as u32) < 0x10000 {
+                    out.push_str(&format!("\\u{:04x}", c as u32))
+                } else {
+                    out.push_str(&format!("\\U{:08x}", c as u32))
+                }
+            }
             c => out.push(c),
         }
     }
     out.push('"');
     out
 }
+
+/// An approximation of Go's `strconv.IsPrint` without Unicode tables: everything is printable except
+/// C1 controls, non-ASCII spaces and separators, format characters, private use and noncharacters.
+/// (Unassigned code points, which Go also escapes, print as themselves here.)
+pub fn go_is_print(c: char) -> bool {
+    let u = c as u32;
+    !matches!(u,
+        0x80..=0x9f | 0xa0 | 0xad | 0x600..=0x605 | 0x61c | 0x6dd | 0x70f | 0x890..=0x891 | 0x8e2 | 0x1680
+        | 0x180e | 0x2000..=0x200f | 0x2028..=0x202f | 0x205f..=0x2064 | 0x2066..=0x206f | 0x3000
+        | 0xd800..=0xf8ff | 0xfdd0..=0xfdef | 0xfeff | 0xfff9..=0xfffb | 0x110bd | 0x110cd
+        | 0x13430..=0x1343f | 0x1bca0..=0x1bca3 | 0x1d173..=0x1d17a | 0xe0001 | 0xe0020..=0xe007f
+        | 0xf0000..=0x10ffff)
+        && (u & 0xfffe) != 0xfffe
+}
+
 
 /// Builds label sets by setting and deleting names; `build` sorts and drops empty values.
 #[derive(Debug, Clone, Default)]
@@ -303,6 +325,15 @@ mod tests {
     fn display_matches_prometheus() {
         let l = labels!("__name__" => "up", "job" => "a\"b");
         assert_eq!(l.to_string(), r#"{__name__="up", job="a\"b"}"#);
+    }
+
+    #[test]
+    fn go_quote_escapes_what_go_does_not_print() {
+        assert_eq!(go_quote("a\"b\\c\n"), r#""a\"b\\c\n""#);
+        assert_eq!(go_quote("\u{1}"), r#""\x01""#);
+        assert_eq!(go_quote("zero\u{200b}width"), r#""zero\u200bwidth""#);
+        assert_eq!(go_quote("\u{e0001}"), r#""\U000e0001""#);
+        assert_eq!(go_quote("ünïcödé ✓"), "\"ünïcödé ✓\"");
     }
 
     #[test]

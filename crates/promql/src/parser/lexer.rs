@@ -243,51 +243,12 @@ impl Token<'_> {
     }
 }
 
-/// Go's `%q` for a string (printable Unicode kept, the rest escaped).
+/// Go's `%q` for a string (printable Unicode kept, the rest escaped): `tessera_model::labels::go_quote`,
+/// except that U+FFFD, which stands for bytes that were not valid UTF-8 (see `unquote`), is printed escaped:
+/// Go's lexer rejects a literal U+FFFD, and the printed form must stay parseable.
 pub(crate) fn go_quote_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{07}' => out.push_str("\\a"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            '\u{0b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if !go_is_print(c) => {
-                if (c as u32) < 0x10000 {
-                    out.push_str(&format!("\\u{:04x}", c as u32))
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32))
-                }
-            }
-            // U+FFFD stands for bytes that were not valid UTF-8 (see `unquote`); Go's lexer rejects a
-            // literal U+FFFD, so print it escaped to keep the printed form parseable.
-            '\u{FFFD}' => out.push_str("\\ufffd"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `strconv.IsPrint` without Unicode tables: everything is printable except
-/// C1 controls, non-ASCII spaces and separators, format characters, private use and noncharacters.
-/// (Unassigned code points, which Go also escapes, print as themselves here.)
-fn go_is_print(c: char) -> bool {
-    let u = c as u32;
-    !matches!(u,
-        0x80..=0x9f | 0xa0 | 0xad | 0x600..=0x605 | 0x61c | 0x6dd | 0x70f | 0x890..=0x891 | 0x8e2 | 0x1680
-        | 0x180e | 0x2000..=0x200f | 0x2028..=0x202f | 0x205f..=0x2064 | 0x2066..=0x206f | 0x3000
-        | 0xd800..=0xf8ff | 0xfdd0..=0xfdef | 0xfeff | 0xfff9..=0xfffb | 0x110bd | 0x110cd
-        | 0x13430..=0x1343f | 0x1bca0..=0x1bca3 | 0x1d173..=0x1d17a | 0xe0001 | 0xe0020..=0xe007f
-        | 0xf0000..=0x10ffff)
-        && (u & 0xfffe) != 0xfffe
+    let q = tessera_model::labels::go_quote(s);
+    if q.contains('\u{FFFD}') { q.replace('\u{FFFD}', "\\ufffd") } else { q }
 }
 
 /// Go's `%q` for a rune (`'x'`).
