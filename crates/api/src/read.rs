@@ -18,6 +18,16 @@ const MAX_FORM_BYTES: usize = 10 << 20;
 
 const TRUNCATED: &str = "results truncated due to limit";
 
+/// Cuts `v` to `limit` entries (0 = no limit) and adds Prometheus' truncation warning when it did.
+fn truncate_to_limit<T>(v: &mut Vec<T>, limit: usize, warnings: &mut Vec<String>) -> bool {
+    if limit > 0 && v.len() > limit {
+        v.truncate(limit);
+        warnings.push(TRUNCATED.to_string());
+        return true;
+    }
+    false
+}
+
 /// Reads the parameters like Go's `r.ParseForm`: the URL query, plus the body of a urlencoded POST.
 pub async fn form(req: Request) -> Result<Params, ApiError> {
     let query = req.uri().query().map(str::to_string);
@@ -102,9 +112,7 @@ async fn series_inner(st: Arc<AppState>, req: Request) -> Result<(Vec<Labels>, V
         if sets.len() == 1 {
             for s in q.select(&sets[0], &hints)? {
                 out.push(s?.labels);
-                if limit > 0 && out.len() > limit {
-                    out.truncate(limit);
-                    warnings.push(TRUNCATED.to_string());
+                if truncate_to_limit(&mut out, limit, &mut warnings) {
                     break;
                 }
             }
@@ -116,10 +124,7 @@ async fn series_inner(st: Arc<AppState>, req: Request) -> Result<(Vec<Labels>, V
                 }
             }
             out = all.into_iter().collect();
-            if limit > 0 && out.len() > limit {
-                out.truncate(limit);
-                warnings.push(TRUNCATED.to_string());
-            }
+            truncate_to_limit(&mut out, limit, &mut warnings);
         }
         Ok((out, warnings))
     })
@@ -150,10 +155,7 @@ async fn label_names_inner(st: Arc<AppState>, req: Request) -> Result<(Vec<Strin
             q.label_names(sets.first().map(Vec::as_slice).unwrap_or(&[]))?
         };
         let mut warnings = Vec::new();
-        if limit > 0 && names.len() > limit {
-            names.truncate(limit);
-            warnings.push(TRUNCATED.to_string());
-        }
+        truncate_to_limit(&mut names, limit, &mut warnings);
         Ok((names, warnings))
     })
     .await
@@ -189,10 +191,7 @@ async fn label_values_inner(st: Arc<AppState>, name: String, req: Request) -> Re
         };
         vals.sort();
         let mut warnings = Vec::new();
-        if limit > 0 && vals.len() > limit {
-            vals.truncate(limit);
-            warnings.push(TRUNCATED.to_string());
-        }
+        truncate_to_limit(&mut vals, limit, &mut warnings);
         Ok((vals, warnings))
     })
     .await
