@@ -29,6 +29,10 @@ pub enum ChunkEncoding {
     /// Tessera's denser codec for cold, compacted float chunks (`tessera_encoding::encode_dense`). Not a
     /// Prometheus encoding: re-encode as XOR before sending a chunk over remote read.
     Dense = 0x40,
+    /// Tessera's float codec that also carries each sample's start timestamp (`st`, ms; 0 = unset), for
+    /// series written with start timestamps (remote write 2.0 `start_timestamp`, OTel cumulative/delta
+    /// metrics). Not a Prometheus encoding: remote read converts it to XOR (the wire format has no `st`).
+    XorSt = 0x41,
 }
 
 impl ChunkEncoding {
@@ -38,6 +42,7 @@ impl ChunkEncoding {
             2 => Some(Self::Histogram),
             3 => Some(Self::FloatHistogram),
             0x40 => Some(Self::Dense),
+            0x41 => Some(Self::XorSt),
             _ => None,
         }
     }

@@ -19,6 +19,7 @@ pub mod error;
 pub mod head;
 pub mod index;
 mod maintenance;
+mod merge;
 pub mod metrics;
 pub mod options;
 pub mod querier;

@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::head::{appendable, Head, IdHasher, Verdict};
 use crate::metrics::Metrics;
 use crate::options::Options;
-use crate::querier::finalize_chunks;
+use crate::merge::finalize_chunks;
 use crate::tombstones::Interval;
 use crate::wal_records::{self, BatchEncoder, Record, TombstoneRec};
 
