@@ -4,12 +4,14 @@
 use crate::dense::decode_dense_range_into;
 use crate::error::ChunkError;
 use crate::xor::{decode_xor_range_into, encode_xor};
+use crate::xor_st::decode_xor_st_range_into;
 use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 
 /// Decodes `c` (dispatching on [`ChunkRef::encoding`]), appending the samples with
 /// `mint_ms <= t <= maxt_ms` (both inclusive) to `out`. On error `out` is left as it was.
 ///
-/// Native-histogram chunks (encodings 2 and 3) are [`ChunkError::UnsupportedEncoding`] for now.
+/// XorSt chunks are decoded with their start timestamps dropped (use [`decode_chunk_range_st_into`] to
+/// keep them). Native-histogram chunks (encodings 2 and 3) are [`ChunkError::UnsupportedEncoding`] for now.
 pub fn decode_chunk_range_into(
     c: &ChunkRef,
     mint_ms: i64,
@@ -23,20 +25,52 @@ pub fn decode_chunk_range_into(
     match c.encoding {
         ChunkEncoding::Xor => decode_xor_range_into(&c.data, mint_ms, maxt_ms, out),
         ChunkEncoding::Dense => decode_dense_range_into(&c.data, mint_ms, maxt_ms, out),
+        ChunkEncoding::XorSt => {
+            // The ST column is interleaved with the samples, so it is decoded anyway; the scratch
+            // vector is the price of not having a second XorSt decoder that skips it.
+            let mut sts = Vec::new();
+            decode_xor_st_range_into(&c.data, mint_ms, maxt_ms, out, &mut sts)
+        }
         other => Err(ChunkError::UnsupportedEncoding(other as u8)),
     }
 }
 
+/// Like [`decode_chunk_range_into`], also appending each sample's start timestamp to `sts` (same
+/// positions as `out`; 0 = unset). Encodings without start timestamps push 0 for every sample. On
+/// error both vectors are left as they were.
+pub fn decode_chunk_range_st_into(
+    c: &ChunkRef,
+    mint_ms: i64,
+    maxt_ms: i64,
+    out: &mut Vec<Sample>,
+    sts: &mut Vec<i64>,
+) -> Result<(), ChunkError> {
+    if c.encoding == ChunkEncoding::XorSt {
+        if mint_ms > maxt_ms || c.maxt_ms < mint_ms || c.mint_ms > maxt_ms {
+            return Ok(());
+        }
+        return decode_xor_st_range_into(&c.data, mint_ms, maxt_ms, out, sts);
+    }
+    let before = out.len();
+    decode_chunk_range_into(c, mint_ms, maxt_ms, out)?;
+    sts.resize(sts.len() + (out.len() - before), 0);
+    Ok(())
+}
+
 /// The chunk as Prometheus XOR chunks, for senders that must speak Prometheus' encodings (remote read's
-/// `STREAMED_XOR_CHUNKS`): an XOR chunk is returned as is (a cheap `Bytes` clone); a dense chunk is
-/// decoded and re-encoded in pieces of at most `max_samples` samples (clamped to 1..=`u16::MAX`), each
+/// `STREAMED_XOR_CHUNKS`): an XOR chunk is returned as is (a cheap `Bytes` clone); a dense or XorSt
+/// chunk (whose start timestamps XOR cannot carry, so they are dropped) is decoded and re-encoded in pieces of at most `max_samples` samples (clamped to 1..=`u16::MAX`), each
 /// with its own exact `mint_ms`/`maxt_ms`. Histogram chunks are [`ChunkError::UnsupportedEncoding`].
 pub fn to_xor_chunks(c: &ChunkRef, max_samples: usize) -> Result<Vec<ChunkRef>, ChunkError> {
     match c.encoding {
         ChunkEncoding::Xor => Ok(vec![c.clone()]),
-        ChunkEncoding::Dense => {
+        ChunkEncoding::Dense | ChunkEncoding::XorSt => {
             let mut samples = Vec::new();
-            decode_dense_range_into(&c.data, i64::MIN, i64::MAX, &mut samples)?;
+            if c.encoding == ChunkEncoding::Dense {
+                decode_dense_range_into(&c.data, i64::MIN, i64::MAX, &mut samples)?;
+            } else {
+                decode_xor_st_range_into(&c.data, i64::MIN, i64::MAX, &mut samples, &mut Vec::new())?;
+            }
             let per = max_samples.clamp(1, usize::from(u16::MAX));
             Ok(samples
                 .chunks(per)

@@ -8,7 +8,10 @@
 //!   [`decode_xor_into`], and [`for_each_xor_sample`] to fold a range without materialising it).
 //! - [`dense`]: a denser codec for cold chunks (`ChunkEncoding::Dense`): Huffman-coded exponents, raw
 //!   mantissas, run-length delta-of-delta timestamps; [`encode_dense`] only returns it when smaller than XOR.
+//! - [`xor_st`]: XOR plus a per-sample start timestamp column (`ChunkEncoding::XorSt`, Tessera's own):
+//!   [`XorStEncoder`], [`XorStIter`], [`encode_xor_st`], [`decode_xor_st_range_into`].
 //! - [`decode_chunk_range_into`]: decode any [`tessera_model::ChunkRef`] by its encoding byte;
+//!   [`decode_chunk_range_st_into`] also returns start timestamps (0 for encodings without them);
 //!   [`to_xor_chunks`] turns any float chunk into Prometheus XOR chunks (remote read).
 //!
 //! Key decision: the head writes exactly Prometheus' XOR chunk bytes (checked against vectors produced by
@@ -24,10 +27,12 @@ pub mod dense;
 mod error;
 pub mod varint;
 pub mod xor;
+pub mod xor_st;
 
-pub use chunk::{decode_chunk_range_into, to_xor_chunks};
+pub use chunk::{decode_chunk_range_into, decode_chunk_range_st_into, to_xor_chunks};
 pub use dense::{decode_dense_into, decode_dense_range_into, encode_dense, encode_dense_always};
 pub use error::ChunkError;
 pub use xor::{
     XOR_HEADER_BYTES, XorEncoder, XorIter, decode_xor_into, decode_xor_range_into, encode_xor, for_each_xor_sample,
 };
+pub use xor_st::{XorStEncoder, XorStIter, decode_xor_st_range_into, encode_xor_st};

@@ -37,7 +37,7 @@ use tessera_model::Sample;
 pub const XOR_HEADER_BYTES: usize = 2;
 
 /// Sentinel for "no leading/trailing window chosen yet" (Prometheus uses 0xff too).
-const NO_WINDOW: u8 = 0xff;
+pub(crate) const NO_WINDOW: u8 = 0xff;
 
 /// Appends float samples to one XOR chunk. See the module docs for the format.
 #[derive(Debug, Clone)]
@@ -232,7 +232,7 @@ fn bit_range(x: i64, nbits: u32) -> bool {
 
 /// Writes a delta of delta with its bucket prefix (`xorAppender.Append`).
 #[inline(always)]
-fn write_dod(w: &mut BitWriter<'_>, dod: i64) {
+pub(crate) fn write_dod(w: &mut BitWriter<'_>, dod: i64) {
     let d = dod as u64;
     if dod == 0 {
         w.write_bit(false);
@@ -250,7 +250,7 @@ fn write_dod(w: &mut BitWriter<'_>, dod: i64) {
 
 /// Writes a value as its XOR with the previous one (`xorAppender.writeVDelta`).
 #[inline(always)]
-fn write_value(w: &mut BitWriter<'_>, leading_st: &mut u8, trailing_st: &mut u8, prev: u64, cur: u64) {
+pub(crate) fn write_value(w: &mut BitWriter<'_>, leading_st: &mut u8, trailing_st: &mut u8, prev: u64, cur: u64) {
     let delta = prev ^ cur;
     if delta == 0 {
         w.write_bit(false);
@@ -287,7 +287,7 @@ fn write_value(w: &mut BitWriter<'_>, leading_st: &mut u8, trailing_st: &mut u8,
 }
 
 /// Bucket payload sizes indexed by the number of leading 1s of the dod prefix (0..=4).
-const DOD_BITS: [u32; 5] = [0, 14, 17, 20, 64];
+pub(crate) const DOD_BITS: [u32; 5] = [0, 14, 17, 20, 64];
 
 /// Decodes an XOR chunk sample by sample, without allocating (`xorIterator`).
 ///
