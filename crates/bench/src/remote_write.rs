@@ -167,7 +167,7 @@ impl Sender {
             ProtoVersion::V1 => self.v1.add_series(labels, std::slice::from_ref(&s)),
             ProtoVersion::V2 => {
                 let md = if self.send_metadata { self.metadata.get(labels.metric_name()) } else { None };
-                self.v2.add_series(labels, std::slice::from_ref(&s), md, None)
+                self.v2.add_series(labels, std::slice::from_ref(&s), md, &[])
             }
         }
     }

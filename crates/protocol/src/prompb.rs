@@ -331,9 +331,8 @@ pub mod v2 {
         pub exemplars: Vec<Exemplar>,
         #[prost(message, optional, tag = "5")]
         pub metadata: Option<Metadata>,
-        /// 0 means "not set".
-        #[prost(int64, tag = "6")]
-        pub created_timestamp: i64,
+        // Field 6 (the experimental `created_timestamp`) is `reserved` in the final 2.0 proto: the
+        // start timestamp now travels per sample.
     }
 
     /// `io.prometheus.write.v2.Sample`.
@@ -343,6 +342,9 @@ pub mod v2 {
         pub value: f64,
         #[prost(int64, tag = "2")]
         pub timestamp: i64,
+        /// When the counter (or histogram) started counting, ms; 0 means "not set".
+        #[prost(int64, tag = "3")]
+        pub start_timestamp: i64,
     }
 
     /// `io.prometheus.write.v2.Exemplar`.

@@ -20,6 +20,12 @@
 //! cannot make it allocate much more than a small multiple of N; a test with a counting allocator pins
 //! that down. [`raw`] keeps byte-typed prost twins of the messages for tests and tools.
 //!
+//! Start timestamps (2.0's per-sample `Sample.start_timestamp`, field 3; 0 = unset) are decoded into a
+//! vector parallel to the samples, kept only for series where some sample has one: a request without
+//! STs costs nothing extra, and the receiver can keep its plain path when a series' slice is empty.
+//! The experimental per-series `created_timestamp` (field 6) is `reserved` in the final proto and
+//! Prometheus' `writeHandler.appendV2` ignores it; so do we. 1.0 has no start timestamps.
+//!
 //! The encoders ([`V1Builder`], [`V2Builder`], [`encode_v1`], [`encode_v2`]) write protobuf directly
 //! from borrowed labels and samples, without building `prost` structs: the B2 load generator shares the
 //! machine with the receiver it measures, so the sender must be cheap.
@@ -282,13 +288,19 @@ pub struct WriteSeries {
     pub histograms: usize,
     /// Exemplars this series carried.
     pub exemplars: usize,
-    /// 2.0's `created_timestamp` (0 on the wire means unset).
-    pub created_timestamp_ms: Option<i64>,
+    /// 2.0's per-sample `start_timestamp`, parallel to `samples` (0 = unset for that sample), or empty
+    /// when no sample of the series carried one (always empty for 1.0, which has no such field).
+    pub start_timestamps: Vec<i64>,
 }
 
 impl WriteSeries {
     pub fn new(labels: Labels, samples: Vec<Sample>) -> Self {
-        WriteSeries { labels, samples, histograms: 0, exemplars: 0, created_timestamp_ms: None }
+        WriteSeries { labels, samples, histograms: 0, exemplars: 0, start_timestamps: Vec::new() }
+    }
+
+    /// The start timestamp of sample `i` (0 when unset).
+    pub fn start_timestamp(&self, i: usize) -> i64 {
+        self.start_timestamps.get(i).copied().unwrap_or(0)
     }
 }
 
@@ -453,7 +465,9 @@ pub struct SeriesRef<'r> {
     pub samples: &'r [Sample],
     pub histograms: usize,
     pub exemplars: usize,
-    pub created_timestamp_ms: Option<i64>,
+    /// Per-sample start timestamps parallel to `samples` (0 = unset), or empty when none of this
+    /// series' samples carried one: a receiver can test `is_empty()` to keep its no-ST fast path.
+    pub start_timestamps: &'r [i64],
 }
 
 impl SeriesRef<'_> {
@@ -488,7 +502,8 @@ struct SeriesEntry {
     samples: (u32, u32),
     histograms: u32,
     exemplars: u32,
-    created_timestamp_ms: Option<i64>,
+    /// Some sample of the series has a non-zero start timestamp: `sts` covers its sample range.
+    has_st: bool,
 }
 
 /// A decoded, validated request whose label strings borrow from the decompressed body: the fast path
@@ -498,6 +513,9 @@ struct SeriesEntry {
 pub struct WriteRequestRef<'a> {
     labels: Vec<LabelRef<'a>>,
     samples: Vec<Sample>,
+    /// Start timestamps, indexed like `samples` but filled lazily: only the ranges of series whose
+    /// entry has `has_st` are meaningful (a request without STs never grows it).
+    sts: Vec<i64>,
     entries: Vec<SeriesEntry>,
     /// The invalid series, in request order.
     pub invalid: Vec<InvalidSeries>,
@@ -526,7 +544,7 @@ impl<'a> WriteRequestRef<'a> {
             samples: &self.samples[e.samples.0 as usize..e.samples.1 as usize],
             histograms: e.histograms as usize,
             exemplars: e.exemplars as usize,
-            created_timestamp_ms: e.created_timestamp_ms,
+            start_timestamps: if e.has_st { &self.sts[e.samples.0 as usize..e.samples.1 as usize] } else { &[] },
         }
     }
 
@@ -550,7 +568,7 @@ impl<'a> WriteRequestRef<'a> {
                     samples: s.samples.to_vec(),
                     histograms: s.histograms,
                     exemplars: s.exemplars,
-                    created_timestamp_ms: s.created_timestamp_ms,
+                    start_timestamps: s.start_timestamps.to_vec(),
                 })
                 .collect(),
             invalid: self.invalid.clone(),
@@ -561,6 +579,20 @@ impl<'a> WriteRequestRef<'a> {
         }
     }
 
+    /// Appends one decoded sample of the series whose samples start at `samples_start`; `has_st` says
+    /// whether an earlier sample of that series had a start timestamp and becomes true at the first
+    /// non-zero one, when `sts` is padded with zeros up to this sample (so the series' range is covered).
+    fn push_sample(&mut self, s: Sample, st: i64, has_st: &mut bool) {
+        if st != 0 && !*has_st {
+            *has_st = true;
+            self.sts.resize(self.samples.len(), 0);
+        }
+        self.samples.push(s);
+        if *has_st {
+            self.sts.push(st);
+        }
+    }
+
     /// Validates one series' raw label pairs and, when valid, records it with its samples (which the
     /// caller has already appended to `self.samples` from `samples_start`). Otherwise the samples are
     /// dropped and the series is reported.
@@ -568,7 +600,7 @@ impl<'a> WriteRequestRef<'a> {
         &mut self,
         pairs: &[(&'a [u8], &'a [u8])],
         samples_start: usize,
-        (histograms, exemplars, created_timestamp_ms): (usize, usize, Option<i64>),
+        (histograms, exemplars, has_st): (usize, usize, bool),
         extra_check: Option<String>,
         limits: &Limits,
     ) -> bool {
@@ -586,7 +618,7 @@ impl<'a> WriteRequestRef<'a> {
                     samples: (samples_start as u32, self.samples.len() as u32),
                     histograms: histograms as u32,
                     exemplars: exemplars as u32,
-                    created_timestamp_ms,
+                    has_st,
                 });
                 true
             }
@@ -594,6 +626,7 @@ impl<'a> WriteRequestRef<'a> {
                 self.labels.truncate(labels_start);
                 let samples = self.samples.len() - samples_start;
                 self.samples.truncate(samples_start);
+                self.sts.truncate(samples_start.min(self.sts.len()));
                 self.invalid.push(InvalidSeries {
                     labels_text: labels_text(pairs.iter().copied()),
                     reason,
@@ -685,10 +718,12 @@ pub fn decode_ref<'a>(version: ProtoVersion, buf: &'a [u8], limits: &Limits) -> 
     }
 }
 
-/// `Sample { double value = 1; int64 timestamp = 2; }` (same in 1.0 and 2.0).
-fn read_sample(buf: &[u8]) -> Result<Sample, WireError> {
+/// `Sample { double value = 1; int64 timestamp = 2; }`, plus 2.0's `int64 start_timestamp = 3` when
+/// `v2` (1.0 has no field 3: there it is an unknown field, skipped whatever its wire type).
+/// Returns the sample and its start timestamp (0 = unset, as on the wire).
+fn read_sample(buf: &[u8], v2: bool) -> Result<(Sample, i64), WireError> {
     let mut r = Reader::new(buf);
-    let (mut t, mut v) = (0i64, 0u64);
+    let (mut t, mut v, mut st) = (0i64, 0u64, 0i64);
     while !r.is_empty() {
         match r.key()? {
             (1, wt) => {
@@ -699,10 +734,14 @@ fn read_sample(buf: &[u8]) -> Result<Sample, WireError> {
                 r.expect_wt(2, wt, WT_VARINT)?;
                 t = r.varint()? as i64;
             }
+            (3, wt) if v2 => {
+                r.expect_wt(3, wt, WT_VARINT)?;
+                st = r.varint()? as i64;
+            }
             (tag, wt) => r.skip(tag, wt)?,
         }
     }
-    Ok(Sample::new(t, f64::from_bits(v)))
+    Ok((Sample::new(t, f64::from_bits(v)), st))
 }
 
 /// `Label { string name = 1; string value = 2; }`, as bytes.
@@ -747,7 +786,7 @@ fn decode_v1<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                         }
                         (2, wt) => {
                             ts.expect_wt(2, wt, WT_LEN)?;
-                            out.samples.push(read_sample(ts.bytes()?)?);
+                            out.samples.push(read_sample(ts.bytes()?, false)?.0);
                         }
                         (3, wt) => {
                             ts.expect_wt(3, wt, WT_LEN)?;
@@ -762,7 +801,7 @@ fn decode_v1<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                         (tag, wt) => ts.skip(tag, wt)?,
                     }
                 }
-                out.finish_series(&pairs, samples_start, (histograms, exemplars, None), None, limits);
+                out.finish_series(&pairs, samples_start, (histograms, exemplars, false), None, limits);
             }
             (3, wt) => {
                 r.expect_wt(3, wt, WT_LEN)?;
@@ -860,7 +899,7 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
         let samples_start = out.samples.len();
         let (mut histograms, mut exemplars) = (0usize, 0usize);
         let mut meta: Option<MetaRefs> = None;
-        let mut ct: i64 = 0;
+        let mut has_st = false;
         let mut problem: Option<String> = None;
         let mut ts = Reader::new(body);
         while !ts.is_empty() {
@@ -868,7 +907,8 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                 (1, wt) => read_u32s(&mut ts, 1, wt, &mut refs).map_err(werr)?,
                 (2, wt) => {
                     ts.expect_wt(2, wt, WT_LEN).map_err(werr)?;
-                    out.samples.push(read_sample(ts.bytes().map_err(werr)?).map_err(werr)?);
+                    let (s, st) = read_sample(ts.bytes().map_err(werr)?, true).map_err(werr)?;
+                    out.push_sample(s, st, &mut has_st);
                 }
                 (3, wt) => {
                     ts.expect_wt(3, wt, WT_LEN).map_err(werr)?;
@@ -916,10 +956,8 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                         }
                     }
                 }
-                (6, wt) => {
-                    ts.expect_wt(6, wt, WT_VARINT).map_err(werr)?;
-                    ct = ts.varint().map_err(werr)? as i64;
-                }
+                // Field 6 (the experimental per-series `created_timestamp`) is `reserved` in the final
+                // 2.0 proto and Prometheus' `appendV2` no longer reads it: skipped like any unknown field.
                 (tag, wt) => ts.skip(tag, wt).map_err(werr)?,
             }
         }
@@ -953,8 +991,7 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
             md_text = Some((help, unit, m.kind));
             None
         });
-        let created = (ct != 0).then_some(ct);
-        if out.finish_series(&pairs, samples_start, (histograms, exemplars, created), problem, limits)
+        if out.finish_series(&pairs, samples_start, (histograms, exemplars, has_st), problem, limits)
             && let Some((help, unit, kind)) = md_text
         {
             let kind = MetricType::from_wire(kind);
@@ -1004,9 +1041,9 @@ fn put_bytes_field(out: &mut Vec<u8>, tag: u32, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-/// Encoded length of a `Sample` message body (`value` double, `timestamp` int64; zero fields omitted,
-/// as proto3 encoders do).
-fn sample_body_len(s: &Sample) -> usize {
+/// Encoded length of a `Sample` message body (`value` double, `timestamp` int64, 2.0's
+/// `start_timestamp` int64; zero fields omitted, as proto3 encoders do, so `st == 0` is "unset").
+fn sample_body_len(s: &Sample, st: i64) -> usize {
     let mut n = 0;
     if s.v.to_bits() != 0 {
         n += 1 + 8;
@@ -1014,12 +1051,15 @@ fn sample_body_len(s: &Sample) -> usize {
     if s.t != 0 {
         n += 1 + uvarint_len(s.t as u64);
     }
+    if st != 0 {
+        n += 1 + uvarint_len(st as u64);
+    }
     n
 }
 
-fn put_sample(out: &mut Vec<u8>, tag: u32, s: &Sample) {
+fn put_sample(out: &mut Vec<u8>, tag: u32, s: &Sample, st: i64) {
     put_key(out, tag, WT_LEN);
-    put_uvarint(out, sample_body_len(s) as u64);
+    put_uvarint(out, sample_body_len(s, st) as u64);
     if s.v.to_bits() != 0 {
         put_key(out, 1, WT_FIXED64);
         out.extend_from_slice(&s.v.to_le_bytes());
@@ -1027,6 +1067,10 @@ fn put_sample(out: &mut Vec<u8>, tag: u32, s: &Sample) {
     if s.t != 0 {
         put_key(out, 2, WT_VARINT);
         put_uvarint(out, s.t as u64);
+    }
+    if st != 0 {
+        put_key(out, 3, WT_VARINT);
+        put_uvarint(out, st as u64);
     }
 }
 
@@ -1059,7 +1103,7 @@ impl V1Builder {
     /// Appends one `TimeSeries` with float samples.
     pub fn add_series(&mut self, labels: &Labels, samples: &[Sample]) {
         let labels_len: usize = labels.iter().map(|l| len_field_len(1, label_body_len(l))).sum();
-        let samples_len: usize = samples.iter().map(|s| len_field_len(2, sample_body_len(s))).sum();
+        let samples_len: usize = samples.iter().map(|s| len_field_len(2, sample_body_len(s, 0))).sum();
         put_key(&mut self.buf, 1, WT_LEN);
         put_uvarint(&mut self.buf, (labels_len + samples_len) as u64);
         for l in labels {
@@ -1073,7 +1117,7 @@ impl V1Builder {
             }
         }
         for s in samples {
-            put_sample(&mut self.buf, 2, s);
+            put_sample(&mut self.buf, 2, s, 0);
         }
         self.series += 1;
         self.samples += samples.len();
@@ -1172,7 +1216,9 @@ impl V2Builder {
     }
 
     /// Appends one `TimeSeries`; `metadata` (if any) travels with it, as 2.0 senders do.
-    pub fn add_series(&mut self, labels: &Labels, samples: &[Sample], metadata: Option<&Metadata>, created_timestamp_ms: Option<i64>) {
+    /// `start_timestamps` is parallel to `samples` (0 = unset) or empty for none.
+    pub fn add_series(&mut self, labels: &Labels, samples: &[Sample], metadata: Option<&Metadata>, start_timestamps: &[i64]) {
+        let st = |i: usize| start_timestamps.get(i).copied().unwrap_or(0);
         let mut refs = std::mem::take(&mut self.refs);
         refs.clear();
         for l in labels {
@@ -1185,7 +1231,7 @@ impl V2Builder {
         if !refs.is_empty() {
             body += len_field_len(1, refs_body);
         }
-        body += samples.iter().map(|s| len_field_len(2, sample_body_len(s))).sum::<usize>();
+        body += samples.iter().enumerate().map(|(i, s)| len_field_len(2, sample_body_len(s, st(i)))).sum::<usize>();
         let md_body = md.map(|(t, h, u)| {
             (if t != 0 { 1 + uvarint_len(t as u64) } else { 0 })
                 + (if h != 0 { 1 + uvarint_len(h as u64) } else { 0 })
@@ -1193,10 +1239,6 @@ impl V2Builder {
         });
         if let Some(n) = md_body {
             body += len_field_len(5, n);
-        }
-        let ct = created_timestamp_ms.unwrap_or(0);
-        if ct != 0 {
-            body += 1 + uvarint_len(ct as u64);
         }
         let b = &mut self.series_buf;
         put_key(b, 5, WT_LEN);
@@ -1208,8 +1250,8 @@ impl V2Builder {
                 put_uvarint(b, r as u64);
             }
         }
-        for s in samples {
-            put_sample(b, 2, s);
+        for (i, s) in samples.iter().enumerate() {
+            put_sample(b, 2, s, st(i));
         }
         if let (Some((t, h, u)), Some(n)) = (md, md_body) {
             put_key(b, 5, WT_LEN);
@@ -1220,10 +1262,6 @@ impl V2Builder {
                     put_uvarint(b, v as u64);
                 }
             }
-        }
-        if ct != 0 {
-            put_key(b, 6, WT_VARINT);
-            put_uvarint(b, ct as u64);
         }
         self.refs = refs;
         self.series += 1;
@@ -1276,12 +1314,12 @@ pub fn encode_v1(series: &[WriteSeries], metadata: &[Metadata]) -> Vec<u8> {
 }
 
 /// Encodes a 2.0 request (uncompressed protobuf). Each metadata entry travels with the series of its
-/// metric family; `created_timestamp_ms` is kept per series.
+/// metric family; each sample's start timestamp (if any) goes into its `start_timestamp`.
 pub fn encode_v2(series: &[WriteSeries], metadata: &[Metadata]) -> Vec<u8> {
     let mut b = V2Builder::new();
     for s in series {
         let md = metadata.iter().find(|m| m.metric_family_name == s.labels.metric_name());
-        b.add_series(&s.labels, &s.samples, md, s.created_timestamp_ms);
+        b.add_series(&s.labels, &s.samples, md, &s.start_timestamps);
     }
     b.finish()
 }
@@ -1314,7 +1352,7 @@ mod tests {
     fn negative_timestamps_encode_as_ten_byte_varints() {
         let s = Sample::new(-1, 1.0);
         let mut b = Vec::new();
-        put_sample(&mut b, 2, &s);
+        put_sample(&mut b, 2, &s, 0);
         let decoded = prompb::Sample::decode(&b[2..]).expect("decodes");
         assert_eq!(decoded.timestamp, -1);
     }

@@ -16,8 +16,12 @@ fn valid_v1() -> Vec<u8> {
 }
 
 fn valid_v2() -> Vec<u8> {
+    let mut with_st =
+        WriteSeries::new(labels!("__name__" => "c", "job" => "x"), vec![Sample::new(1_000, 1.0), Sample::new(2_000, 2.0)]);
+    with_st.start_timestamps = vec![0, 500];
     let s = vec![
         WriteSeries::new(labels!("__name__" => "a", "job" => "x"), vec![Sample::new(1, 1.0), Sample::new(2, 2.0)]),
+        with_st,
         WriteSeries::new(labels!("__name__" => "b", "instance" => "h:1"), vec![Sample::new(3, f64::NAN)]),
     ];
     let md = vec![Metadata { metric_family_name: "a".into(), kind: MetricType::Gauge, help: "h".into(), unit: "u".into() }];
@@ -43,7 +47,20 @@ fn differential(bytes: &[u8]) {
     let ours = decode_ref(ProtoVersion::V2, bytes, &limits);
     let theirs = raw::RequestV2::decode(bytes);
     match (&ours, &theirs) {
-        (Ok(o), Ok(t)) => assert_eq!(o.len() + o.invalid.len(), t.timeseries.len(), "v2 series count"),
+        (Ok(o), Ok(t)) => {
+            assert_eq!(o.len() + o.invalid.len(), t.timeseries.len(), "v2 series count");
+            // Start timestamps: when every series is valid, ours are prost's, sample by sample (an
+            // empty slice standing for all zeros).
+            if o.invalid.is_empty() {
+                for (a, b) in o.series().zip(&t.timeseries) {
+                    assert_eq!(a.samples.len(), b.samples.len());
+                    for (i, s) in b.samples.iter().enumerate() {
+                        assert_eq!(a.start_timestamps.get(i).copied().unwrap_or(0), s.start_timestamp, "v2 start timestamp");
+                    }
+                    assert!(a.start_timestamps.is_empty() || a.start_timestamps.len() == a.samples.len());
+                }
+            }
+        }
         (Err(DecodeError::Protobuf { reason, .. }), Ok(_)) => panic!("v2: we reject what prost accepts: {reason}"),
         _ => {}
     }
@@ -95,12 +112,17 @@ proptest! {
     }
 
     #[test]
-    fn valid_series_round_trip(names in proptest::collection::btree_map("[a-z_]{1,8}", "\\PC{0,12}", 0..6), ts in proptest::collection::vec((any::<i64>(), any::<f64>()), 0..5)) {
+    fn valid_series_round_trip(names in proptest::collection::btree_map("[a-z_]{1,8}", "\\PC{0,12}", 0..6), ts in proptest::collection::vec((any::<i64>(), any::<f64>(), prop_oneof![Just(0i64), any::<i64>()]), 0..5)) {
         let mut pairs: Vec<(String, String)> = names.into_iter().collect();
         pairs.push(("__name__".into(), "m".into()));
         let l = tessera_model::Labels::from_pairs(pairs);
-        let samples: Vec<Sample> = ts.into_iter().map(|(t, v)| Sample::new(t, v)).collect();
-        let s = vec![WriteSeries::new(l.clone(), samples.clone())];
+        let samples: Vec<Sample> = ts.iter().map(|&(t, v, _)| Sample::new(t, v)).collect();
+        let sts: Vec<i64> = ts.iter().map(|&(_, _, st)| st).collect();
+        let mut series = WriteSeries::new(l.clone(), samples.clone());
+        series.start_timestamps = sts.clone();
+        let s = vec![series];
+        // What a receiver should see: the STs when any is set (2.0 only), else nothing.
+        let want_sts = if sts.iter().any(|&x| x != 0) { sts.clone() } else { Vec::new() };
         for (v, buf) in [(ProtoVersion::V1, encode_v1(&s, &[])), (ProtoVersion::V2, encode_v2(&s, &[]))] {
             let d = decode(v, &decompress(&compress(&buf), 1 << 20).expect("snappy"), &Limits::default()).expect("decodes");
             prop_assert_eq!(d.series.len(), 1);
@@ -111,6 +133,9 @@ proptest! {
             for (a, b) in d.series[0].samples.iter().zip(&samples) {
                 prop_assert!(a.bits_eq(b));
             }
+            let want = if v == ProtoVersion::V2 { want_sts.clone() } else { Vec::new() };
+            prop_assert_eq!(&d.series[0].start_timestamps, &want);
+            prop_assert_eq!(r.get(0).start_timestamps, want.as_slice());
         }
     }
 }

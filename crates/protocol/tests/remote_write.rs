@@ -94,7 +94,7 @@ fn decodes_prometheus_rw2_vector() {
             Metadata { metric_family_name: "up".into(), kind: MetricType::Gauge, help: String::new(), unit: String::new() },
         ]
     );
-    assert!(d.series.iter().all(|s| s.created_timestamp_ms.is_none()));
+    assert!(d.series.iter().all(|s| s.start_timestamps.is_empty()));
 }
 
 #[test]
@@ -127,7 +127,8 @@ fn sample_series() -> Vec<WriteSeries> {
             samples: vec![Sample::new(1_700_000_000_000, 12.5), Sample::new(1_700_000_010_000, 0.0), Sample::new(-5, -1e300)],
             histograms: 0,
             exemplars: 0,
-            created_timestamp_ms: Some(1_600_000_000_000),
+            // Per-sample start timestamps; the 0 is "unset" for that sample.
+            start_timestamps: vec![1_600_000_000_000, 0, -7],
         },
         WriteSeries::new(labels!("__name__" => "up"), vec![Sample::new(0, f64::NAN)]),
         WriteSeries::new(labels!("__name__" => "nothing", "ünïcode" => "väl"), vec![]),
@@ -159,7 +160,9 @@ fn encode_decode_round_trips_both_versions() {
                 assert!(x.bits_eq(y), "{v:?}: {x:?} vs {y:?}");
             }
             if v == ProtoVersion::V2 {
-                assert_eq!(a.created_timestamp_ms, b.created_timestamp_ms);
+                assert_eq!(a.start_timestamps, b.start_timestamps);
+            } else {
+                assert!(a.start_timestamps.is_empty(), "1.0 has no start timestamps");
             }
         }
         assert_eq!(d.metadata, md, "{v:?}");
@@ -323,7 +326,7 @@ fn limits_are_enforced_per_series() {
 fn v2_symbol_table_problems() {
     let ts = |refs: Vec<u32>| prompb::v2::TimeSeries {
         labels_refs: refs,
-        samples: vec![prompb::v2::Sample { value: 1.0, timestamp: 1 }],
+        samples: vec![prompb::v2::Sample { value: 1.0, timestamp: 1, start_timestamp: 0 }],
         ..Default::default()
     };
     let syms = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
@@ -359,8 +362,8 @@ fn v2_invalid_utf8_symbol_sinks_only_its_series() {
     let req = raw::RequestV2 {
         symbols: vec![b"".to_vec(), b"__name__".to_vec(), b"up".to_vec(), b"\xc3\x28".to_vec()],
         timeseries: vec![
-            prompb::v2::TimeSeries { labels_refs: vec![1, 2], samples: vec![prompb::v2::Sample { value: 1.0, timestamp: 5 }], ..Default::default() },
-            prompb::v2::TimeSeries { labels_refs: vec![1, 3], samples: vec![prompb::v2::Sample { value: 1.0, timestamp: 5 }], ..Default::default() },
+            prompb::v2::TimeSeries { labels_refs: vec![1, 2], samples: vec![prompb::v2::Sample { value: 1.0, timestamp: 5, start_timestamp: 0 }], ..Default::default() },
+            prompb::v2::TimeSeries { labels_refs: vec![1, 3], samples: vec![prompb::v2::Sample { value: 1.0, timestamp: 5, start_timestamp: 0 }], ..Default::default() },
         ],
     };
     let d = decode(ProtoVersion::V2, &req.encode_to_vec(), &Limits::default()).expect("decodes");
@@ -412,4 +415,75 @@ fn decode_ref_borrows_the_same_series_decode_owns() {
         }
         assert_eq!(r.metadata, owned.metadata);
     }
+}
+
+#[test]
+fn v2_start_timestamps_are_decoded_per_sample() {
+    // Built with prost (independent of our encoder): a series with STs on some samples, one without,
+    // an invalid one with STs between them (its STs must not shift the next series'), and the
+    // reserved field 6 (the old per-series created_timestamp) on a last one: ignored.
+    let s = |t: i64, v: f64, st: i64| prompb::v2::Sample { value: v, timestamp: t, start_timestamp: st };
+    let req = prompb::v2::Request {
+        symbols: ["", "__name__", "c", "g", "bad", "ok"].iter().map(|x| x.to_string()).collect(),
+        timeseries: vec![
+            prompb::v2::TimeSeries {
+                labels_refs: vec![1, 2],
+                samples: vec![s(10_000, 1.0, 0), s(20_000, 2.0, 5_000), s(30_000, 3.0, 5_000)],
+                ..Default::default()
+            },
+            prompb::v2::TimeSeries { labels_refs: vec![1, 3], samples: vec![s(10_000, 7.0, 0)], ..Default::default() },
+            prompb::v2::TimeSeries { labels_refs: vec![1, 99], samples: vec![s(1, 1.0, 1), s(2, 2.0, 1)], ..Default::default() },
+            prompb::v2::TimeSeries { labels_refs: vec![1, 5], samples: vec![s(40_000, 4.0, -3)], ..Default::default() },
+        ],
+    };
+    let mut buf = req.encode_to_vec();
+    // One more series, written by hand with field 6 (prost's struct no longer has it).
+    let mut extra = prompb::v2::TimeSeries { labels_refs: vec![1, 4], samples: vec![s(1_000, 1.0, 0)], ..Default::default() }
+        .encode_to_vec();
+    extra.extend_from_slice(&[6 << 3, 123]); // created_timestamp = 123 (varint)
+    buf.push(5 << 3 | 2);
+    buf.push(extra.len() as u8);
+    buf.extend_from_slice(&extra);
+
+    let d = decode(ProtoVersion::V2, &buf, &Limits::default()).expect("decodes");
+    assert_eq!(d.invalid.len(), 1, "{:?}", d.invalid);
+    let got: Vec<(String, Vec<i64>)> =
+        d.series.iter().map(|x| (x.labels.metric_name().to_string(), x.start_timestamps.clone())).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("c".to_string(), vec![0, 5_000, 5_000]),
+            ("g".to_string(), vec![]),
+            ("ok".to_string(), vec![-3]),
+            ("bad".to_string(), vec![]),
+        ]
+    );
+    assert_eq!(d.series[0].start_timestamp(1), 5_000);
+    assert_eq!(d.series[1].start_timestamp(0), 0);
+    // The zero-copy view agrees.
+    let r = decode_ref(ProtoVersion::V2, &buf, &Limits::default()).expect("decodes");
+    for (a, b) in r.series().zip(&d.series) {
+        assert_eq!(a.start_timestamps, b.start_timestamps.as_slice());
+        assert_eq!(a.samples.len(), b.samples.len());
+    }
+    // Our encoder writes what prost writes for the same STs.
+    let series: Vec<WriteSeries> = d.series.clone();
+    let ours = encode_v2(&series, &[]);
+    let back = decode_v2_message(&ours).expect("prost reads ours");
+    let sts: Vec<Vec<i64>> = back.timeseries.iter().map(|t| t.samples.iter().map(|x| x.start_timestamp).collect()).collect();
+    assert_eq!(sts, vec![vec![0, 5_000, 5_000], vec![0], vec![-3], vec![0]]);
+    // 1.0 has no start timestamps: a field 3 inside a 1.0 Sample is an unknown field, skipped.
+    let mut v1 = Vec::new();
+    let mut sample = prompb::Sample { value: 1.0, timestamp: 5 }.encode_to_vec();
+    sample.extend_from_slice(&[3 << 3, 9]);
+    let mut ts = prompb::Label { name: "__name__".into(), value: "m".into() }.encode_to_vec();
+    ts.splice(0..0, [1 << 3 | 2, ts.len() as u8]);
+    ts.extend_from_slice(&[2 << 3 | 2, sample.len() as u8]);
+    ts.extend_from_slice(&sample);
+    v1.extend_from_slice(&[1 << 3 | 2, ts.len() as u8]);
+    v1.extend_from_slice(&ts);
+    let d = decode(ProtoVersion::V1, &v1, &Limits::default()).expect("decodes");
+    assert_eq!(d.series.len(), 1);
+    assert_eq!(d.series[0].samples, vec![Sample::new(5, 1.0)]);
+    assert!(d.series[0].start_timestamps.is_empty());
 }
