@@ -179,3 +179,66 @@ fn experimental_functions_can_be_disabled() {
     assert!(matches!(err, EngineError::BadData(_)), "{err:?}");
     assert!(e.instant(&st, "sum(reqs_total)", 0).is_ok());
 }
+
+/// A delta counter (OTel style: each sample starts where the previous one ended) read with and without
+/// `use_start_timestamps`: only with it does the engine see the resets, and only then does
+/// `start_timestamp()` return anything.
+#[test]
+fn start_timestamps_only_with_the_option() {
+    let mut st = MemStorage::new(2);
+    let l = Labels::from_pairs([("__name__", "d_total".to_string())]);
+    let samples: Vec<Sample> = (1..=10).map(|k| Sample::new(k * 60_000, 60.0)).collect();
+    let sts: Vec<i64> = (1..=10).map(|k| (k - 1) * 60_000 + 1).collect();
+    st.add_series_st(l, &samples, &sts);
+    let one = |e: &Engine, q: &str| match e.instant(&st, q, 600_000).expect("runs").value {
+        Value::Vector(v) => v.first().map(|s| s.v),
+        other => panic!("vector expected, got {other:?}"),
+    };
+    let off = Engine::default();
+    assert!(!off.opts.use_start_timestamps, "off by default, like upstream");
+    assert_eq!(one(&off, "increase(d_total[5m])"), Some(0.0));
+    assert_eq!(one(&off, "resets(d_total[5m])"), Some(0.0));
+    assert_eq!(one(&off, "start_timestamp(d_total)"), None);
+    let on = Engine::new(EngineOptions { use_start_timestamps: true, ..Default::default() });
+    // Five samples of 60 in (5m, 10m], the first starting just after 4m: 300 over 299.999 s of data,
+    // extrapolated to the window end (which is the last sample): 300.
+    let inc = one(&on, "increase(d_total[5m])").expect("value");
+    assert!((inc - 300.0).abs() < 1e-9, "{inc}");
+    assert_eq!(one(&on, "resets(d_total[5m])"), Some(4.0));
+    assert_eq!(one(&on, "irate(d_total[5m])"), Some(1.0));
+    assert_eq!(one(&on, "start_timestamp(d_total)"), Some(540.001));
+    // Subqueries cut start timestamps, and start_timestamp() of an expression is empty.
+    assert_eq!(one(&on, "resets(d_total[5m:1m])"), Some(0.0));
+    assert_eq!(one(&on, "start_timestamp(d_total * 1)"), None);
+}
+
+/// Aggregation arithmetic mirrors upstream's `aggregation` bit for bit: stdvar/stddev are plain Welford
+/// (no Kahan compensation; the values below are what upstream's float path computes for these inputs,
+/// where a compensated Welford gives 1.7768750000000002), sum/avg Kahan-compensated in label order.
+#[test]
+fn aggregation_arithmetic_matches_upstream() {
+    for shards in [1, 2, 3] {
+        let mut st = MemStorage::new(shards);
+        for (i, v) in [5.0, 4.5, 6.5, 7.9].into_iter().enumerate() {
+            let l = Labels::from_pairs([("__name__", "m".to_string()), ("i", i.to_string())]);
+            st.add_series(l, &[Sample::new(0, v)]);
+        }
+        for (i, v) in [0.1, 0.2, 0.3].into_iter().enumerate() {
+            let l = Labels::from_pairs([("__name__", "k".to_string()), ("i", i.to_string())]);
+            st.add_series(l, &[Sample::new(0, v)]);
+        }
+        let e = Engine::default();
+        let one = |q: &str| match e.instant(&st, q, 0).expect("runs").value {
+            Value::Vector(v) => v[0].v,
+            other => panic!("vector expected, got {other:?}"),
+        };
+        assert_eq!(one("stdvar(m)"), 1.7768750000000009, "{shards} shards");
+        assert_eq!(one("stdvar(m * 1)"), 1.7768750000000009);
+        assert_eq!(one("stddev(m)"), 1.3329947486768283);
+        // Kahan: 0.1 + 0.2 + 0.3 is 0.6000000000000001 naively, 0.6 compensated.
+        assert_eq!(one("sum(k)"), 0.6);
+        assert_eq!(one("sum(k * 1)"), 0.6);
+        assert_eq!(one("avg(k)"), 0.2);
+        assert_eq!(one("avg(k * 1)"), 0.2);
+    }
+}

@@ -24,11 +24,10 @@ pub struct AggAcc {
     pub incremental: bool,
     pub min: f64,
     pub max: f64,
-    /// stddev/stdvar (Welford, Kahan-compensated).
+    /// stddev/stdvar: Welford's running mean and sum of squared deviations (upstream uses no Kahan
+    /// compensation here, unlike `stdvar_over_time`).
     pub m: f64,
-    pub cm: f64,
     pub aux: f64,
-    pub ca: f64,
 }
 
 impl AggAcc {
@@ -36,7 +35,16 @@ impl AggAcc {
     pub fn add(&mut self, op: AggregateOp, v: f64) {
         self.count += 1.0;
         match op {
-            AggregateOp::Sum => (self.sum, self.c) = kahan_inc(v, self.sum, self.c),
+            AggregateOp::Sum => {
+                // Upstream `aggregation` for SUM: the first sample starts the sum, the rest are added with
+                // Kahan-Neumaier compensation (`kahansum.Inc`).
+                if self.count == 1.0 {
+                    self.sum = v;
+                    self.c = 0.0;
+                } else {
+                    (self.sum, self.c) = kahan_inc(v, self.sum, self.c);
+                }
+            }
             AggregateOp::Avg => {
                 // Upstream `aggregation` for AVG: Kahan sum, incremental mean once the sum overflows.
                 if self.count == 1.0 {
@@ -69,9 +77,16 @@ impl AggAcc {
                 }
             }
             AggregateOp::Stddev | AggregateOp::Stdvar => {
-                let delta = v - (self.m + self.cm);
-                (self.m, self.cm) = kahan_inc(delta / self.count, self.m, self.cm);
-                (self.aux, self.ca) = kahan_inc(delta * (v - (self.m + self.cm)), self.aux, self.ca);
+                // Upstream `aggregation` for STDVAR/STDDEV: plain Welford; the first sample sets the mean
+                // and a NaN or infinite first sample makes the variance NaN.
+                if self.count == 1.0 {
+                    self.m = v;
+                    self.aux = if v.is_finite() { 0.0 } else { f64::NAN };
+                    return;
+                }
+                let delta = v - self.m;
+                self.m += delta / self.count;
+                self.aux += delta * (v - self.m);
             }
             _ => {}
         }
@@ -122,13 +137,11 @@ impl AggAcc {
                 return;
             }
             AggregateOp::Stddev | AggregateOp::Stdvar => {
+                // Chan et al.'s pairwise combination of two Welford states.
                 let n = self.count + o.count;
-                let (ma, mb) = (self.m + self.cm, o.m + o.cm);
-                let d = mb - ma;
-                self.aux = self.aux + self.ca + o.aux + o.ca + d * d * self.count * o.count / n;
-                self.ca = 0.0;
-                self.m = ma + d * o.count / n;
-                self.cm = 0.0;
+                let d = o.m - self.m;
+                self.aux = self.aux + o.aux + d * d * self.count * o.count / n;
+                self.m += d * o.count / n;
                 self.count = n;
                 return;
             }
@@ -139,13 +152,8 @@ impl AggAcc {
 
     pub fn finish(&self, op: AggregateOp) -> f64 {
         match op {
-            AggregateOp::Sum => {
-                if self.sum.is_infinite() {
-                    self.sum
-                } else {
-                    self.sum + self.c
-                }
-            }
+            // Upstream adds the compensation unconditionally (it is 0 once the sum is infinite).
+            AggregateOp::Sum => self.sum + self.c,
             AggregateOp::Avg => {
                 if self.incremental {
                     self.mean + self.c
@@ -157,8 +165,8 @@ impl AggAcc {
             AggregateOp::Group => 1.0,
             AggregateOp::Min => self.min,
             AggregateOp::Max => self.max,
-            AggregateOp::Stdvar => (self.aux + self.ca) / self.count,
-            AggregateOp::Stddev => ((self.aux + self.ca) / self.count).sqrt(),
+            AggregateOp::Stdvar => self.aux / self.count,
+            AggregateOp::Stddev => (self.aux / self.count).sqrt(),
             _ => f64::NAN,
         }
     }
@@ -292,18 +300,13 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
     Ok(Val::Vector(out))
 }
 
+/// Aggregations pushed into the shards: those whose merged partials give upstream's result. Upstream folds
+/// series in label order; Kahan-compensated partial sums merge to the same `sum + c` (checked on random
+/// inputs), but avg divides the sum and its compensation separately (so how they split matters) and
+/// stddev/stdvar are plain Welford (Chan's combination of per-shard states differs in the last bits):
+/// those three run over the materialised vector in label order instead.
 fn is_decomposable(op: AggregateOp) -> bool {
-    matches!(
-        op,
-        AggregateOp::Sum
-            | AggregateOp::Count
-            | AggregateOp::Min
-            | AggregateOp::Max
-            | AggregateOp::Avg
-            | AggregateOp::Group
-            | AggregateOp::Stddev
-            | AggregateOp::Stdvar
-    )
+    matches!(op, AggregateOp::Sum | AggregateOp::Count | AggregateOp::Min | AggregateOp::Max | AggregateOp::Group)
 }
 
 /// One shard's partial aggregation: group hash → dense index, then per group its labels and one

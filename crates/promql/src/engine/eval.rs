@@ -315,6 +315,21 @@ pub fn select_map<T: Send>(
     hints: SelectHints,
     f: impl Fn(&Labels, &[Sample]) -> Option<T> + Sync,
 ) -> Result<Vec<T>, EngineError> {
+    select_map_st(ctx, vs, mint, maxt, hints, false, |l, s, _| f(l, s))
+}
+
+/// [`select_map`] that can also decode the start-timestamp column: with `want_st`, `f` gets one start
+/// timestamp per sample (0: unknown), or an empty slice when the series has none in the range; without it
+/// the column is never decoded and the slice is always empty (the hot path stays a plain XOR decode).
+pub fn select_map_st<T: Send>(
+    ctx: &QueryCtx<'_>,
+    vs: &VectorSelector,
+    mint: i64,
+    maxt: i64,
+    hints: SelectHints,
+    want_st: bool,
+    f: impl Fn(&Labels, &[Sample], &[i64]) -> Option<T> + Sync,
+) -> Result<Vec<T>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
     let shards = q.shard_count();
     let per_shard: Vec<Result<Vec<T>, EngineError>> = (0..shards)
@@ -322,21 +337,18 @@ pub fn select_map<T: Send>(
         .map(|shard| {
             let set = q.select_shard(shard, &vs.matchers, &hints).map_err(|e| EngineError::Storage(e.to_string()))?;
             let mut buf: Vec<Sample> = Vec::new();
+            let mut sts: Vec<i64> = Vec::new();
             let mut out = Vec::new();
             for (k, s) in set.enumerate() {
                 if k % 256 == 0 {
                     ctx.check()?;
                 }
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-                buf.clear();
-                for c in &s.chunks {
-                    tessera_encoding::decode_chunk_range_into(c, mint, maxt, &mut buf)
-                        .map_err(|e| EngineError::Storage(e.to_string()))?;
-                }
+                decode_series(&s.chunks, mint, maxt, want_st, &mut buf, &mut sts)?;
                 // The limit is on all samples a query loads (a little stricter than upstream's peak count,
                 // and predictable): decoded samples are not given back until the query ends.
                 ctx.add_samples(buf.len())?;
-                let r = f(&s.labels, &buf);
+                let r = f(&s.labels, &buf, &sts);
                 if let Some(r) = r {
                     out.push(r);
                 }
@@ -349,6 +361,60 @@ pub fn select_map<T: Send>(
         out.extend(r?);
     }
     Ok(out)
+}
+
+/// Decodes a series' chunks in `[mint, maxt]` into `buf` (cleared first). With `want_st`, `sts` gets the
+/// aligned start timestamps, or is left empty when every one is 0 (no chunk carries them), so that
+/// consumers can tell "no start timestamps" by an empty slice.
+fn decode_series(
+    chunks: &[tessera_model::ChunkRef],
+    mint: i64,
+    maxt: i64,
+    want_st: bool,
+    buf: &mut Vec<Sample>,
+    sts: &mut Vec<i64>,
+) -> Result<(), EngineError> {
+    buf.clear();
+    sts.clear();
+    let with_st = want_st && chunks.iter().any(|c| c.encoding == tessera_model::ChunkEncoding::XorSt);
+    for c in chunks {
+        if with_st {
+            decode_chunk_st(c, mint, maxt, buf, sts)?;
+        } else {
+            tessera_encoding::decode_chunk_range_into(c, mint, maxt, buf)
+                .map_err(|e| EngineError::Storage(e.to_string()))?;
+        }
+    }
+    if with_st && sts.iter().all(|t| *t == 0) {
+        sts.clear();
+    }
+    Ok(())
+}
+
+/// One chunk with its start-timestamp column (0 for encodings without one).
+fn decode_chunk_st(
+    c: &tessera_model::ChunkRef,
+    mint: i64,
+    maxt: i64,
+    buf: &mut Vec<Sample>,
+    sts: &mut Vec<i64>,
+) -> Result<(), EngineError> {
+    tessera_encoding::decode_chunk_range_st_into(c, mint, maxt, buf, sts).map_err(|e| EngineError::Storage(e.to_string()))
+}
+
+/// Removes stale markers from `samples` and the aligned `sts` (empty `sts` stays empty).
+pub fn drop_stale(samples: &[Sample], sts: &[i64]) -> (Vec<Sample>, Vec<i64>) {
+    let mut out = Vec::with_capacity(samples.len());
+    let mut out_st = Vec::with_capacity(sts.len());
+    for (i, s) in samples.iter().enumerate() {
+        if !is_stale_nan(s.v) {
+            out.push(*s);
+            if !sts.is_empty() {
+                out_st.push(sts[i]);
+            }
+        }
+    }
+    (out, out_st)
 }
 
 /// An instant vector selector: for each step, the latest sample in `(t - lookback, t]` unless it is a stale
@@ -374,6 +440,45 @@ pub fn eval_vector_selector(
         any.then(|| Series { labels: labels.clone(), vals, drop_name: false })
     })?;
     // Shards come back one after the other; keep the storage's label order, as upstream's series sets.
+    out.sort_by(|a, b| a.labels.cmp(&b.labels));
+    Ok(out)
+}
+
+/// `start_timestamp(selector)` with start timestamps on (upstream `rangeEvalTimestampFunctionOverVectorSelector`
+/// with `propagateSTs`): per step, the start timestamp in seconds of the sample the lookback picks (0 when
+/// that sample has none).
+pub fn eval_start_timestamp_selector(
+    ctx: &QueryCtx<'_>,
+    vs: &VectorSelector,
+    grid: &Grid,
+) -> Result<Vec<Series>, EngineError> {
+    let eff = effective_times(ctx, vs.at, vs.original_offset_ms, grid);
+    let lb = ctx.lookback_ms;
+    let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
+    let hints = SelectHints { step_ms: grid.step, ..Default::default() };
+    let n = grid.n;
+    let mut out = select_map_st(ctx, vs, lo - lb + 1, hi, hints, true, |labels, samples, sts| {
+        let mut vals = vec![None; n];
+        let mut any = false;
+        let mut j = 0usize;
+        for (i, &e) in eff.iter().enumerate() {
+            if i > 0 && e < eff[i - 1] {
+                j = 0;
+            }
+            while j < samples.len() && samples[j].t <= e {
+                j += 1;
+            }
+            if j == 0 {
+                continue;
+            }
+            let s = samples[j - 1];
+            if s.t > e - lb && !is_stale_nan(s.v) {
+                vals[i] = Some(sts.get(j - 1).copied().unwrap_or(0) as f64 / 1000.0);
+                any = true;
+            }
+        }
+        any.then(|| Series { labels: labels.clone(), vals, drop_name: true })
+    })?;
     out.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(out)
 }
@@ -457,17 +562,14 @@ pub fn select_fold<S: Send>(
         .map(|shard| {
             let set = q.select_shard(shard, &vs.matchers, &hints).map_err(|e| EngineError::Storage(e.to_string()))?;
             let mut buf: Vec<Sample> = Vec::new();
+            let mut sts: Vec<i64> = Vec::new();
             let mut state = init();
             for (k, s) in set.enumerate() {
                 if k % 256 == 0 {
                     ctx.check()?;
                 }
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-                buf.clear();
-                for c in &s.chunks {
-                    tessera_encoding::decode_chunk_range_into(c, mint, maxt, &mut buf)
-                        .map_err(|e| EngineError::Storage(e.to_string()))?;
-                }
+                decode_series(&s.chunks, mint, maxt, false, &mut buf, &mut sts)?;
                 ctx.add_samples(buf.len())?;
                 f(&mut state, &s.labels, &buf);
             }
@@ -549,6 +651,12 @@ fn eval_subquery(ctx: &QueryCtx<'_>, sq: &SubqueryExpr, grid: &Grid) -> Result<R
 /// indices forward (windows only move forward), so the series is walked once for all steps.
 #[inline]
 pub fn for_each_window(samples: &[Sample], eff: &[i64], range: i64, mut f: impl FnMut(&[Sample], usize)) {
+    for_each_window_idx(samples, eff, range, |lo, hi, i| f(&samples[lo..hi], i));
+}
+
+/// [`for_each_window`] handing out the window as indices `lo..hi` (to slice aligned columns too).
+#[inline]
+pub fn for_each_window_idx(samples: &[Sample], eff: &[i64], range: i64, mut f: impl FnMut(usize, usize, usize)) {
     let (mut lo, mut hi) = (0usize, 0usize);
     for (i, &e) in eff.iter().enumerate() {
         if i > 0 && e < eff[i - 1] {
@@ -561,7 +669,7 @@ pub fn for_each_window(samples: &[Sample], eff: &[i64], range: i64, mut f: impl 
         while lo < hi && samples[lo].t <= e - range {
             lo += 1;
         }
-        f(&samples[lo..hi], i);
+        f(lo, hi, i);
     }
 }
 

@@ -7,7 +7,7 @@
 use super::EngineError;
 use super::eval::{
     Grid, QueryCtx, RangeArg, Series, Val, eval, eval_range_arg, eval_scalar, eval_vector, eval_vector_selector,
-    for_each_window, merge_same_labels,
+    for_each_window, for_each_window_idx, merge_same_labels,
 };
 use crate::parser::{Call, Expr};
 use tessera_model::MatchOp;
@@ -38,58 +38,111 @@ pub struct Window<'a> {
     pub step_t: i64,
     /// Scalar parameters at this step (quantile, smoothing factors, predict_linear's duration).
     pub params: &'a [f64],
+    /// Start timestamps aligned with `s` (0: unknown), or empty when the series has none or they are not
+    /// used (upstream `EvalNodeHelper.StartTimestamps`, only set for rate/irate/increase/resets over a
+    /// matrix selector with `use-start-timestamps`).
+    pub sts: &'a [i64],
+}
+
+/// Upstream `isStartTimestampReset`: whether the current sample's start timestamp says the counter
+/// restarted after the previous sample. ST == T is OTel's "unknown start", ST > T is invalid, 0 unknown;
+/// ST == previous T is a delta sample (a reset) unless the previous sample had no usable start time
+/// (a cumulative series with unknown start).
+#[inline]
+pub fn is_st_reset(prev_st: i64, prev_t: i64, cur_st: i64, cur_t: i64) -> bool {
+    if cur_st == 0 || cur_st >= cur_t || cur_st < prev_t {
+        return false;
+    }
+    if cur_st > prev_t {
+        return true;
+    }
+    if prev_st > prev_t {
+        return false;
+    }
+    prev_st != 0 && prev_st != prev_t
+}
+
+/// Upstream `checkStartTimeOverlap`: the current sample's start time lies before the previous sample and
+/// is not the shared start of a cumulative series.
+#[inline]
+pub fn st_overlaps(prev_st: i64, prev_t: i64, cur_st: i64) -> bool {
+    cur_st != 0 && cur_st < prev_t && cur_st != prev_st
+}
+
+/// The start-timestamp overlap warning (upstream `NewStartTimeOverlapWarning`, printed without position).
+pub fn st_overlap_warning(metric: &str) -> String {
+    format!(
+        "PromQL warning: sample has start time that overlaps with previous sample timestamp for metric {}",
+        tessera_model::labels::go_quote(metric)
+    )
 }
 
 /// Upstream `extrapolatedRate`: the increase over the window, extrapolated towards the window's edges
-/// (but not beyond half an average sample interval, nor below zero for counters).
+/// (but not beyond half an average sample interval, nor below zero for counters). With start timestamps
+/// (counters only), a start-timestamp reset counts like a value drop, and a first sample whose start time
+/// lies inside the window stands for an increase from zero at that start time instead of extrapolating to
+/// the left (which also lets a single sample have a rate).
 pub fn extrapolated_rate(w: &Window<'_>, is_counter: bool, is_rate: bool) -> Option<f64> {
     let s = w.s;
-    if s.len() < 2 {
+    if s.is_empty() {
         return None;
     }
-    let (first, last) = (s[0], s[s.len() - 1]);
+    let sts = if is_counter { w.sts } else { &[] };
+    let n1 = s.len() - 1;
+    let (first, last) = (s[0], s[n1]);
     let mut result = last.v - first.v;
     if is_counter {
-        let mut prev = first.v;
-        for c in &s[1..] {
-            if c.v < prev {
-                result += prev;
+        for i in 1..s.len() {
+            let (prev, cur) = (s[i - 1], s[i]);
+            if cur.v < prev.v || (i < sts.len() && is_st_reset(sts[i - 1], prev.t, sts[i], cur.t)) {
+                result += prev.v;
             }
-            prev = c.v;
         }
     }
     let mut to_start = (first.t - w.range_start) as f64 / 1000.0;
     let mut to_end = (w.range_end - last.t) as f64 / 1000.0;
-    let sampled = (last.t - first.t) as f64 / 1000.0;
-    let avg = sampled / (s.len() - 1) as f64;
+    let mut sampled = (last.t - first.t) as f64 / 1000.0;
+    let avg = if n1 > 0 { sampled / n1 as f64 } else { 0.0 };
     let threshold = avg * 1.1;
-    if to_start >= threshold {
-        to_start = avg / 2.0;
-    }
-    if is_counter && result > 0.0 && first.v >= 0.0 {
-        let to_zero = sampled * (first.v / result);
-        if to_zero < to_start {
-            to_start = to_zero;
+    if !sts.is_empty() && sts[0] != 0 && sts[0] > w.range_start && sts[0] < first.t {
+        // The range start is exclusive: a start time on it is outside.
+        to_start = 0.0;
+        sampled = (last.t - sts[0]) as f64 / 1000.0;
+        result += first.v;
+    } else if n1 == 0 {
+        return None;
+    } else {
+        if to_start >= threshold {
+            to_start = avg / 2.0;
+        }
+        if is_counter && result > 0.0 && first.v >= 0.0 {
+            let to_zero = sampled * (first.v / result);
+            if to_zero < to_start {
+                to_start = to_zero;
+            }
         }
     }
     if to_end >= threshold {
         to_end = avg / 2.0;
     }
-    let mut factor = (sampled + to_start + to_end) / sampled;
+    let mut factor = if sampled != 0.0 { (sampled + to_start + to_end) / sampled } else { 1.0 };
     if is_rate {
         factor /= w.range_ms as f64 / 1000.0;
     }
     Some(result * factor)
 }
 
-/// Upstream `instantValue` (irate, idelta).
+/// Upstream `instantValue` (irate, idelta). For irate, a start-timestamp reset between the last two
+/// samples counts like a value drop.
 fn instant_value(w: &Window<'_>, is_rate: bool) -> Option<f64> {
     let s = w.s;
     if s.len() < 2 {
         return None;
     }
-    let (prev, last) = (s[s.len() - 2], s[s.len() - 1]);
-    let mut r = if is_rate && last.v < prev.v { last.v } else { last.v - prev.v };
+    let n = s.len();
+    let (prev, last) = (s[n - 2], s[n - 1]);
+    let st_reset = is_rate && w.sts.len() == n && is_st_reset(w.sts[n - 2], prev.t, w.sts[n - 1], last.t);
+    let mut r = if is_rate && (last.v < prev.v || st_reset) { last.v } else { last.v - prev.v };
     let dt = last.t - prev.t;
     if dt == 0 {
         return None;
@@ -98,6 +151,22 @@ fn instant_value(w: &Window<'_>, is_rate: bool) -> Option<f64> {
         r /= dt as f64 / 1000.0;
     }
     Some(r)
+}
+
+/// Upstream `funcResets` (floats): value drops and start-timestamp resets.
+fn resets(w: &Window<'_>) -> Option<f64> {
+    let s = w.s;
+    if s.is_empty() {
+        return None;
+    }
+    let sts = w.sts;
+    let mut n = 0usize;
+    for i in 1..s.len() {
+        if s[i].v < s[i - 1].v || (i < sts.len() && is_st_reset(sts[i - 1], s[i - 1].t, sts[i], s[i].t)) {
+            n += 1;
+        }
+    }
+    Some(n as f64)
 }
 
 /// Upstream `linearRegression`.
@@ -237,9 +306,7 @@ pub fn range_kernel(name: &str) -> Option<fn(&Window<'_>) -> Option<f64>> {
                 n
             })
         },
-        "resets" => |w| {
-            (!w.s.is_empty()).then(|| w.s.windows(2).filter(|p| p[1].v < p[0].v).count() as f64)
-        },
+        "resets" => resets,
         "deriv" => |w| (w.s.len() >= 2).then(|| linear_regression(w.s, w.s[0].t).0),
         "predict_linear" => |w| {
             (w.s.len() >= 2).then(|| {
@@ -411,6 +478,15 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
                 }
             };
             Ok(Val::Vector(v.into_iter().map(|s| Series { drop_name: true, ..s }).collect()))
+        }
+        "start_timestamp" => {
+            // Upstream `funcStartTimestamp`: only a plain selector carries start timestamps into the
+            // function; over any other expression (or with start timestamps off) the result is empty.
+            if let (true, Expr::VectorSelector(vs)) = (ctx.opts.use_start_timestamps, c.args[0].unwrap_parens()) {
+                return Ok(Val::Vector(super::eval::eval_start_timestamp_selector(ctx, vs, grid)?));
+            }
+            let _ = eval_vector(ctx, &c.args[0], grid)?;
+            Ok(Val::Vector(vec![]))
         }
         "absent" => {
             let v = eval_vector(ctx, &c.args[0], grid)?;
@@ -770,24 +846,37 @@ fn eval_range_function(
     let is_counter_fn = matches!(name, "rate" | "increase");
     let keep = keeps_name(name);
     // Applies the kernel to every step's window of one series, walking its samples once.
-    let apply = |labels: &Labels, samples: &[Sample], drop: bool, eff: &[i64], range_ms: i64| -> Option<Series> {
+    // `sts` is empty or aligned with `samples`.
+    let apply = |labels: &Labels, samples: &[Sample], sts: &[i64], drop: bool, eff: &[i64], range_ms: i64| -> Option<Series> {
         let mut vals = vec![None; n];
         let mut any = false;
         let mut pbuf = vec![0.0; params.len()];
-        for_each_window(samples, eff, range_ms, |w, i| {
-            if w.is_empty() {
+        let mut overlap_warned = false;
+        for_each_window_idx(samples, eff, range_ms, |lo, hi, i| {
+            if lo == hi {
                 return;
             }
             for (j, p) in params.iter().enumerate() {
                 pbuf[j] = p[i];
             }
+            let w_sts = if sts.is_empty() { &[][..] } else { &sts[lo..hi] };
+            // Upstream `extrapolatedRate` warns once per series when a start time overlaps the previous
+            // sample (counters only).
+            if is_counter_fn && !overlap_warned && !w_sts.is_empty() {
+                let w = &samples[lo..hi];
+                if (1..w.len()).any(|j| st_overlaps(w_sts[j - 1], w[j - 1].t, w_sts[j])) {
+                    ctx.warn(st_overlap_warning(labels.metric_name()));
+                    overlap_warned = true;
+                }
+            }
             let win = Window {
-                s: w,
+                s: &samples[lo..hi],
                 range_start: eff[i] - range_ms,
                 range_end: eff[i],
                 range_ms,
                 step_t: grid.t(i),
                 params: &pbuf,
+                sts: w_sts,
             };
             if let Some(v) = k(&win) {
                 vals[i] = Some(v);
@@ -820,12 +909,15 @@ fn eval_range_function(
             func: Some(name.to_string()),
             ..Default::default()
         };
-        let mut out = super::eval::select_map(ctx, vs, lo - range + 1, hi, hints, |labels, samples| {
+        // Upstream `rangeEval` hands start timestamps only to these functions, and only over a matrix
+        // selector (a subquery's samples have none); the column is decoded only then.
+        let want_st = ctx.opts.use_start_timestamps && matches!(name, "rate" | "irate" | "increase" | "resets");
+        let mut out = super::eval::select_map_st(ctx, vs, lo - range + 1, hi, hints, want_st, |labels, samples, sts| {
             if samples.iter().any(|s| tessera_model::is_stale_nan(s.v)) {
-                let clean: Vec<Sample> = samples.iter().copied().filter(|s| !tessera_model::is_stale_nan(s.v)).collect();
-                apply(labels, &clean, false, &eff, range)
+                let (clean, clean_st) = super::eval::drop_stale(samples, sts);
+                apply(labels, &clean, &clean_st, false, &eff, range)
             } else {
-                apply(labels, samples, false, &eff, range)
+                apply(labels, samples, sts, false, &eff, range)
             }
         })?;
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
@@ -834,7 +926,7 @@ fn eval_range_function(
     let ra: RangeArg = eval_range_arg(ctx, &c.args[m_idx], grid)?;
     use rayon::prelude::*;
     let out: Vec<Series> =
-        ra.series.par_iter().filter_map(|s| apply(&s.labels, &s.samples, s.drop_name, &ra.eff, ra.range_ms)).collect();
+        ra.series.par_iter().filter_map(|s| apply(&s.labels, &s.samples, &[], s.drop_name, &ra.eff, ra.range_ms)).collect();
     Ok(Val::Vector(out))
 }
 
@@ -1061,7 +1153,7 @@ fn eval_extended_range_function(
                 "rate" | "increase" | "delta" => extended_rate(w, start, end, range, smoothed, is_counter, name == "rate"),
                 _ => {
                     let ext = extend_floats(w, start, end, false);
-                    let win = Window { s: &ext, range_start: start, range_end: end, range_ms: range, step_t: grid.t(i), params: &[] };
+                    let win = Window { s: &ext, range_start: start, range_end: end, range_ms: range, step_t: grid.t(i), params: &[], sts: &[] };
                     if ext.is_empty() { None } else { k(&win) }
                 }
             };
@@ -1208,6 +1300,63 @@ mod tests {
         assert_eq!(time_part("day_of_year", t), 60.0);
         assert_eq!(time_part("hour", t), 12.0);
         assert_eq!(time_part("minute", t), 34.0);
+    }
+
+    fn win<'a>(s: &'a [Sample], sts: &'a [i64], start: i64, end: i64) -> Window<'a> {
+        Window { s, range_start: start, range_end: end, range_ms: end - start, step_t: end, params: &[], sts }
+    }
+
+    #[test]
+    fn start_timestamp_resets() {
+        // Not a reset: ST unknown, ST == T (unknown start), ST > T (invalid), ST before the previous sample.
+        assert!(!is_st_reset(0, 60, 0, 120));
+        assert!(!is_st_reset(0, 60, 120, 120));
+        assert!(!is_st_reset(0, 60, 130, 120));
+        assert!(!is_st_reset(30, 60, 30, 120));
+        // Start after the previous sample: a reset.
+        assert!(is_st_reset(0, 60, 90, 120));
+        // Start at the previous sample: a delta sample if the previous one had a usable start time.
+        assert!(is_st_reset(30, 60, 60, 120));
+        assert!(!is_st_reset(0, 60, 60, 120));
+        assert!(!is_st_reset(60, 60, 60, 120));
+        assert!(!is_st_reset(90, 60, 60, 120));
+        // Overlaps: a start before the previous sample that is not the shared cumulative start.
+        assert!(st_overlaps(0, 120, 60));
+        assert!(!st_overlaps(60, 120, 60));
+        assert!(!st_overlaps(0, 120, 120));
+        assert!(!st_overlaps(0, 120, 0));
+    }
+
+    #[test]
+    fn rate_kernels_with_start_timestamps() {
+        let s = [Sample::new(60_000, 10.0), Sample::new(120_000, 12.0)];
+        // Plain counter: increase 2 over 60s of samples, extrapolated by 10s on each side.
+        let none: [i64; 0] = [];
+        let inc = extrapolated_rate(&win(&s, &none, 50_000, 130_000), true, false).expect("value");
+        assert!((inc - 2.0 * 80.0 / 60.0).abs() < 1e-9, "{inc}");
+        // A start-timestamp reset before the second sample adds the first value.
+        let sts = [1_000, 90_000];
+        let inc = extrapolated_rate(&win(&s, &sts, 50_000, 130_000), true, false).expect("value");
+        assert!((inc - 12.0 * 80.0 / 60.0).abs() < 1e-9, "{inc}");
+        // delta() ignores start timestamps.
+        let d = extrapolated_rate(&win(&s, &sts, 50_000, 130_000), false, false).expect("value");
+        assert!((d - 2.0 * 80.0 / 60.0).abs() < 1e-9, "{d}");
+        // irate and resets see the reset too.
+        assert_eq!(instant_value(&win(&s, &none, 0, 130_000), true), Some(2.0 / 60.0));
+        assert_eq!(instant_value(&win(&s, &sts, 0, 130_000), true), Some(12.0 / 60.0));
+        assert_eq!(resets(&win(&s, &none, 0, 130_000)), Some(0.0));
+        assert_eq!(resets(&win(&s, &sts, 0, 130_000)), Some(1.0));
+        // A single sample has an increase when its start time lies inside the window: from 0 at ST.
+        let one = [Sample::new(60_000, 5.0)];
+        assert_eq!(extrapolated_rate(&win(&one, &none, 0, 120_000), true, false), None);
+        assert_eq!(extrapolated_rate(&win(&one, &[30_000], 0, 120_000), true, false), Some(5.0));
+        assert_eq!(extrapolated_rate(&win(&one, &[30_000], 0, 120_000), true, true), Some(5.0 / 120.0));
+        // A start time on the (exclusive) window start is outside: no value.
+        assert_eq!(extrapolated_rate(&win(&one, &[0], 0, 120_000), true, false), None);
+        // Two samples, the first starting inside the window: no left extrapolation, sampled from ST.
+        let sts2 = [40_000, 40_000];
+        let inc = extrapolated_rate(&win(&s, &sts2, 0, 120_000), true, false).expect("value");
+        assert!((inc - 12.0).abs() < 1e-9, "{inc}");
     }
 
     #[test]

@@ -21,8 +21,14 @@
 //! piece mirrors is named next to it. Conformance: every float eval of Prometheus 3.14's promqltest
 //! scripts passes (see `promqltest-known-failures.txt` for the rest).
 //!
+//! Start timestamps ([`EngineOptions::use_start_timestamps`], upstream `UseStartTimestamps`): when on,
+//! rate/irate/increase/resets over a matrix selector decode the XorSt chunks' start-timestamp column next
+//! to the samples and use it for counter resets and for the left edge of a window (upstream
+//! `extrapolatedRate`, `instantValue`, `funcResets`); `start_timestamp(selector)` returns it. Only those
+//! paths ever decode the column; everything else reads samples as before.
+//!
 //! Not implemented yet: native histograms (histogram samples are not decoded; functions on them return
-//! nothing), start timestamps (`start_timestamp()`, ST-aware rate), non-delayed `__name__` removal.
+//! nothing), non-delayed `__name__` removal.
 //! The max-samples limit counts every sample a query decodes (upstream counts the peak held at once),
 //! so it is slightly stricter than upstream's for long range queries.
 //!
@@ -57,6 +63,11 @@ pub struct EngineOptions {
     /// Delayed `__name__` removal (upstream `promql-delayed-name-removal`). The engine currently always
     /// removes names late (the scripts' setting); `false` is not implemented yet and behaves like `true`.
     pub delayed_name_removal: bool,
+    /// Use samples' start timestamps (upstream `UseStartTimestamps`, feature flag `use-start-timestamps`):
+    /// rate/irate/increase/resets over a matrix selector treat a start-timestamp reset as a counter reset
+    /// and a start time inside the window as an increase from zero, and `start_timestamp()` returns them.
+    /// Off (upstream's default), the start-timestamp column is never decoded.
+    pub use_start_timestamps: bool,
 }
 
 impl Default for EngineOptions {
@@ -68,6 +79,7 @@ impl Default for EngineOptions {
             enable_experimental: true,
             no_step_subquery_interval_ms: 60_000,
             delayed_name_removal: true,
+            use_start_timestamps: false,
         }
     }
 }

@@ -6,6 +6,9 @@
 //! results the way upstream's `evalCmd.compareResult` and `checkAnnotations` do: relative tolerance 1e-6,
 //! NaN equals NaN, series compared as label sets, order only for `ordered`.
 //!
+//! `metric@st` lines give the next series' samples start timestamps (loaded as XorSt chunks); the engine
+//! runs with start timestamps on, as upstream's test engine does.
+//!
 //! Native-histogram points are parsed but not loaded: evals that need them fail and sit on the
 //! known-failures list until the engine supports native histograms.
 
@@ -52,6 +55,7 @@ pub fn test_engine() -> Engine {
         enable_experimental: true,
         no_step_subquery_interval_ms: 60_000,
         delayed_name_removal: true,
+        use_start_timestamps: true,
     })
 }
 
@@ -107,16 +111,20 @@ pub fn run_script(name: &str, text: &str) -> FileReport {
                     hist_note = "native histograms in the loaded data (not supported yet)";
                 }
                 for s in series {
-                    let samples: Vec<Sample> = s
-                        .points
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, p)| match p {
-                            Point::Float(v) => Some(Sample::new(i as i64 * interval_ms, *v)),
-                            _ => None,
-                        })
-                        .collect();
-                    store.add_series(s.labels, &samples);
+                    // Upstream `loadCmd.set`: a start timestamp is the sample's time plus the `@st` offset;
+                    // 0 (also an omitted offset) means unknown.
+                    let mut samples: Vec<Sample> = Vec::with_capacity(s.points.len());
+                    let mut sts: Vec<i64> = Vec::new();
+                    for (i, p) in s.points.iter().enumerate() {
+                        if let Point::Float(v) = p {
+                            let t = i as i64 * interval_ms;
+                            samples.push(Sample::new(t, *v));
+                            if !s.st_offsets.is_empty() {
+                                sts.push(s.st_offsets[i].map_or(0, |o| t + o));
+                            }
+                        }
+                    }
+                    store.add_series_st(s.labels, &samples, &sts);
                 }
             }
             Command::Eval(ev) => {

@@ -21,6 +21,9 @@ pub enum Point {
 pub struct SeriesDef {
     pub labels: Labels,
     pub points: Vec<Point>,
+    /// Start timestamps from a preceding `metric@st` line (upstream `parseSTLine`): per point, the offset
+    /// in ms of the sample's start time from its own timestamp (`None`: omitted). Empty: no `@st` line.
+    pub st_offsets: Vec<Option<i64>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -167,6 +170,8 @@ fn parse_load(lines: &[&str], mut i: usize) -> Result<(usize, Command), ScriptEr
     let interval_ms = parse_duration_ms(rest).map_err(|e| err(i, e))?;
     let line = i + 1;
     let mut series = Vec::new();
+    // A `metric@st` line applies to the sample line right after it (upstream `parseLoad`).
+    let mut pending: Option<(usize, Labels, Vec<Option<i64>>)> = None;
     while i + 1 < lines.len() {
         i += 1;
         let d = lines[i];
@@ -175,19 +180,129 @@ fn parse_load(lines: &[&str], mut i: usize) -> Result<(usize, Command), ScriptEr
             break;
         }
         if is_st_line(d) {
-            // Start-timestamp lines: not supported; the eval that depend on them will fail and are listed.
+            if let Some((pl, ..)) = pending {
+                return Err(err(pl, "@st line has no following sample line"));
+            }
+            let (labels, offs) = parse_st_line(d).map_err(|e| err(i, e))?;
+            pending = Some((i, labels, offs));
             continue;
         }
-        series.push(parse_series(d).map_err(|e| err(i, e))?);
+        let mut def = parse_series(d).map_err(|e| err(i, e))?;
+        if let Some((pl, labels, offs)) = pending.take() {
+            if labels != def.labels {
+                return Err(err(pl, "@st metric does not match the following sample line metric"));
+            }
+            if offs.len() != def.points.len() {
+                return Err(err(
+                    pl,
+                    format!("@st line has {} values but sample line has {}", offs.len(), def.points.len()),
+                ));
+            }
+            def.st_offsets = offs;
+        }
+        series.push(def);
+    }
+    if let Some((pl, ..)) = pending {
+        return Err(err(pl, "@st line has no following sample line"));
     }
     Ok((i, Command::Load { interval_ms, with_nhcb, series, line }))
 }
 
+/// Upstream `isSTLine`: the selector part (up to the first blank) ends in `@st`.
 fn is_st_line(d: &str) -> bool {
+    let d = d.trim();
     match d.find([' ', '\t']) {
         Some(p) => d[..p].ends_with("@st"),
         None => false,
     }
+}
+
+/// Upstream `parseSTLine`: `metric{labels}@st <offsets>`.
+fn parse_st_line(d: &str) -> Result<(Labels, Vec<Option<i64>>), String> {
+    let d = d.trim();
+    let p = d.find([' ', '\t']).ok_or("invalid @st line: missing value sequence")?;
+    let metric = d[..p].strip_suffix("@st").unwrap_or(&d[..p]);
+    let (labels, rest) = parse_labels_prefix(metric).map_err(|e| format!("invalid @st line metric {metric:?}: {e}"))?;
+    if !rest.trim().is_empty() {
+        return Err(format!("invalid @st line metric {metric:?}"));
+    }
+    let mut out = Vec::new();
+    for item in d[p..].split_whitespace() {
+        st_item(item, &mut out).map_err(|e| format!("invalid @st sequence: invalid ST item {item:?}: {e}"))?;
+    }
+    Ok((labels, out))
+}
+
+/// Upstream `parseSTItem`: `_`, `_xN`, `<dur>`, `<dur>xN`, `<dur>(+|-)<dur>xN`, durations with an optional sign.
+fn st_item(item: &str, out: &mut Vec<Option<i64>>) -> Result<(), String> {
+    if item == "_" {
+        out.push(None);
+        return Ok(());
+    }
+    if let Some(n) = item.strip_prefix("_x") {
+        let n: usize = n.parse().ok().filter(|n| *n > 0).ok_or("invalid repeat count")?;
+        out.extend(std::iter::repeat_n(None, n));
+        return Ok(());
+    }
+    let (base, rest) = duration_prefix(item)?;
+    if rest.is_empty() {
+        out.push(Some(base));
+        return Ok(());
+    }
+    if let Some(n) = rest.strip_prefix('x') {
+        let n: usize = n.parse().map_err(|_| "invalid repeat count")?;
+        out.extend(std::iter::repeat_n(Some(base), n + 1));
+        return Ok(());
+    }
+    let neg = match rest.as_bytes()[0] {
+        b'+' => false,
+        b'-' => true,
+        c => return Err(format!("unexpected character {:?} after duration", c as char)),
+    };
+    let (delta, rest) = duration_prefix(&rest[1..]).map_err(|e| format!("invalid step duration: {e}"))?;
+    let delta = if neg { -delta } else { delta };
+    let n: usize = rest
+        .strip_prefix('x')
+        .ok_or("expected 'x<count>' after step duration")?
+        .parse()
+        .map_err(|_| "invalid repeat count")?;
+    let mut off = base;
+    for _ in 0..=n {
+        out.push(Some(off));
+        off += delta;
+    }
+    Ok(())
+}
+
+/// Upstream `parseDurationPrefix`: an optionally signed duration (digits, then a unit that stops at `x`)
+/// at the start of `s`, in ms, and the rest.
+fn duration_prefix(s: &str) -> Result<(i64, &str), String> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let neg = match b.first() {
+        None => return Err("empty duration".into()),
+        Some(b'-') => {
+            i = 1;
+            true
+        }
+        Some(b'+') => {
+            i = 1;
+            false
+        }
+        _ => false,
+    };
+    let st = i;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    if i == st {
+        return Err(format!("expected digits in duration {s:?}"));
+    }
+    while i < b.len() && b[i].is_ascii_alphabetic() && b[i] != b'x' {
+        i += 1;
+    }
+    let ms = parse_duration_ms(&s[st..i])?;
+    Ok((if neg { -ms } else { ms }, &s[i..]))
 }
 
 fn split_word(l: &str) -> (&str, &str) {
@@ -397,7 +512,7 @@ pub fn parse_number(s: &str) -> Option<f64> {
 pub fn parse_series(line: &str) -> Result<SeriesDef, String> {
     let (labels, rest) = parse_labels_prefix(line)?;
     let points = parse_points(rest)?;
-    Ok(SeriesDef { labels, points })
+    Ok(SeriesDef { labels, points, st_offsets: Vec::new() })
 }
 
 /// Parses a series selector-like label set at the start of `s`; returns it and the rest.
@@ -613,6 +728,26 @@ mod tests {
                 _ => -999.0,
             })
             .collect()
+    }
+
+    #[test]
+    fn start_timestamp_lines() {
+        let cmds = parse_script(
+            "load 1m\n  m{a=\"1\"}@st _ -30s-1mx2 +1m 0 -1msx1 _x2\n  m{a=\"1\"} _ 1 2 3 4 5 6 7 8 _\n  n 1 2\n",
+        )
+        .expect("parses");
+        let Command::Load { series, .. } = &cmds[0] else { panic!("not a load") };
+        assert_eq!(
+            series[0].st_offsets,
+            vec![None, Some(-30_000), Some(-90_000), Some(-150_000), Some(60_000), Some(0), Some(-1), Some(-1), None, None]
+        );
+        assert!(series[1].st_offsets.is_empty());
+        let bad = |t: &str| parse_script(t).expect_err("must fail").msg;
+        assert_eq!(bad("load 1m\n  m@st -1m\n  n 1\n"), "@st metric does not match the following sample line metric");
+        assert_eq!(bad("load 1m\n  m@st -1m\n  m 1 2\n"), "@st line has 1 values but sample line has 2");
+        assert_eq!(bad("load 1m\n  m 1\n  m@st -1m\n"), "@st line has no following sample line");
+        assert_eq!(bad("load 1m\n  m@st -1m\n  m@st -1m\n  m 1\n"), "@st line has no following sample line");
+        assert!(bad("load 1m\n  m@st 1m*2\n  m 1\n").contains("invalid @st sequence"));
     }
 
     #[test]

@@ -31,6 +31,14 @@ impl MemStorage {
     /// Adds (or extends) a series with samples sorted by time. Samples must be newer than any already
     /// added for the series.
     pub fn add_series(&mut self, labels: Labels, samples: &[Sample]) {
+        self.add_series_st(labels, samples, &[]);
+    }
+
+    /// [`MemStorage::add_series`] with per-sample start timestamps (`sts` empty, or one per sample with
+    /// 0 meaning unknown). A chunk with any start timestamp is stored as [`ChunkEncoding::XorSt`], like
+    /// the head stores it; the others stay plain XOR.
+    pub fn add_series_st(&mut self, labels: Labels, samples: &[Sample], sts: &[i64]) {
+        assert!(sts.is_empty() || sts.len() == samples.len(), "one start timestamp per sample");
         let shards = Arc::make_mut(&mut self.shards);
         let n = shards.len();
         let shard = &mut shards[labels.shard(n)];
@@ -41,15 +49,21 @@ impl MemStorage {
                 p
             }
         };
-        for c in samples.chunks(SAMPLES_PER_CHUNK) {
+        for (k, c) in samples.chunks(SAMPLES_PER_CHUNK).enumerate() {
             if c.is_empty() {
                 continue;
             }
+            let st = if sts.is_empty() { &[][..] } else { &sts[k * SAMPLES_PER_CHUNK..k * SAMPLES_PER_CHUNK + c.len()] };
+            let (encoding, data) = if st.iter().any(|t| *t != 0) {
+                (ChunkEncoding::XorSt, tessera_encoding::encode_xor_st(c, st))
+            } else {
+                (ChunkEncoding::Xor, tessera_encoding::encode_xor(c))
+            };
             shard[pos].chunks.push(ChunkRef {
                 mint_ms: c[0].t,
                 maxt_ms: c[c.len() - 1].t,
-                encoding: ChunkEncoding::Xor,
-                data: Bytes::from(tessera_encoding::encode_xor(c)),
+                encoding,
+                data: Bytes::from(data),
             });
         }
     }
