@@ -110,12 +110,41 @@ fn shard_count_does_not_change_answers() {
 #[test]
 fn too_many_samples() {
     let st = store(2, 10, 100);
-    let e = Engine::new(EngineOptions { max_samples: 500, ..Default::default() });
+    let e = Engine::new(EngineOptions { max_samples: 200, ..Default::default() });
+    // 10 series x 26 steps of output: held at once, over the limit.
     let err = e.range(&st, "rate(reqs_total[10m])", 0, 1_500_000, 60_000).expect_err("over the limit");
     assert!(matches!(err, EngineError::TooManySamples(_)));
     assert_eq!(err.to_string(), "query processing would load too many samples into memory in query execution");
     // The same query on one series stays under the limit.
     assert!(e.range(&st, "rate(reqs_total{id=\"1\"}[10m])", 0, 1_500_000, 60_000).is_ok());
+}
+
+/// The limit is on samples held at once, counted as upstream's `currentSamples` (not on every sample
+/// decoded): a range function holds one window of one series plus the outputs so far; a range vector
+/// result holds all its samples; a node's inputs are released when it is done.
+#[test]
+fn max_samples_counts_what_is_held() {
+    // One shard, so that the order series are evaluated in (and so the peak) is deterministic.
+    let st = store(1, 10, 100);
+    let with = |max: usize| Engine::new(EngineOptions { max_samples: max, ..Default::default() });
+    let t = 1_485_000;
+    // rate over 10 series: each window (885 s, 1485 s] holds 40 samples; the peak is the last series'
+    // window plus the 9 outputs before it. All 400 decoded samples are never held at once.
+    assert!(with(49).instant(&st, "rate(reqs_total[10m])", t).is_ok());
+    assert!(matches!(with(48).instant(&st, "rate(reqs_total[10m])", t), Err(EngineError::TooManySamples(_))));
+    // sum() over it: rate's 10 outputs are released once sum is done; the peak is still rate's.
+    assert!(with(49).instant(&st, "sum(rate(reqs_total[10m]))", t).is_ok());
+    // A range vector result holds every sample: 10 x 40.
+    assert!(with(400).instant(&st, "reqs_total[10m]", t).is_ok());
+    assert!(matches!(with(399).instant(&st, "reqs_total[10m]", t), Err(EngineError::TooManySamples(_))));
+    // A binary operation holds both inputs and its output: 10 + 10 + 10.
+    assert!(with(30).instant(&st, "reqs_total + reqs_total", t).is_ok());
+    assert!(matches!(with(29).instant(&st, "reqs_total + reqs_total", t), Err(EngineError::TooManySamples(_))));
+    // An aggregation pushed into the shards still counts its input vector, as upstream materialises it.
+    assert!(with(10).instant(&st, "sum(reqs_total)", t).is_ok());
+    assert!(matches!(with(9).instant(&st, "sum(reqs_total)", t), Err(EngineError::TooManySamples(_))));
+    // A range query streaming 10 series through rate at 26 steps holds the outputs (about 250).
+    assert!(with(300).range(&st, "sum(rate(reqs_total[10m]))", 0, 1_500_000, 60_000).is_ok());
 }
 
 #[test]

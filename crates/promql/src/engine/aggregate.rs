@@ -335,18 +335,21 @@ fn pushed_down(
     let partials = super::eval::select_fold(ctx, vs, lo - lb + 1, hi, hints, Partial::default, |p, labels, samples| {
         let mut vals = vec![None; n];
         if !super::eval::lookback_values(samples, &eff, lb, false, &mut vals) {
-            return;
+            return 0;
         }
         let h = group_hash(labels, a);
         let gi = *p.idx.entry(h).or_insert_with(|| {
             p.groups.push((group_labels(labels, a), vec![AggAcc::default(); n]));
             p.groups.len() - 1
         });
+        let mut held = 0;
         for (acc, x) in p.groups[gi].1.iter_mut().zip(&vals) {
             if let Some(x) = x {
                 acc.add(op, *x);
+                held += 1;
             }
         }
+        held
     })?;
     // Merge stage.
     let mut idx: HashMap<u64, usize> = HashMap::new();

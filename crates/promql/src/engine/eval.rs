@@ -21,7 +21,8 @@ pub struct QueryCtx<'a> {
     pub cancel: super::CancelToken,
     pub deadline: Instant,
     pub annotations: Mutex<Annotations>,
-    /// Samples currently loaded, for the max-samples limit (upstream `evaluator.currentSamples`).
+    /// Samples currently held, for the max-samples limit (upstream `evaluator.currentSamples`): the
+    /// outputs of the nodes whose parent is still being evaluated. See [`eval`] and [`select_map_st`].
     pub samples: AtomicUsize,
 }
 
@@ -58,10 +59,47 @@ impl QueryCtx<'_> {
     /// Accounts `n` more samples held in memory; fails past the limit.
     pub fn add_samples(&self, n: usize) -> Result<(), EngineError> {
         let now = self.samples.fetch_add(n, Ordering::Relaxed) + n;
-        if now > self.opts.max_samples {
+        self.check_samples(now)
+    }
+    /// Samples held right now.
+    pub fn held_samples(&self) -> usize {
+        self.samples.load(Ordering::Relaxed)
+    }
+    /// Fails when `total` samples would be held at once (upstream `ErrTooManySamples`).
+    pub fn check_samples(&self, total: usize) -> Result<(), EngineError> {
+        if total > self.opts.max_samples {
             return Err(EngineError::TooManySamples("query execution".into()));
         }
         Ok(())
+    }
+}
+
+/// How many samples a value holds, as upstream counts them (one per step for a scalar, one per present
+/// step for a vector series, every sample of a range vector).
+pub trait Held {
+    fn held(&self) -> usize;
+}
+
+impl Held for Series {
+    fn held(&self) -> usize {
+        self.vals.iter().filter(|v| v.is_some()).count()
+    }
+}
+
+impl Held for RangeSeries {
+    fn held(&self) -> usize {
+        self.samples.len()
+    }
+}
+
+impl Held for Val {
+    fn held(&self) -> usize {
+        match self {
+            Val::Scalar(s) => s.len(),
+            Val::Str(_) => 0,
+            Val::Vector(v) => v.iter().map(Held::held).sum(),
+            Val::Matrix(m) => m.iter().map(Held::held).sum(),
+        }
     }
 }
 
@@ -238,7 +276,26 @@ pub fn merge_same_labels(vs: Vec<Series>) -> Result<Vec<Series>, EngineError> {
 }
 
 /// Evaluates a node over `grid`.
+///
+/// Max-samples accounting mirrors upstream's `evaluator.currentSamples`: while a node runs, the outputs
+/// of its already evaluated children are held (they are in [`QueryCtx::samples`]); its own output is
+/// checked on top of them, and when it is done the children's outputs are released and only its output
+/// stays held. Parentheses and unary operators are transparent (upstream evaluates them in place).
 pub fn eval(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Val, EngineError> {
+    match expr {
+        Expr::Paren(_) | Expr::Unary(_) => eval_node(ctx, expr, grid),
+        _ => {
+            let base = ctx.held_samples();
+            let v = eval_node(ctx, expr, grid)?;
+            let out = v.held();
+            ctx.check_samples(ctx.held_samples() + out)?;
+            ctx.samples.store(base + out, Ordering::Relaxed);
+            Ok(v)
+        }
+    }
+}
+
+fn eval_node(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Val, EngineError> {
     ctx.check()?;
     match expr {
         Expr::NumberLiteral(n) => Ok(Val::Scalar(vec![n.val; grid.n])),
@@ -307,31 +364,42 @@ pub fn effective_times_pub(ctx: &QueryCtx<'_>, at: Option<AtModifier>, offset_ms
 
 /// Selects the series of `vs` in `[mint, maxt]` in every shard in parallel, decodes each once, and maps it
 /// with `f` (which sees the samples sorted by time, stale markers included). `f` returning `None` drops it.
-pub fn select_map<T: Send>(
+/// `window`: for a range selector, the windows' ends and length (see [`select_map_st`]).
+pub fn select_map<T: Send + Held>(
     ctx: &QueryCtx<'_>,
     vs: &VectorSelector,
     mint: i64,
     maxt: i64,
     hints: SelectHints,
+    window: Option<(&[i64], i64)>,
     f: impl Fn(&Labels, &[Sample]) -> Option<T> + Sync,
 ) -> Result<Vec<T>, EngineError> {
-    select_map_st(ctx, vs, mint, maxt, hints, false, |l, s, _| f(l, s))
+    select_map_st(ctx, vs, mint, maxt, hints, false, window, |l, s, _| f(l, s))
 }
 
 /// [`select_map`] that can also decode the start-timestamp column: with `want_st`, `f` gets one start
 /// timestamp per sample (0: unknown), or an empty slice when the series has none in the range; without it
 /// the column is never decoded and the slice is always empty (the hot path stays a plain XOR decode).
-pub fn select_map_st<T: Send>(
+///
+/// Max samples, as upstream counts them: the outputs produced so far ([`Held`]) are held, and a range
+/// selector (`window` = the steps' window ends and the range) holds one series' largest window while it
+/// is evaluated (upstream `matrixIterSlice` keeps one window of one series), not everything decoded.
+#[allow(clippy::too_many_arguments)]
+pub fn select_map_st<T: Send + Held>(
     ctx: &QueryCtx<'_>,
     vs: &VectorSelector,
     mint: i64,
     maxt: i64,
     hints: SelectHints,
     want_st: bool,
+    window: Option<(&[i64], i64)>,
     f: impl Fn(&Labels, &[Sample], &[i64]) -> Option<T> + Sync,
 ) -> Result<Vec<T>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
     let shards = q.shard_count();
+    let base = ctx.held_samples();
+    // Outputs of this selection so far, over all shards.
+    let kept = AtomicUsize::new(0);
     let per_shard: Vec<Result<Vec<T>, EngineError>> = (0..shards)
         .into_par_iter()
         .map(|shard| {
@@ -345,11 +413,16 @@ pub fn select_map_st<T: Send>(
                 }
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
                 decode_series(&s.chunks, mint, maxt, want_st, &mut buf, &mut sts)?;
-                // The limit is on all samples a query loads (a little stricter than upstream's peak count,
-                // and predictable): decoded samples are not given back until the query ends.
-                ctx.add_samples(buf.len())?;
-                let r = f(&s.labels, &buf, &sts);
-                if let Some(r) = r {
+                let held = base + kept.load(Ordering::Relaxed);
+                if let Some((eff, range)) = window {
+                    // A window never holds more than the series has; only look closer near the limit.
+                    if held + buf.len() > ctx.opts.max_samples {
+                        ctx.check_samples(held + max_window(&buf, eff, range))?;
+                    }
+                }
+                if let Some(r) = f(&s.labels, &buf, &sts) {
+                    let n = r.held();
+                    ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
                     out.push(r);
                 }
             }
@@ -361,6 +434,20 @@ pub fn select_map_st<T: Send>(
         out.extend(r?);
     }
     Ok(out)
+}
+
+/// The most non-stale samples any step's window `(eff - range, eff]` holds.
+fn max_window(samples: &[Sample], eff: &[i64], range: i64) -> usize {
+    let clean: Vec<Sample>;
+    let s = if samples.iter().any(|s| is_stale_nan(s.v)) {
+        clean = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
+        &clean[..]
+    } else {
+        samples
+    };
+    let mut m = 0;
+    for_each_window_idx(s, eff, range, |lo, hi, _| m = m.max(hi - lo));
+    m
 }
 
 /// Decodes a series' chunks in `[mint, maxt]` into `buf` (cleared first). With `want_st`, `sts` gets the
@@ -434,7 +521,7 @@ pub fn eval_vector_selector(
     if vs.smoothed {
         return eval_smoothed_selector(ctx, vs, &eff, lb, hints, n);
     }
-    let mut out = select_map(ctx, vs, lo - lb + 1, hi, hints, |labels, samples| {
+    let mut out = select_map(ctx, vs, lo - lb + 1, hi, hints, None, |labels, samples| {
         let mut vals = vec![None; n];
         let any = lookback_values(samples, &eff, lb, timestamps, &mut vals);
         any.then(|| Series { labels: labels.clone(), vals, drop_name: false })
@@ -457,7 +544,7 @@ pub fn eval_start_timestamp_selector(
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
     let hints = SelectHints { step_ms: grid.step, ..Default::default() };
     let n = grid.n;
-    let mut out = select_map_st(ctx, vs, lo - lb + 1, hi, hints, true, |labels, samples, sts| {
+    let mut out = select_map_st(ctx, vs, lo - lb + 1, hi, hints, true, None, |labels, samples, sts| {
         let mut vals = vec![None; n];
         let mut any = false;
         let mut j = 0usize;
@@ -494,7 +581,7 @@ fn eval_smoothed_selector(
     n: usize,
 ) -> Result<Vec<Series>, EngineError> {
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
-    let mut out = select_map(ctx, vs, lo - lb + 1, hi + lb, hints, |labels, samples| {
+    let mut out = select_map(ctx, vs, lo - lb + 1, hi + lb, hints, None, |labels, samples| {
         let samples: Vec<Sample> = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
         let mut vals = vec![None; n];
         let mut any = false;
@@ -546,7 +633,9 @@ pub fn lookback_values(samples: &[Sample], eff: &[i64], lb: i64, timestamps: boo
 }
 
 /// Like [`select_map`], but folds each shard's series into one per-shard state (the partial stage of an
-/// aggregation pushed down to the shards); returns the states, one per shard, in shard order.
+/// aggregation pushed down to the shards); returns the states, one per shard, in shard order. `f` returns
+/// how many samples the series would hold as an instant vector: upstream materialises the selector's
+/// vector before aggregating, so the limit counts those samples even though they are not kept here.
 pub fn select_fold<S: Send>(
     ctx: &QueryCtx<'_>,
     vs: &VectorSelector,
@@ -554,9 +643,11 @@ pub fn select_fold<S: Send>(
     maxt: i64,
     hints: SelectHints,
     init: impl Fn() -> S + Sync,
-    f: impl Fn(&mut S, &Labels, &[Sample]) + Sync,
+    f: impl Fn(&mut S, &Labels, &[Sample]) -> usize + Sync,
 ) -> Result<Vec<S>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
+    let base = ctx.held_samples();
+    let kept = AtomicUsize::new(0);
     (0..q.shard_count())
         .into_par_iter()
         .map(|shard| {
@@ -570,8 +661,8 @@ pub fn select_fold<S: Send>(
                 }
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
                 decode_series(&s.chunks, mint, maxt, false, &mut buf, &mut sts)?;
-                ctx.add_samples(buf.len())?;
-                f(&mut state, &s.labels, &buf);
+                let n = f(&mut state, &s.labels, &buf);
+                ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
             }
             Ok(state)
         })
@@ -597,7 +688,7 @@ pub fn eval_range_arg(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Ra
             let range = ms.range_ms;
             let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
             let hints = SelectHints { range_ms: range, step_ms: grid.step, ..Default::default() };
-            let series = select_map(ctx, vs, lo - range + 1, hi, hints, |labels, samples| {
+            let series = select_map(ctx, vs, lo - range + 1, hi, hints, None, |labels, samples| {
                 let samples: Vec<Sample> = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
                 (!samples.is_empty()).then(|| RangeSeries { labels: labels.clone(), samples, drop_name: false })
             })?;

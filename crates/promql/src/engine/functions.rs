@@ -912,7 +912,8 @@ fn eval_range_function(
         // Upstream `rangeEval` hands start timestamps only to these functions, and only over a matrix
         // selector (a subquery's samples have none); the column is decoded only then.
         let want_st = ctx.opts.use_start_timestamps && matches!(name, "rate" | "irate" | "increase" | "resets");
-        let mut out = super::eval::select_map_st(ctx, vs, lo - range + 1, hi, hints, want_st, |labels, samples, sts| {
+        let window = Some((&eff[..], range));
+        let mut out = super::eval::select_map_st(ctx, vs, lo - range + 1, hi, hints, want_st, window, |labels, samples, sts| {
             if samples.iter().any(|s| tessera_model::is_stale_nan(s.v)) {
                 let (clean, clean_st) = super::eval::drop_stale(samples, sts);
                 apply(labels, &clean, &clean_st, false, &eff, range)
@@ -1139,11 +1140,12 @@ fn eval_extended_range_function(
     let n = grid.n;
     let k = range_kernel(name).expect("checked above");
     let is_counter = matches!(name, "rate" | "increase");
-    let mut out = super::eval::select_map(ctx, vs, lo - range - lb + 1, hi + ahead, hints, |labels, samples| {
+    let ext_eff: Vec<i64> = eff.iter().map(|e| e + ahead).collect();
+    let window = Some((&ext_eff[..], range + lb + ahead));
+    let mut out = super::eval::select_map(ctx, vs, lo - range - lb + 1, hi + ahead, hints, window, |labels, samples| {
         let samples: Vec<Sample> = samples.iter().copied().filter(|s| !tessera_model::is_stale_nan(s.v)).collect();
         let mut vals = vec![None; n];
         let mut any = false;
-        let ext_eff: Vec<i64> = eff.iter().map(|e| e + ahead).collect();
         for_each_window(&samples, &ext_eff, range + lb + ahead, |w, i| {
             let (start, end) = (eff[i] - range, eff[i]);
             if w.is_empty() || w[0].t > end {

@@ -29,8 +29,9 @@
 //!
 //! Not implemented yet: native histograms (histogram samples are not decoded; functions on them return
 //! nothing), non-delayed `__name__` removal.
-//! The max-samples limit counts every sample a query decodes (upstream counts the peak held at once),
-//! so it is slightly stricter than upstream's for long range queries.
+//! The max-samples limit counts samples held at once, the way upstream's `evaluator.currentSamples` does
+//! (a node's inputs and output while it runs, one window of one series inside a range function, the input
+//! vector of an aggregation even when it is folded inside the shards); see [`eval::eval`].
 //!
 //! Modules: [`eval`] (tree walk, selectors, subqueries, result shaping), [`functions`] (range kernels and
 //! instant functions, `info()`, anchored/smoothed), [`binop`] (operators and vector matching),
@@ -52,7 +53,8 @@ use tessera_model::{Labels, Queryable};
 pub struct EngineOptions {
     /// How far back an instant selector looks for the latest sample (default 5m).
     pub lookback_delta_ms: i64,
-    /// Upper bound on samples held in memory by one query (upstream `--query.max-samples`).
+    /// Upper bound on samples held in memory at once by one query (upstream `--query.max-samples`,
+    /// counted as upstream counts them).
     pub max_samples: usize,
     /// Query timeout.
     pub timeout: Duration,
