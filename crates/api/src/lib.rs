@@ -60,6 +60,8 @@ pub struct ApiOptions {
     pub remote_read_max_bytes_in_frame: usize,
     /// Remote read requests served at once; more wait (`--storage.remote.read-concurrent-limit`, 0 = no limit).
     pub remote_read_concurrent_limit: usize,
+    /// The PromQL features `--enable-feature` turned on (all off by default, as in Prometheus).
+    pub promql: PromqlFeatures,
     /// Samples one `SAMPLES` remote-read query may return (`--storage.remote.read-sample-limit`).
     pub remote_read_sample_limit: usize,
 }
@@ -78,7 +80,42 @@ impl Default for ApiOptions {
             remote_read_max_bytes_in_frame: 1 << 20,
             remote_read_concurrent_limit: 10,
             remote_read_sample_limit: 50_000_000,
+            promql: PromqlFeatures::default(),
         }
+    }
+}
+
+/// Experimental PromQL behaviour, by Prometheus' `--enable-feature` name. Every field defaults to off,
+/// as upstream's do; duration expressions (`promql-duration-expr`) are always on, as upstream made them
+/// permanent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PromqlFeatures {
+    /// `promql-experimental-functions`: experimental functions and the `limitk`/`limit_ratio` aggregators.
+    pub experimental_functions: bool,
+    /// `promql-delayed-name-removal`: `__name__` is dropped at the end of evaluation, not per function.
+    pub delayed_name_removal: bool,
+    /// `promql-extended-range-selectors`: the `anchored` and `smoothed` range modifiers.
+    pub extended_range_selectors: bool,
+    /// `promql-binop-fill-modifiers`: `fill`, `fill_left`, `fill_right` on binary operators.
+    pub binop_fill_modifiers: bool,
+    /// `use-start-timestamps`: functions such as `rate` and `increase` use stored start timestamps.
+    pub use_start_timestamps: bool,
+}
+
+impl PromqlFeatures {
+    /// The parser options these features imply (upstream's `parser.Options`).
+    pub fn parse_options(&self) -> tessera_promql::parser::ParseOptions {
+        tessera_promql::parser::ParseOptions {
+            experimental_functions: self.experimental_functions,
+            duration_expressions: true,
+            extended_range_selectors: self.extended_range_selectors,
+            binop_fill_modifiers: self.binop_fill_modifiers,
+        }
+    }
+
+    /// Parses a query with these features (a disabled one is a parse error, with upstream's message).
+    pub fn parse(&self, query: &str) -> Result<tessera_promql::parser::Expr, tessera_promql::parser::ParseError> {
+        tessera_promql::parser::parse_with_options(query, &self.parse_options())
     }
 }
 

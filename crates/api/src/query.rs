@@ -46,24 +46,24 @@ pub async fn query_range(State(st): State<Arc<AppState>>, req: Request) -> Respo
 }
 
 /// `GET|POST /api/v1/format_query`: the query through Prometheus' pretty printer (`expr.Pretty(0)`).
-pub async fn format_query(req: Request) -> Response {
+pub async fn format_query(State(st): State<Arc<AppState>>, req: Request) -> Response {
     let p = match form(req).await {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
-    match tessera_promql::parser::parse(p.get("query")) {
+    match st.options.promql.parse(p.get("query")) {
         Ok(e) => crate::response::success(&tessera_promql::parser::pretty(&e), &[], &[]),
         Err(e) => ApiError::invalid_param("query", e).into_response(),
     }
 }
 
 /// `GET|POST /api/v1/parse_query`: the query's AST as JSON (upstream `translateAST`).
-pub async fn parse_query(req: Request) -> Response {
+pub async fn parse_query(State(st): State<Arc<AppState>>, req: Request) -> Response {
     let p = match form(req).await {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
-    match tessera_promql::parser::parse(p.get("query")) {
+    match st.options.promql.parse(p.get("query")) {
         Ok(e) => crate::response::success(&tessera_promql::parser::to_json(&e), &[], &[]),
         Err(e) => ApiError::invalid_param("query", e).into_response(),
     }
@@ -161,10 +161,13 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let p = form(req).await?;
     let r = parse_request(&p, range, crate::now_ms())?;
     let db = st.ready_db()?;
+    let features = st.options.promql;
     let engine = Engine::new(EngineOptions {
         lookback_delta_ms: st.options.lookback_delta_ms,
         max_samples: st.options.query_max_samples,
         timeout: Duration::from_millis(st.options.query_timeout_ms.max(0) as u64),
+        enable_experimental: features.experimental_functions,
+        delayed_name_removal: features.delayed_name_removal,
         ..EngineOptions::default()
     });
     // The request's timeout can only shorten the server's (upstream wraps the context twice).
@@ -176,7 +179,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let query = r.query.clone();
     let (start, end, step) = (r.start_ms, r.end_ms, r.step_ms);
     let res = tokio::task::spawn_blocking(move || -> Result<QueryResult, EngineError> {
-        let expr = tessera_promql::engine::parse(&query)?;
+        let expr = features.parse(&query).map_err(|e| EngineError::BadData(e.to_string()))?;
         let q: &dyn tessera_model::Queryable = &*db;
         if range {
             engine.range_expr(q, &expr, start, end, step, &qo)
@@ -629,5 +632,38 @@ mod http_tests {
         assert_eq!(v["data"]["type"], "vectorSelector");
         assert_eq!(v["data"]["name"], "up");
         assert_eq!(get(&app, "/api/v1/parse_query?query=up(").await.0, StatusCode::BAD_REQUEST);
+    }
+
+    #[tokio::test]
+    async fn experimental_promql_needs_its_feature() {
+        // Off by default, as in Prometheus: upstream's parser errors, as bad_data.
+        let (app, _d) = app();
+        let (s, b) = get(&app, "/api/v1/query?query=sort_by_label(up,%22job%22)&time=1435781451.781").await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+        assert!(b.contains("is not enabled"), "{b}");
+        let (s, b) = get(&app, "/api/v1/query?query=limitk(1,up)&time=1435781451.781").await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+        assert_eq!(get(&app, "/api/v1/format_query?query=up%5B5m%5D%20anchored").await.0, StatusCode::BAD_REQUEST);
+        assert_eq!(get(&app, "/api/v1/parse_query?query=up%20%2B%20fill(0)%20up").await.0, StatusCode::BAD_REQUEST);
+        // Duration expressions are permanent upstream: always on.
+        assert_eq!(get(&app, "/api/v1/format_query?query=up%5B5m*2%5D").await.0, StatusCode::OK);
+
+        let promql = crate::PromqlFeatures {
+            experimental_functions: true,
+            extended_range_selectors: true,
+            binop_fill_modifiers: true,
+            ..Default::default()
+        };
+        let (app, _d) = app_with(ApiOptions { promql, ..ApiOptions::default() });
+        let (s, b) = get(&app, "/api/v1/query?query=sort_by_label(up,%22job%22)&time=1435781451.781").await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        let job = |b: &str, i: usize| -> String {
+            let v: serde_json::Value = serde_json::from_str(b).expect("json");
+            v["data"]["result"][i]["metric"]["job"].as_str().expect("job").to_string()
+        };
+        assert_eq!((job(&b, 0), job(&b, 1)), ("node".to_string(), "prometheus".to_string()));
+        assert_eq!(get(&app, "/api/v1/query?query=limitk(1,up)&time=1435781451.781").await.0, StatusCode::OK);
+        assert_eq!(get(&app, "/api/v1/format_query?query=up%5B5m%5D%20anchored").await.0, StatusCode::OK);
+        assert_eq!(get(&app, "/api/v1/parse_query?query=up%20%2B%20fill(0)%20up").await.0, StatusCode::OK);
     }
 }

@@ -6,6 +6,10 @@
 //! protobuf decoding with validation, and one [`tessera_tsdb::Appender`] commit for the whole request
 //! (the database commits the shards in parallel).
 //!
+//! Decoding is zero-copy ([`rw::decode_ref`]): label strings borrow from the decompressed body and are
+//! copied once per series, into the `Labels` the appender takes; the rejection report names a series
+//! by rebuilding its labels from the request only when there is something to report.
+//!
 //! Answers (senders retry 5xx and 429, never other 4xx): 204 only when everything was written; 400 with
 //! a plain-text body saying what was not written and why (invalid series, samples rejected by storage
 //! by reason with counts, native histograms and exemplars that storage does not support yet) — the valid
@@ -22,7 +26,8 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tessera_protocol::remote_write::{
-    self as rw, DecodedWrite, ProtoVersion, HEADER_EXEMPLARS_WRITTEN, HEADER_HISTOGRAMS_WRITTEN, HEADER_SAMPLES_WRITTEN,
+    self as rw, ProtoVersion, WriteRequestRef, HEADER_EXEMPLARS_WRITTEN, HEADER_HISTOGRAMS_WRITTEN,
+    HEADER_SAMPLES_WRITTEN,
 };
 use tessera_tsdb::{Db, RejectReason};
 
@@ -137,21 +142,26 @@ impl Drop for Release {
 /// Decodes and writes one request body (blocking).
 fn process(st: &AppState, db: &Db, version: ProtoVersion, body: &[u8]) -> Outcome {
     let limits = &st.options.write_limits;
-    let decoded = rw::decompress(body, limits.max_decoded_bytes).and_then(|buf| rw::decode(version, &buf, limits));
-    let dec = match decoded {
-        Ok(d) => d,
-        Err(e) => {
-            return Outcome { status: 400, samples_written: 0, body: format!("cannot decode remote-write request: {e}\n") };
-        }
+    let bad = |e: rw::DecodeError| Outcome {
+        status: 400,
+        samples_written: 0,
+        body: format!("cannot decode remote-write request: {e}\n"),
     };
-    write_decoded(st, db, dec)
+    let buf = match rw::decompress(body, limits.max_decoded_bytes) {
+        Ok(b) => b,
+        Err(e) => return bad(e),
+    };
+    match rw::decode_ref(version, &buf, limits) {
+        Ok(dec) => write_decoded(st, db, &dec),
+        Err(e) => bad(e),
+    }
 }
 
 /// Writes a decoded request and says what happened.
-fn write_decoded(st: &AppState, db: &Db, dec: DecodedWrite) -> Outcome {
+fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
     let m = &st.metrics;
     let valid_samples = dec.valid_samples() as u64;
-    let invalid_samples = dec.invalid_samples() as u64;
+    let invalid_samples: u64 = dec.invalid.iter().map(|s| s.samples as u64).sum();
     m.rw_samples_received.fetch_add(valid_samples + invalid_samples, Relaxed);
     m.rw_histograms_received.fetch_add(dec.histograms, Relaxed);
     m.rw_exemplars_received.fetch_add(dec.exemplars, Relaxed);
@@ -165,12 +175,11 @@ fn write_decoded(st: &AppState, db: &Db, dec: DecodedWrite) -> Outcome {
         );
     }
 
-    // One batch per valid series; `labels` keeps each batch's labels for the rejection report.
+    // One batch per valid series, in request order: a rejection's `batch_index` is the series' index
+    // in `dec`, which names it for the report without keeping a copy of every series' labels.
     let mut app = db.appender();
-    let mut labels = Vec::with_capacity(dec.series.len());
-    for s in dec.series {
-        labels.push(s.labels.clone());
-        app.add_owned(s.labels, s.samples);
+    for s in dec.series() {
+        app.add(s.to_labels(), s.samples);
     }
     let report = match app.commit() {
         Ok(r) => r,
@@ -208,7 +217,7 @@ fn write_decoded(st: &AppState, db: &Db, dec: DecodedWrite) -> Outcome {
         let n: u64 = rs.iter().map(|r| r.count).sum();
         m.add_rejected(reason.label(), n);
         let first = rs[0];
-        let series = labels.get(first.batch_index).map(|l| l.to_string()).unwrap_or_default();
+        let series = if first.batch_index < dec.len() { dec.get(first.batch_index).to_labels().to_string() } else { String::new() };
         problems.push(format!(
             "{}: {n} sample{} not written, in {} series (first: {series} at timestamp {})",
             reason.as_str(),
