@@ -172,6 +172,21 @@ impl XorStEncoder {
         self.buf.shrink_to_fit();
     }
 
+    /// Empties the chunk, keeping the buffer's capacity for reuse.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.buf.extend_from_slice(&[0, 0]);
+        self.free_bits = 0;
+        self.num = 0;
+        self.first_t = 0;
+        self.t = 0;
+        self.v_bits = 0;
+        self.t_delta = 0;
+        self.leading = NO_WINDOW;
+        self.trailing = 0;
+        self.st = StState::default();
+    }
+
     /// Appends one sample; `st` is its start timestamp (0 = unset). The caller guarantees `t` is greater
     /// than the previous sample's (the format survives any order, but readers rely on it).
     ///

@@ -9,6 +9,10 @@
 //! other shards may have been written.
 //!
 //! Atomicity: within one shard, one batch is one WAL record and becomes visible at once (or never).
+//!
+//! Start timestamps (Prometheus 3.14's per-sample "ST", ms, 0 = unset) come in through
+//! [`Appender::add_with_st`] / [`Appender::add_owned_with_st`]; they are logged (WAL record type 4) and
+//! stored in XorSt chunks. A batch whose STs are all 0 is stored exactly as one given to [`Appender::add`].
 
 use std::sync::Arc;
 
@@ -109,18 +113,42 @@ impl CommitReport {
 /// Buffers batches until [`Appender::commit`].
 pub struct Appender<'a> {
     pub(crate) db: &'a Db,
-    pub(crate) batches: Vec<(Labels, Vec<Sample>)>,
+    /// (labels, samples, start timestamps: same length as samples with some ≠ 0, or empty for none).
+    pub(crate) batches: Vec<(Labels, Vec<Sample>, Vec<i64>)>,
 }
 
 impl Appender<'_> {
     /// Buffers one batch: samples of one series. Nothing is validated here.
     pub fn add(&mut self, labels: Labels, samples: &[Sample]) {
-        self.batches.push((labels, samples.to_vec()));
+        self.batches.push((labels, samples.to_vec(), Vec::new()));
     }
 
     /// Buffers one batch, taking ownership of the samples (no copy).
     pub fn add_owned(&mut self, labels: Labels, samples: Vec<Sample>) {
-        self.batches.push((labels, samples));
+        self.batches.push((labels, samples, Vec::new()));
+    }
+
+    /// Buffers one batch whose samples carry start timestamps: `sts[i]` is `samples[i]`'s (ms, 0 =
+    /// unset). If the lengths differ the STs are ignored (the batch is stored as by [`Appender::add`],
+    /// and a warning is logged): a caller bug must not attach STs to the wrong samples, nor panic.
+    pub fn add_with_st(&mut self, labels: Labels, samples: &[Sample], sts: &[i64]) {
+        let sts = if Self::keep_sts(samples.len(), sts) { sts.to_vec() } else { Vec::new() };
+        self.batches.push((labels, samples.to_vec(), sts));
+    }
+
+    /// [`Appender::add_with_st`] taking ownership (no copy).
+    pub fn add_owned_with_st(&mut self, labels: Labels, samples: Vec<Sample>, sts: Vec<i64>) {
+        let sts = if Self::keep_sts(samples.len(), &sts) { sts } else { Vec::new() };
+        self.batches.push((labels, samples, sts));
+    }
+
+    /// Whether a batch's STs are worth storing: one per sample, and not all unset.
+    fn keep_sts(n: usize, sts: &[i64]) -> bool {
+        if sts.len() != n {
+            tracing::warn!(samples = n, start_timestamps = sts.len(), "start timestamps ignored: one per sample expected");
+            return false;
+        }
+        sts.iter().any(|&st| st != 0)
     }
 
     /// Number of buffered batches.
@@ -138,13 +166,13 @@ impl Appender<'_> {
         let db = self.db;
         let n = db.shards.len();
         let mut per_shard: Vec<Vec<ShardBatch>> = (0..n).map(|_| Vec::new()).collect();
-        for (i, (labels, samples)) in self.batches.into_iter().enumerate() {
+        for (i, (labels, samples, sts)) in self.batches.into_iter().enumerate() {
             if samples.is_empty() {
                 continue;
             }
             let hash = labels.hash();
             let s = tessera_model::labels::shard_of_hash(hash, n);
-            per_shard[s].push(ShardBatch { index: i, hash, labels, samples });
+            per_shard[s].push(ShardBatch { index: i, hash, labels, samples, sts });
         }
         let busy: Vec<(usize, Vec<ShardBatch>)> =
             per_shard.into_iter().enumerate().filter(|(_, b)| !b.is_empty()).collect();

@@ -24,7 +24,6 @@ use crate::block::{is_block_id, Block, BlockMeta, ChunkMeta, CompactionMeta, Wri
 use crate::index::SeriesRef;
 use crate::tombstones::{Interval, Tombstones};
 use crate::Error;
-use bytes::Bytes;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -350,32 +349,32 @@ fn merge_into(cursors: &mut [Cursor], w: &mut BlockWriter) -> Result<(), Error> 
 /// A lone chunk without deletions is passed through untouched (its bytes are copied, not re-encoded).
 fn merge_cluster(cluster: Vec<(ChunkRef, Vec<Interval>, usize)>) -> Result<Vec<ChunkRef>, Error> {
     let untouched = cluster.len() == 1 && cluster[0].1.is_empty();
-    let decodable = cluster.iter().all(|(c, _, _)| c.encoding == ChunkEncoding::Xor);
+    // Float chunks (XOR, dense, XorSt) can be decoded and merged; native-histogram chunks cannot yet and
+    // are kept as they are.
+    let decodable = cluster
+        .iter()
+        .all(|(c, _, _)| matches!(c.encoding, ChunkEncoding::Xor | ChunkEncoding::Dense | ChunkEncoding::XorSt));
     if untouched || !decodable {
-        // Non-XOR chunks (native histograms) cannot be merged yet: they are kept as they are.
         return Ok(cluster.into_iter().map(|(c, _, _)| c).collect());
     }
-    let mut samples: Vec<(Sample, usize)> = Vec::new();
-    let mut buf = Vec::new();
+    // (sample, start timestamp, block priority); STs are 0 for encodings without them.
+    let mut samples: Vec<(Sample, i64, usize)> = Vec::new();
+    let (mut buf, mut sts) = (Vec::new(), Vec::new());
     for (c, dels, prio) in &cluster {
         buf.clear();
-        tessera_encoding::decode_xor_into(&c.data, &mut buf)
+        sts.clear();
+        tessera_encoding::decode_chunk_range_st_into(c, i64::MIN, i64::MAX, &mut buf, &mut sts)
             .map_err(|e| Error::Other(format!("compaction: undecodable chunk [{}, {}]: {e}", c.mint_ms, c.maxt_ms)))?;
-        samples.extend(buf.iter().filter(|s| !dels.iter().any(|iv| iv.contains(s.t))).map(|s| (*s, *prio)));
+        samples.extend(
+            buf.iter().zip(&sts).filter(|(s, _)| !dels.iter().any(|iv| iv.contains(s.t))).map(|(s, &st)| (*s, st, *prio)),
+        );
     }
     // Sort by (t, prio): the first of equal timestamps comes from the highest-priority block.
-    samples.sort_by(|a, b| a.0.t.cmp(&b.0.t).then(a.1.cmp(&b.1)));
+    samples.sort_by(|a, b| a.0.t.cmp(&b.0.t).then(a.2.cmp(&b.2)));
     samples.dedup_by(|later, first| later.0.t == first.0.t);
-    let merged: Vec<Sample> = samples.into_iter().map(|(s, _)| s).collect();
-    Ok(merged
-        .chunks(MAX_SAMPLES_PER_CHUNK)
-        .map(|part| ChunkRef {
-            mint_ms: part[0].t,
-            maxt_ms: part[part.len() - 1].t,
-            encoding: ChunkEncoding::Xor,
-            data: Bytes::from(tessera_encoding::encode_xor(part)),
-        })
-        .collect())
+    let (merged, sts): (Vec<Sample>, Vec<i64>) = samples.into_iter().map(|(s, st, _)| (s, st)).unzip();
+    // Start timestamps are kept: a part with some ST ≠ 0 becomes a XorSt chunk, the others XOR.
+    Ok(crate::merge::encode_chunks_st_sized(&merged, &sts, MAX_SAMPLES_PER_CHUNK))
 }
 
 /// Deletes a block directory so that a crash midway leaves nothing that looks like a block: the

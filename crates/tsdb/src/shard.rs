@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::head::{appendable, Head, IdHasher, Verdict};
 use crate::metrics::Metrics;
 use crate::options::Options;
-use crate::merge::finalize_chunks;
+use crate::merge::finalize_chunks_st;
 use crate::tombstones::Interval;
 use crate::wal_records::{self, BatchEncoder, Record, TombstoneRec};
 
@@ -39,6 +39,8 @@ pub(crate) struct ShardBatch {
     pub hash: u64,
     pub labels: Labels,
     pub samples: Vec<Sample>,
+    /// Start timestamps of `samples` (same length, some ≠ 0), or empty when the batch has none.
+    pub sts: Vec<i64>,
 }
 
 /// What readers see.
@@ -235,26 +237,43 @@ impl Shard {
 
         // Phase 2: one WAL record for the whole batch set, logged with no state lock held.
         let mut scratch: Vec<Sample> = Vec::new();
+        let mut scratch_st: Vec<i64> = Vec::new();
         {
             let defs = new_series.iter().map(|&(r, _, bi)| (r, &batches[bi].labels));
-            let mut enc = BatchEncoder::new(&mut w.buf, defs.collect::<Vec<_>>().into_iter());
+            let defs = defs.collect::<Vec<_>>().into_iter();
+            // Record type 4 only when some batch carries start timestamps; otherwise type 2 as always.
+            let any_st = batches.iter().any(|b| !b.sts.is_empty());
+            let mut enc =
+                if any_st { BatchEncoder::new_st(&mut w.buf, defs) } else { BatchEncoder::new(&mut w.buf, defs) };
             let mut vi = 0;
             for (bi, b) in batches.iter().enumerate() {
                 let vs = &w.verdicts[vi..vi + b.samples.len()];
                 vi += b.samples.len();
                 if vs.iter().all(|v| matches!(v, Verdict::InOrder | Verdict::OutOfOrder)) {
                     // The common case: the whole batch was accepted, log it without copying.
-                    enc.group(refs[bi].0, &b.samples);
+                    if b.sts.is_empty() {
+                        enc.group(refs[bi].0, &b.samples);
+                    } else {
+                        enc.group_st(refs[bi].0, &b.samples, &b.sts);
+                    }
                     continue;
                 }
                 scratch.clear();
-                for (s, v) in b.samples.iter().zip(vs) {
+                scratch_st.clear();
+                for (i, (s, v)) in b.samples.iter().zip(vs).enumerate() {
                     if matches!(v, Verdict::InOrder | Verdict::OutOfOrder) {
                         scratch.push(*s);
+                        if !b.sts.is_empty() {
+                            scratch_st.push(b.sts[i]);
+                        }
                     }
                 }
                 if !scratch.is_empty() {
-                    enc.group(refs[bi].0, &scratch);
+                    if b.sts.is_empty() {
+                        enc.group(refs[bi].0, &scratch);
+                    } else {
+                        enc.group_st(refs[bi].0, &scratch, &scratch_st);
+                    }
                 }
             }
             enc.finish();
@@ -290,7 +309,7 @@ impl Shard {
             let mut vi = 0;
             for (bi, b) in batches.iter().enumerate() {
                 let n = b.samples.len();
-                let (stored, o) = head.apply_batch(refs[bi].0, &b.samples, &w.verdicts[vi..vi + n]);
+                let (stored, o) = head.apply_batch_st(refs[bi].0, &b.samples, &b.sts, &w.verdicts[vi..vi + n]);
                 vi += n;
                 appended += stored;
                 ooo += o;
@@ -396,19 +415,24 @@ impl Shard {
             let st = self.state.read();
             let head = &st.head;
             let mut extra = Vec::new();
+            let mut extra_sts = Vec::new();
             for r in head.refs() {
                 let ms = head.series(r).expect("listed");
                 let mut chunks: Vec<ChunkRef> =
                     ms.chunks.iter().take_while(|c| c.maxt < w_end).map(|c| c.to_ref()).collect();
                 extra.clear();
                 extra.extend(ms.ooo.iter().take_while(|s| s.t < w_end).copied());
+                extra_sts.clear();
+                if !ms.ooo_st.is_empty() {
+                    extra_sts.extend_from_slice(&ms.ooo_st[..extra.len()]);
+                }
                 if chunks.is_empty() && extra.is_empty() {
                     continue;
                 }
                 let dels: Vec<Interval> =
                     head.tombstones_of(r).iter().map(|&(a, b)| Interval::new(a, b)).collect();
                 if !extra.is_empty() || !dels.is_empty() {
-                    chunks = finalize_chunks(chunks, &extra, &dels)?;
+                    chunks = finalize_chunks_st(chunks, &extra, &extra_sts, &dels)?;
                 }
                 if !chunks.is_empty() {
                     series.push((ms.labels.clone(), chunks));
@@ -665,7 +689,8 @@ fn replay_record(head: &mut Head, rec: Record, opts: &Options) {
             for g in groups {
                 let Some(ms) = head.series(g.series_ref) else { continue };
                 let (mut last_t, mut last_bits) = (ms.last_t, ms.last_bits);
-                for s in g.samples {
+                for (i, s) in g.samples.into_iter().enumerate() {
+                    let st = g.sts.get(i).copied().unwrap_or(0);
                     let v = appendable(
                         last_t,
                         last_bits,
@@ -680,10 +705,10 @@ fn replay_record(head: &mut Head, rec: Record, opts: &Options) {
                         Verdict::InOrder => {
                             last_t = s.t;
                             last_bits = s.v.to_bits();
-                            head.apply(g.series_ref, s, v);
+                            head.apply_st(g.series_ref, s, st, v);
                         }
                         Verdict::OutOfOrder => {
-                            head.apply(g.series_ref, s, v);
+                            head.apply_st(g.series_ref, s, st, v);
                         }
                         _ => {}
                     }

@@ -2,7 +2,7 @@
 //! defines what a record says and how it is laid out.
 //!
 //! One record per shard per committed batch ([`Record::Batch`]): the series the batch created and its
-//! accepted samples, so that a batch is in the log entirely or not at all (the WAL's CRC covers the whole
+//! accepted samples (type 2, or type 4 when some samples carry start timestamps), so that a batch is in the log entirely or not at all (the WAL's CRC covers the whole
 //! record; a torn record is dropped as a whole on replay). Checkpoints reuse [`Record::Series`] and
 //! [`Record::Tombstones`].
 //!
@@ -13,6 +13,8 @@
 //! type 2 Batch      : nseries:uvar series-defs (as in type 1, without the type byte)
 //!                     ngroups:uvar { ref:uvar n:uvar t0:zz { dt:zz }*(n-1) { v:u64le }*n }
 //! type 3 Tombstones : n:uvar { ref:uvar mint:zz maxt:zz }
+//! type 4 BatchSt    : as type 2, each group followed by has_st:u8 (0 or 1) and, when 1,
+//!                     { st - previous st:zz }*n (the first against 0)
 //! ```
 //! Samples are grouped per series (a batch usually carries many samples of few series), timestamps as
 //! deltas from the previous sample of the group (1 byte for regular scrapes), values as raw bits so stale
@@ -26,6 +28,9 @@ use tessera_model::{Label, Labels, Sample};
 pub const REC_SERIES: u8 = 1;
 pub const REC_BATCH: u8 = 2;
 pub const REC_TOMBSTONES: u8 = 3;
+/// A batch whose groups may carry per-sample start timestamps (Prometheus 3.14's ST). Written only when
+/// a commit holds some sample with an ST, so commits without STs keep writing type 2 byte for byte.
+pub const REC_BATCH_ST: u8 = 4;
 
 /// A series definition: the shard-local ref and its labels.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +44,8 @@ pub struct SeriesDef {
 pub struct SampleGroup {
     pub series_ref: u32,
     pub samples: Vec<Sample>,
+    /// Start timestamp of each sample (0 = unset), or empty when the group carries none.
+    pub sts: Vec<i64>,
 }
 
 /// A deletion interval of one series, both ends inclusive.
@@ -98,22 +105,62 @@ pub struct BatchEncoder<'b> {
     buf: &'b mut Vec<u8>,
     groups_at: usize,
     groups: u64,
+    /// Writing a type 4 record (every group gets its `has_st` byte).
+    with_st: bool,
 }
 
 impl<'b> BatchEncoder<'b> {
     /// Starts a batch record in `buf` (cleared) with the given new series.
     pub fn new<'a>(buf: &'b mut Vec<u8>, defs: impl ExactSizeIterator<Item = (u32, &'a Labels)>) -> Self {
+        Self::start(buf, defs, false)
+    }
+
+    /// Starts a type 4 record (groups may carry start timestamps, see [`BatchEncoder::group_st`]).
+    pub fn new_st<'a>(buf: &'b mut Vec<u8>, defs: impl ExactSizeIterator<Item = (u32, &'a Labels)>) -> Self {
+        Self::start(buf, defs, true)
+    }
+
+    fn start<'a>(buf: &'b mut Vec<u8>, defs: impl ExactSizeIterator<Item = (u32, &'a Labels)>, with_st: bool) -> Self {
         buf.clear();
-        buf.push(REC_BATCH);
+        buf.push(if with_st { REC_BATCH_ST } else { REC_BATCH });
         put_series_defs(buf, defs);
         let groups_at = buf.len();
         // Placeholder for the group count: a fixed 5-byte varint so it can be patched in place.
         buf.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x00]);
-        BatchEncoder { buf, groups_at, groups: 0 }
+        BatchEncoder { buf, groups_at, groups: 0, with_st }
+    }
+
+    /// Adds the samples of one series with their start timestamps (`sts[i]` for `samples[i]`, 0 = unset).
+    /// In a type 2 record (started with [`BatchEncoder::new`]) the STs cannot be stored and are dropped;
+    /// callers start with [`BatchEncoder::new_st`] when any group has one.
+    pub fn group_st(&mut self, series_ref: u32, samples: &[Sample], sts: &[i64]) {
+        debug_assert_eq!(samples.len(), sts.len());
+        debug_assert!(self.with_st, "group_st on a type 2 batch record");
+        self.put_group(series_ref, samples);
+        if self.with_st {
+            let b = &mut *self.buf;
+            if sts.len() == samples.len() && sts.iter().any(|&x| x != 0) {
+                b.push(1);
+                let mut prev = 0i64;
+                for &st in sts {
+                    put_varint(b, st.wrapping_sub(prev));
+                    prev = st;
+                }
+            } else {
+                b.push(0);
+            }
+        }
     }
 
     /// Adds the samples of one series (must be non-empty).
     pub fn group(&mut self, series_ref: u32, samples: &[Sample]) {
+        self.put_group(series_ref, samples);
+        if self.with_st {
+            self.buf.push(0);
+        }
+    }
+
+    fn put_group(&mut self, series_ref: u32, samples: &[Sample]) {
         debug_assert!(!samples.is_empty());
         let b = &mut *self.buf;
         put_uvarint(b, series_ref as u64);
@@ -241,7 +288,7 @@ pub fn decode(rec: &[u8]) -> Result<Record, DecodeError> {
     let Some(&typ) = rec.first() else { return Err(DecodeError { offset: 0, reason: "empty record" }) };
     let r = match typ {
         REC_SERIES => Record::Series(d.series_defs()?),
-        REC_BATCH => {
+        REC_BATCH | REC_BATCH_ST => {
             let series = d.series_defs()?;
             let ng = d.len(3)?;
             let mut groups = Vec::with_capacity(ng);
@@ -267,7 +314,28 @@ pub fn decode(rec: &[u8]) -> Result<Record, DecodeError> {
                     s.v = f64::from_bits(u64::from_le_bytes(bytes));
                     d.pos += 8;
                 }
-                groups.push(SampleGroup { series_ref, samples });
+                let mut sts = Vec::new();
+                if typ == REC_BATCH_ST {
+                    let Some(&has_st) = d.b.get(d.pos) else { return Err(d.err("truncated start timestamp flag")) };
+                    d.pos += 1;
+                    match has_st {
+                        0 => {}
+                        1 => {
+                            // Each ST takes at least one byte.
+                            if d.b.len() - d.pos < n {
+                                return Err(d.err("truncated start timestamps"));
+                            }
+                            sts.reserve_exact(n);
+                            let mut st = 0i64;
+                            for _ in 0..n {
+                                st = st.wrapping_add(d.varint()?);
+                                sts.push(st);
+                            }
+                        }
+                        _ => return Err(d.err("start timestamp flag is neither 0 nor 1")),
+                    }
+                }
+                groups.push(SampleGroup { series_ref, samples, sts });
             }
             Record::Batch { series, groups }
         }
@@ -340,7 +408,52 @@ mod tests {
         }
     }
 
+    #[test]
+    fn batch_st_round_trips_and_mixes_groups() {
+        let a = labels!("__name__" => "c");
+        let mut buf = Vec::new();
+        let mut e = BatchEncoder::new_st(&mut buf, [(1u32, &a)].into_iter());
+        let s: Vec<Sample> = (1..=4).map(|i| Sample::new(i * 15_000, i as f64)).collect();
+        let sts = [i64::MIN, -1, 0, 1_700_000_000_000];
+        e.group_st(1, &s, &sts);
+        e.group(2, &s[..2]);
+        e.group_st(3, &s[..1], &[0]);
+        e.finish();
+        assert_eq!(buf[0], REC_BATCH_ST);
+        let Record::Batch { groups, .. } = decode(&buf).expect("decodes") else { panic!("wrong type") };
+        assert_eq!(groups[0].sts, sts);
+        assert_eq!(groups[0].samples, s);
+        assert!(groups[1].sts.is_empty() && groups[2].sts.is_empty());
+        for cut in 0..buf.len() {
+            assert!(decode(&buf[..cut]).is_err(), "prefix of {cut} bytes decoded");
+        }
+        // A plain batch is still type 2 and carries no STs.
+        let mut buf = Vec::new();
+        let mut e = BatchEncoder::new(&mut buf, std::iter::empty());
+        e.group(1, &s);
+        e.finish();
+        assert_eq!(buf[0], REC_BATCH);
+        let Record::Batch { groups, .. } = decode(&buf).expect("decodes") else { panic!("wrong type") };
+        assert!(groups[0].sts.is_empty());
+    }
+
     proptest! {
+        #[test]
+        fn mutated_st_records_never_panic(pos in 0usize..200, val in any::<u8>(), sts in proptest::collection::vec(any::<i64>(), 1..20)) {
+            let mut buf = Vec::new();
+            let mut e = BatchEncoder::new_st(&mut buf, std::iter::empty());
+            let s: Vec<Sample> = (0..sts.len() as i64).map(|i| Sample::new(i * 15, i as f64)).collect();
+            e.group_st(1, &s, &sts);
+            e.finish();
+            let Record::Batch { groups, .. } = decode(&buf).expect("decodes") else { panic!("type") };
+            if sts.iter().any(|&x| x != 0) {
+                prop_assert_eq!(&groups[0].sts, &sts);
+            }
+            let p = pos % buf.len();
+            buf[p] = val;
+            let _ = decode(&buf);
+        }
+
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
             let _ = decode(&bytes);

@@ -15,6 +15,12 @@
 //! - Closed chunks are immutable `Bytes` of exactly their encoded size: a reader clones the handle, never
 //!   the bytes; only the open chunk is copied for a reader.
 //! - Append rules follow Prometheus' `memSeries.appendable` (tsdb/head_append.go); see [`appendable`].
+//! - Start timestamps (ST, Prometheus 3.14): a series' chunks are XOR until its first sample with an
+//!   ST ≠ 0; that sample converts the open chunk to XorSt (its samples re-encoded with ST 0, no extra
+//!   chunk cut) and every later chunk of the series in this head is XorSt too ([`OpenChunk`]), even for
+//!   samples with ST 0 (1 bit each). Series that never carry an ST are untouched: XOR, same speed.
+//!   Out-of-order samples keep their ST in `ooo_st`, a column parallel to `ooo` that stays empty (no
+//!   allocation) until a series gets an out-of-order sample with an ST.
 //!
 //! The head is not synchronised itself: a shard owns it behind a `RwLock` (readers share, the single
 //! committing writer applies a whole batch under the write lock so a batch becomes visible at once).
@@ -25,7 +31,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use bytes::Bytes;
-use tessera_encoding::XorEncoder;
+use tessera_encoding::{XorEncoder, XorStEncoder};
 use tessera_model::{ChunkEncoding, ChunkRef, Labels, Sample};
 
 use crate::appender::RejectReason;
@@ -40,11 +46,66 @@ pub(crate) struct HeadChunk {
     pub mint: i64,
     pub maxt: i64,
     pub data: Bytes,
+    /// `Xor`, or `XorSt` for series with start timestamps.
+    pub encoding: ChunkEncoding,
 }
 
 impl HeadChunk {
     pub(crate) fn to_ref(&self) -> ChunkRef {
-        ChunkRef { mint_ms: self.mint, maxt_ms: self.maxt, encoding: ChunkEncoding::Xor, data: self.data.clone() }
+        ChunkRef { mint_ms: self.mint, maxt_ms: self.maxt, encoding: self.encoding, data: self.data.clone() }
+    }
+}
+
+/// A series' open chunk: XOR, or XorSt once the series has carried a start timestamp.
+#[derive(Debug, Clone)]
+pub(crate) enum OpenChunk {
+    Xor(XorEncoder),
+    XorSt(XorStEncoder),
+}
+
+impl OpenChunk {
+    /// The complete chunk bytes so far.
+    #[inline]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            OpenChunk::Xor(e) => e.bytes(),
+            OpenChunk::XorSt(e) => e.bytes(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn encoding(&self) -> ChunkEncoding {
+        match self {
+            OpenChunk::Xor(_) => ChunkEncoding::Xor,
+            OpenChunk::XorSt(_) => ChunkEncoding::XorSt,
+        }
+    }
+
+    /// Empties the chunk, keeping its encoding and buffer.
+    pub(crate) fn clear(&mut self) {
+        match self {
+            OpenChunk::Xor(e) => e.clear(),
+            OpenChunk::XorSt(e) => e.clear(),
+        }
+    }
+
+    #[inline(always)]
+    fn append(&mut self, t: i64, st: i64, v: f64) {
+        match self {
+            OpenChunk::Xor(e) => e.append(t, v),
+            OpenChunk::XorSt(e) => e.append(t, st, v),
+        }
+    }
+
+    /// Turns an XOR chunk into a XorSt one with the same samples (ST 0). No-op when already XorSt.
+    fn make_st(&mut self) {
+        if let OpenChunk::Xor(e) = self {
+            let mut st = XorStEncoder::with_capacity(e.bytes().len() + e.bytes().len() / 4 + 16);
+            for (t, v) in tessera_encoding::XorIter::new(e.bytes()).flatten() {
+                st.append(t, 0, v);
+            }
+            *self = OpenChunk::XorSt(st);
+        }
     }
 }
 
@@ -55,7 +116,7 @@ pub(crate) struct MemSeries {
     /// Closed chunks, sorted by time, non-overlapping.
     pub chunks: Vec<HeadChunk>,
     /// The open chunk (may hold zero samples).
-    pub open: XorEncoder,
+    pub open: OpenChunk,
     pub open_n: u32,
     pub open_mint: i64,
     /// Last in-order sample (`i64::MIN` when the series has none in the head).
@@ -63,6 +124,8 @@ pub(crate) struct MemSeries {
     pub last_bits: u64,
     /// Out-of-order samples, sorted by time, unique timestamps.
     pub ooo: Vec<Sample>,
+    /// Start timestamps of `ooo` (same positions), or empty while none of them had one.
+    pub ooo_st: Vec<i64>,
 }
 
 impl MemSeries {
@@ -71,12 +134,13 @@ impl MemSeries {
             labels,
             hash,
             chunks: Vec::new(),
-            open: XorEncoder::new(),
+            open: OpenChunk::Xor(XorEncoder::new()),
             open_n: 0,
             open_mint: i64::MIN,
             last_t: i64::MIN,
             last_bits: 0,
             ooo: Vec::new(),
+            ooo_st: Vec::new(),
         }
     }
 
@@ -100,16 +164,21 @@ impl MemSeries {
             return false;
         }
         let data = Bytes::copy_from_slice(self.open.bytes());
-        self.chunks.push(HeadChunk { mint: self.open_mint, maxt: self.last_t, data });
+        self.chunks.push(HeadChunk { mint: self.open_mint, maxt: self.last_t, data, encoding: self.open.encoding() });
         self.open.clear();
         self.open_n = 0;
         true
     }
 
-    /// Appends an in-order sample (`t > last_t`, checked by the caller). Returns true when a new chunk was
-    /// started. Mirrors Prometheus' `memSeries.append` cutting rules, simplified to the two limits.
+    /// Appends an in-order sample (`t > last_t`, checked by the caller) with its start timestamp (0 =
+    /// unset; see the module docs for how an ST switches the series to XorSt chunks). Returns true when a
+    /// new chunk was started. Mirrors Prometheus' `memSeries.append` cutting rules, simplified to the two
+    /// limits.
     #[inline]
-    pub(crate) fn append(&mut self, t: i64, v: f64, chunk_range: i64) -> bool {
+    pub(crate) fn append_st(&mut self, t: i64, st: i64, v: f64, chunk_range: i64) -> bool {
+        if st != 0 {
+            self.open.make_st();
+        }
         let mut created = false;
         if self.open_n > 0
             && (self.open_n as usize >= SAMPLES_PER_CHUNK || t.div_euclid(chunk_range) != self.open_mint.div_euclid(chunk_range))
@@ -120,23 +189,39 @@ impl MemSeries {
             self.open_mint = t;
             created = true;
         }
-        self.open.append(t, v);
+        self.open.append(t, st, v);
         self.open_n += 1;
         self.last_t = t;
         self.last_bits = v.to_bits();
         created
     }
 
-    /// Inserts an out-of-order sample; an existing sample at the same time wins (first write wins, as for
-    /// Prometheus' `OOOChunk.Insert`).
-    pub(crate) fn insert_ooo(&mut self, s: Sample) -> bool {
+    /// Inserts an out-of-order sample with its start timestamp (0 = unset); an existing sample at the same
+    /// time wins (first write wins, as for Prometheus' `OOOChunk.Insert`).
+    pub(crate) fn insert_ooo_st(&mut self, s: Sample, st: i64) -> bool {
         match self.ooo.binary_search_by_key(&s.t, |x| x.t) {
             Ok(_) => false,
             Err(i) => {
+                // `ooo_st` stays empty until the first ST arrives, then mirrors `ooo` (zeros for the others).
+                let track_st = st != 0 || !self.ooo_st.is_empty();
+                if track_st {
+                    self.ooo_st.resize(self.ooo.len(), 0);
+                    self.ooo_st.insert(i, st);
+                }
                 self.ooo.insert(i, s);
                 true
             }
         }
+    }
+
+    /// Drops the out-of-order samples before `t` (and their STs); returns how many.
+    pub(crate) fn drop_ooo_before(&mut self, t: i64) -> usize {
+        let k = self.ooo.partition_point(|x| x.t < t);
+        self.ooo.drain(..k);
+        if !self.ooo_st.is_empty() {
+            self.ooo_st.drain(..k);
+        }
+        k
     }
 
     /// Value bits of an out-of-order sample at `t`, if any.
@@ -144,8 +229,39 @@ impl MemSeries {
         self.ooo.binary_search_by_key(&t, |x| x.t).ok().map(|i| self.ooo[i].v.to_bits())
     }
 
-    /// The series' chunks and out-of-order samples overlapping `[mint, maxt]`.
+    /// The series' chunks and out-of-order samples overlapping `[mint, maxt]`. Out-of-order samples'
+    /// start timestamps are not returned: [`MemSeries::read_st`] returns them.
     pub(crate) fn read(&self, mint: i64, maxt: i64, chunks: &mut Vec<ChunkRef>, extra: &mut Vec<Sample>) {
+        self.read_chunks(mint, maxt, chunks);
+        for s in &self.ooo {
+            if s.t >= mint && s.t <= maxt {
+                extra.push(*s);
+            }
+        }
+    }
+
+    /// [`MemSeries::read`], also appending each out-of-order sample's start timestamp to `extra_sts`
+    /// (0 when unset), for `crate::merge::finalize_chunks_st`. Block cuts use it; the querier (which calls
+    /// `read` + `finalize_chunks`) returns out-of-order head samples without ST until it switches.
+    #[allow(dead_code)]
+    pub(crate) fn read_st(
+        &self,
+        mint: i64,
+        maxt: i64,
+        chunks: &mut Vec<ChunkRef>,
+        extra: &mut Vec<Sample>,
+        extra_sts: &mut Vec<i64>,
+    ) {
+        self.read_chunks(mint, maxt, chunks);
+        for (i, s) in self.ooo.iter().enumerate() {
+            if s.t >= mint && s.t <= maxt {
+                extra.push(*s);
+                extra_sts.push(self.ooo_st.get(i).copied().unwrap_or(0));
+            }
+        }
+    }
+
+    fn read_chunks(&self, mint: i64, maxt: i64, chunks: &mut Vec<ChunkRef>) {
         for c in &self.chunks {
             if c.maxt >= mint && c.mint <= maxt {
                 chunks.push(c.to_ref());
@@ -155,14 +271,9 @@ impl MemSeries {
             chunks.push(ChunkRef {
                 mint_ms: self.open_mint,
                 maxt_ms: self.last_t,
-                encoding: ChunkEncoding::Xor,
+                encoding: self.open.encoding(),
                 data: Bytes::copy_from_slice(self.open.bytes()),
             });
-        }
-        for s in &self.ooo {
-            if s.t >= mint && s.t <= maxt {
-                extra.push(*s);
-            }
         }
     }
 }
@@ -331,15 +442,16 @@ impl Head {
         self.min_valid_t.max(self.max_t.saturating_sub(self.chunk_range / 2))
     }
 
-    /// Applies an accepted sample (verdict from [`appendable`]). Returns true when a chunk was created.
+    /// Applies an accepted sample (verdict from [`appendable`]) with its start timestamp (0 = unset).
+    /// Returns true when a chunk was created.
     #[inline]
-    pub(crate) fn apply(&mut self, r: u32, s: Sample, verdict: Verdict) -> bool {
+    pub(crate) fn apply_st(&mut self, r: u32, s: Sample, st: i64, verdict: Verdict) -> bool {
         let range = self.chunk_range;
         let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return false };
         let created = match verdict {
             Verdict::InOrder => {
                 let before = ms.chunks.len();
-                let c = ms.append(s.t, s.v, range);
+                let c = ms.append_st(s.t, st, s.v, range);
                 if ms.chunks.len() != before {
                     let n = ms.chunks.last().map_or(0, |c| c.data.len() as u64);
                     self.chunk_bytes += n;
@@ -347,7 +459,7 @@ impl Head {
                 c
             }
             Verdict::OutOfOrder => {
-                if !ms.insert_ooo(s) {
+                if !ms.insert_ooo_st(s, st) {
                     return false;
                 }
                 false
@@ -369,17 +481,19 @@ impl Head {
 
     /// Applies one batch of a series: `verdicts[i]` judges `samples[i]`; only `InOrder` and `OutOfOrder`
     /// samples are stored. The hot path of ingestion: one series lookup per batch, bounds updated once.
-    /// Returns (samples stored, of which out-of-order).
-    pub(crate) fn apply_batch(&mut self, r: u32, samples: &[Sample], verdicts: &[Verdict]) -> (u64, u64) {
+    /// `sts[i]` is `samples[i]`'s start timestamp (0 = unset); an empty `sts` means none (the hot path:
+    /// nothing per sample is looked up then). Returns (samples stored, of which out-of-order).
+    pub(crate) fn apply_batch_st(&mut self, r: u32, samples: &[Sample], sts: &[i64], verdicts: &[Verdict]) -> (u64, u64) {
         let range = self.chunk_range;
         let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return (0, 0) };
         let (mut stored, mut ooo, mut created, mut closed_bytes) = (0u64, 0u64, 0u64, 0u64);
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
-        for (s, v) in samples.iter().zip(verdicts) {
+        for (i, (s, v)) in samples.iter().zip(verdicts).enumerate() {
+            let st = if sts.is_empty() { 0 } else { sts.get(i).copied().unwrap_or(0) };
             match v {
                 Verdict::InOrder => {
                     let before = ms.chunks.len();
-                    if ms.append(s.t, s.v, range) {
+                    if ms.append_st(s.t, st, s.v, range) {
                         created += 1;
                     }
                     if ms.chunks.len() != before {
@@ -387,7 +501,7 @@ impl Head {
                     }
                 }
                 Verdict::OutOfOrder => {
-                    if !ms.insert_ooo(*s) {
+                    if !ms.insert_ooo_st(*s, st) {
                         continue;
                     }
                     ooo += 1;
@@ -469,9 +583,7 @@ impl Head {
                 s.chunks.drain(..k);
                 s.chunks.shrink_to_fit();
             }
-            let before = s.ooo.len();
-            s.ooo.retain(|x| x.t >= t);
-            samples_dropped += (before - s.ooo.len()) as u64;
+            samples_dropped += s.drop_ooo_before(t) as u64;
             if s.is_empty() {
                 removed.push(i as u32);
             } else if let Some(m) = s.min_t() {
@@ -562,14 +674,14 @@ mod tests {
         let l = labels!("__name__" => "x");
         h.create(0, l.hash(), l.clone());
         for t in 0..250 {
-            h.apply(0, Sample::new(t, t as f64), Verdict::InOrder);
+            h.apply_st(0, Sample::new(t, t as f64), 0, Verdict::InOrder);
         }
         let s = h.series(0).expect("exists");
         assert_eq!(s.chunks.len(), 2);
         assert_eq!((s.chunks[0].mint, s.chunks[0].maxt), (0, 119));
         assert_eq!(s.open_n, 10);
         for t in [990, 995, 1001] {
-            h.apply(0, Sample::new(t, 1.0), Verdict::InOrder);
+            h.apply_st(0, Sample::new(t, 1.0), 0, Verdict::InOrder);
         }
         let s = h.series(0).expect("exists");
         // 240..249 + 990 + 995 closed at the 1000 boundary; 1001 opens a new chunk.
@@ -587,10 +699,10 @@ mod tests {
         h.create(0, a.hash(), a.clone());
         h.create(1, b.hash(), b.clone());
         for t in 0..1500 {
-            h.apply(0, Sample::new(t, 1.0), Verdict::InOrder);
+            h.apply_st(0, Sample::new(t, 1.0), 0, Verdict::InOrder);
         }
         for t in 0..500 {
-            h.apply(1, Sample::new(t, 1.0), Verdict::InOrder);
+            h.apply_st(1, Sample::new(t, 1.0), 0, Verdict::InOrder);
         }
         h.close_open_chunks_before(1000);
         assert_eq!(h.truncate_before(1000), 1);
