@@ -1,5 +1,5 @@
 //! Merging one series' chunks from the head and the blocks into the sorted, non-overlapping, fully-live
-//! chunk list the read contract promises ([`finalize_chunks`]), used by the querier and by compaction.
+//! chunk list the read contract promises ([`finalize_chunks_st`]), used by the querier and by compaction.
 //!
 //! Key decision: chunks pass through untouched (cloning a `Bytes` handle, zero-copy out of mmap'd blocks)
 //! unless something forces a re-encode: overlapping chunks, out-of-order samples still in the head, or a
@@ -17,14 +17,9 @@ use crate::error::{Error, Result};
 use crate::head::SAMPLES_PER_CHUNK;
 use crate::tombstones::Interval;
 
-/// Sorts `chunks`, merges `extra` (out-of-order samples, without start timestamps) into them and removes
-/// the samples inside `deleted`; re-encodes only when needed (see the module docs).
-pub(crate) fn finalize_chunks(chunks: Vec<ChunkRef>, extra: &[Sample], deleted: &[Interval]) -> Result<Vec<ChunkRef>> {
-    finalize_chunks_st(chunks, extra, &[], deleted)
-}
-
-/// [`finalize_chunks`] where `extra_sts[i]` is `extra[i]`'s start timestamp (0 = unset; an empty
-/// `extra_sts` means none).
+/// Sorts `chunks`, merges `extra` (out-of-order samples; `extra_sts[i]` is `extra[i]`'s start
+/// timestamp, 0 = unset, an empty `extra_sts` means none) into them and removes the samples inside
+/// `deleted`; re-encodes only when needed (see the module docs).
 pub(crate) fn finalize_chunks_st(
     mut chunks: Vec<ChunkRef>,
     extra: &[Sample],

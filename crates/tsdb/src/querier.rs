@@ -1,5 +1,5 @@
 //! Reading a database: [`DbQuerier`] implements `tessera_model::Querier` over every shard's head and
-//! blocks; `crate::merge::finalize_chunks` turns the chunks one series has across head and blocks into the
+//! blocks; `crate::merge::finalize_chunks_st` turns the chunks one series has across head and blocks into the
 //! sorted, non-overlapping, fully-live chunk list the read contract promises.
 //!
 //! # Lazy, one series at a time
@@ -39,7 +39,7 @@
 //!
 //! # Resident pages
 //!
-//! Every [`RELEASE_EVERY_BYTES`] of block chunk data read, the iterator tells the kernel it may drop the
+//! Every [`RELEASE_EVERY_BYTES`] (1 MiB) of block chunk data read, the iterator tells the kernel it may drop the
 //! view's block mappings from the process' resident set (`Block::release_resident_pages`): the pages stay
 //! in the page cache, so this changes no byte read (slices still held fault back in), but a long stream
 //! no longer shows the whole range's block files as process RSS.
@@ -52,12 +52,12 @@ use tessera_model::{ChunkRef, Labels, Matcher, Querier, Sample, SelectHints, Ser
 use crate::block::Block;
 use crate::error::{Error, Result};
 use crate::index::{postings_for_matchers, SeriesRef};
-use crate::merge::{finalize_chunks, has_sample_in};
+use crate::merge::{finalize_chunks_st, has_sample_in};
 use crate::shard::{Shard, State};
 use crate::tombstones::{Interval, Tombstones};
 
 /// Block chunk bytes read between two releases of the blocks' resident pages (see the module docs).
-pub const RELEASE_EVERY_BYTES: usize = 4 << 20;
+pub const RELEASE_EVERY_BYTES: usize = 1 << 20;
 
 /// A view of `[mint_ms, maxt_ms]` over all shards.
 pub struct DbQuerier {
@@ -260,6 +260,8 @@ impl ShardSeries {
             let (mint, maxt) = (self.mint, self.maxt);
             let mut chunks: Vec<ChunkRef> = Vec::new();
             let mut extra: Vec<Sample> = Vec::new();
+            // Start timestamps of `extra` (out-of-order head samples), kept through the merge.
+            let mut extra_sts: Vec<i64> = Vec::new();
             let mut deleted: Vec<Interval> = Vec::new();
             for c in &self.view.blocks {
                 if c.cur.as_ref() != Some(&labels) {
@@ -285,7 +287,7 @@ impl ShardSeries {
                 }
                 let r = self.view.head.refs[self.view.head.pos];
                 if let Some(ms) = st.head.series(r) {
-                    ms.read(mint, maxt, &mut chunks, &mut extra);
+                    ms.read_st(mint, maxt, &mut chunks, &mut extra, &mut extra_sts);
                     deleted.extend(st.head.tombstones_of(r).iter().map(|&(a, b)| Interval::new(a, b)));
                 }
                 self.advance_past(&labels, Some(&st))?;
@@ -297,7 +299,7 @@ impl ShardSeries {
             if chunks.is_empty() && extra.is_empty() {
                 continue;
             }
-            let chunks = finalize_chunks(chunks, &extra, &deleted)?;
+            let chunks = finalize_chunks_st(chunks, &extra, &extra_sts, &deleted)?;
             if has_sample_in(&chunks, mint, maxt) {
                 return Ok(Some(Series { labels, chunks }));
             }

@@ -98,6 +98,7 @@ impl OpenChunk {
     }
 
     /// Turns an XOR chunk into a XorSt one with the same samples (ST 0). No-op when already XorSt.
+    #[cold]
     fn make_st(&mut self) {
         if let OpenChunk::Xor(e) = self {
             let mut st = XorStEncoder::with_capacity(e.bytes().len() + e.bytes().len() / 4 + 16);
@@ -176,7 +177,7 @@ impl MemSeries {
     /// limits.
     #[inline]
     pub(crate) fn append_st(&mut self, t: i64, st: i64, v: f64, chunk_range: i64) -> bool {
-        if st != 0 {
+        if st != 0 && matches!(self.open, OpenChunk::Xor(_)) {
             self.open.make_st();
         }
         let mut created = false;
@@ -229,21 +230,9 @@ impl MemSeries {
         self.ooo.binary_search_by_key(&t, |x| x.t).ok().map(|i| self.ooo[i].v.to_bits())
     }
 
-    /// The series' chunks and out-of-order samples overlapping `[mint, maxt]`. Out-of-order samples'
-    /// start timestamps are not returned: [`MemSeries::read_st`] returns them.
-    pub(crate) fn read(&self, mint: i64, maxt: i64, chunks: &mut Vec<ChunkRef>, extra: &mut Vec<Sample>) {
-        self.read_chunks(mint, maxt, chunks);
-        for s in &self.ooo {
-            if s.t >= mint && s.t <= maxt {
-                extra.push(*s);
-            }
-        }
-    }
-
-    /// [`MemSeries::read`], also appending each out-of-order sample's start timestamp to `extra_sts`
-    /// (0 when unset), for `crate::merge::finalize_chunks_st`. Block cuts use it; the querier (which calls
-    /// `read` + `finalize_chunks`) returns out-of-order head samples without ST until it switches.
-    #[allow(dead_code)]
+    /// The series' chunks and out-of-order samples overlapping `[mint, maxt]`, with each out-of-order
+    /// sample's start timestamp in `extra_sts` (0 when unset), for `crate::merge::finalize_chunks_st`
+    /// (the querier and block cuts).
     pub(crate) fn read_st(
         &self,
         mint: i64,
@@ -484,12 +473,28 @@ impl Head {
     /// `sts[i]` is `samples[i]`'s start timestamp (0 = unset); an empty `sts` means none (the hot path:
     /// nothing per sample is looked up then). Returns (samples stored, of which out-of-order).
     pub(crate) fn apply_batch_st(&mut self, r: u32, samples: &[Sample], sts: &[i64], verdicts: &[Verdict]) -> (u64, u64) {
+        // Two instances of the loop: in the one without STs the constant 0 folds every ST test away.
+        if sts.is_empty() {
+            self.apply_batch_with(r, samples, |_| 0, verdicts)
+        } else {
+            self.apply_batch_with(r, samples, |i| sts.get(i).copied().unwrap_or(0), verdicts)
+        }
+    }
+
+    #[inline(always)]
+    fn apply_batch_with(
+        &mut self,
+        r: u32,
+        samples: &[Sample],
+        st_of: impl Fn(usize) -> i64,
+        verdicts: &[Verdict],
+    ) -> (u64, u64) {
         let range = self.chunk_range;
         let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return (0, 0) };
         let (mut stored, mut ooo, mut created, mut closed_bytes) = (0u64, 0u64, 0u64, 0u64);
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         for (i, (s, v)) in samples.iter().zip(verdicts).enumerate() {
-            let st = if sts.is_empty() { 0 } else { sts.get(i).copied().unwrap_or(0) };
+            let st = st_of(i);
             match v {
                 Verdict::InOrder => {
                     let before = ms.chunks.len();
