@@ -168,6 +168,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
         timeout: Duration::from_millis(st.options.query_timeout_ms.max(0) as u64),
         enable_experimental: features.experimental_functions,
         delayed_name_removal: features.delayed_name_removal,
+        use_start_timestamps: features.use_start_timestamps,
         ..EngineOptions::default()
     });
     // The request's timeout can only shorten the server's (upstream wraps the context twice).

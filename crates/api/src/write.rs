@@ -6,6 +6,9 @@
 //! protobuf decoding with validation, and one [`tessera_tsdb::Appender`] commit for the whole request
 //! (the database commits the shards in parallel).
 //!
+//! Start timestamps of remote write 2.0 samples are stored with them (Tessera always stores STs, as
+//! Prometheus does with `--enable-feature=st-storage`); whether PromQL uses them is a query-side option.
+//!
 //! Decoding is zero-copy ([`rw::decode_ref`]): label strings borrow from the decompressed body and are
 //! copied once per series, into the `Labels` the appender takes; the rejection report names a series
 //! by rebuilding its labels from the request only when there is something to report.
@@ -177,9 +180,15 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
 
     // One batch per valid series, in request order: a rejection's `batch_index` is the series' index
     // in `dec`, which names it for the report without keeping a copy of every series' labels.
+    // A series whose samples carry start timestamps (2.0 only) stores them beside the samples; the
+    // rest keep the plain path (Prometheus' `appendV2` hands each sample's ST to storage the same way).
     let mut app = db.appender();
     for s in dec.series() {
-        app.add(s.to_labels(), s.samples);
+        if s.start_timestamps.is_empty() {
+            app.add(s.to_labels(), s.samples);
+        } else {
+            app.add_with_st(s.to_labels(), s.samples, s.start_timestamps);
+        }
     }
     let report = match app.commit() {
         Ok(r) => r,

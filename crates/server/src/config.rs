@@ -116,6 +116,14 @@ pub struct ServeArgs {
     /// Output format of log messages: text or json. [default: text]
     #[arg(long = "log.format", value_name = "FORMAT")]
     pub log_format: Option<String>,
+
+    /// Comma-separated experimental features to enable (repeatable), by Prometheus' names:
+    /// promql-experimental-functions, promql-delayed-name-removal, promql-extended-range-selectors,
+    /// promql-binop-fill-modifiers, use-start-timestamps (rate/increase/resets use samples' start
+    /// timestamps); st-storage and promql-duration-expr are accepted and always on. Unknown names are
+    /// logged and ignored, as Prometheus does. [default: none]
+    #[arg(long = "enable-feature", value_name = "NAME,...")]
+    pub enable_feature: Vec<String>,
 }
 
 /// Setting name → default (as a string parsed like a flag value).
@@ -141,11 +149,13 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("storage.remote.read-sample-limit", "50000000"),
     ("log.level", "info"),
     ("log.format", "text"),
+    ("enable-feature", ""),
 ];
 
 impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
+        let features = (!self.enable_feature.is_empty()).then(|| self.enable_feature.join(","));
         let pairs: [(&str, &Option<String>); 21] = [
             ("storage.tsdb.path", &self.storage_tsdb_path),
             ("web.listen-address", &self.web_listen_address),
@@ -169,7 +179,12 @@ impl ServeArgs {
             ("log.level", &self.log_level),
             ("log.format", &self.log_format),
         ];
-        pairs.into_iter().filter_map(|(k, v)| v.clone().map(|v| (k, v))).collect()
+        let mut given: BTreeMap<&'static str, String> =
+            pairs.into_iter().filter_map(|(k, v)| v.clone().map(|v| (k, v))).collect();
+        if let Some(f) = features {
+            given.insert("enable-feature", f);
+        }
+        given
     }
 }
 
@@ -205,6 +220,8 @@ pub struct Settings {
     pub remote_read_sample_limit: usize,
     pub log_level: String,
     pub log_format: LogFormat,
+    /// What `--enable-feature` turned on.
+    pub features: Features,
     /// Every setting's effective value, for `/api/v1/status/flags` (Prometheus lists them all).
     pub flags: BTreeMap<String, String>,
 }
@@ -257,6 +274,7 @@ impl Settings {
         if !matches!(log_level.as_str(), "debug" | "info" | "warn" | "error" | "trace") {
             bail!("--log.level: {log_level:?} is not one of debug, info, warn, error");
         }
+        let features = Features::parse(get("enable-feature"));
         let s = Settings {
             data_dir: PathBuf::from(get("storage.tsdb.path")),
             listen_address: get("web.listen-address").to_string(),
@@ -279,6 +297,7 @@ impl Settings {
             remote_read_sample_limit: num("storage.remote.read-sample-limit")?,
             log_level,
             log_format,
+            features,
             flags: BTreeMap::new(),
         };
         if s.data_dir.as_os_str().is_empty() {
@@ -305,6 +324,64 @@ impl Settings {
             (true, None) => format_duration_ms(self.retention_ms),
             (false, Some(s)) => s,
             (false, None) => "unlimited".into(),
+        }
+    }
+}
+
+/// The experimental features of `--enable-feature`, parsed as Prometheus' `setFeatureListOptions` does:
+/// every flag value is split on commas; a name Tessera does not know is not an error (it is logged at
+/// start-up and ignored), so a Prometheus command line can be reused as is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Features {
+    pub promql: tessera_api::PromqlFeatures,
+    /// One line per name that changed nothing, for the log: accepted no-ops and unknown names.
+    pub notes: Vec<FeatureNote>,
+}
+
+/// What to log about one `--enable-feature` name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FeatureNote {
+    /// A known name that is always on in Tessera (info).
+    AlwaysOn { name: String, why: &'static str },
+    /// A name Tessera does not know, or a Prometheus feature it does not implement (warning).
+    Unknown(String),
+}
+
+impl Features {
+    pub fn parse(list: &str) -> Features {
+        let mut f = Features::default();
+        // Empty items (`a,,b`, a trailing comma) are skipped rather than reported as unknown names.
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let p = &mut f.promql;
+            match name {
+                "promql-experimental-functions" => p.experimental_functions = true,
+                "promql-delayed-name-removal" => p.delayed_name_removal = true,
+                "promql-extended-range-selectors" => p.extended_range_selectors = true,
+                "promql-binop-fill-modifiers" => p.binop_fill_modifiers = true,
+                "use-start-timestamps" => p.use_start_timestamps = true,
+                "st-storage" => f.notes.push(FeatureNote::AlwaysOn {
+                    name: name.into(),
+                    why: "Tessera always stores start timestamps received by remote write 2.0",
+                }),
+                "promql-duration-expr" => f.notes.push(FeatureNote::AlwaysOn {
+                    name: name.into(),
+                    why: "duration expressions are permanently enabled (as in Prometheus)",
+                }),
+                other => f.notes.push(FeatureNote::Unknown(other.into())),
+            }
+        }
+        f
+    }
+
+    /// Logs the notes (after logging is set up).
+    pub fn log_notes(&self) {
+        for n in &self.notes {
+            match n {
+                FeatureNote::AlwaysOn { name, why } => {
+                    tracing::info!(option = %name, "this option for --enable-feature is a no-op: {why}")
+                }
+                FeatureNote::Unknown(name) => tracing::warn!(option = %name, "Unknown option for --enable-feature"),
+            }
         }
     }
 }
@@ -368,6 +445,18 @@ fn flatten(prefix: &str, v: &toml::Value, out: &mut BTreeMap<String, String>) ->
         toml::Value::Boolean(b) => {
             out.insert(prefix.to_string(), b.to_string());
         }
+        // Only list-valued setting: `enable-feature = ["use-start-timestamps", "st-storage"]`, the same
+        // as the comma-separated string.
+        toml::Value::Array(items) if prefix == "enable-feature" => {
+            let mut names = Vec::with_capacity(items.len());
+            for i in items {
+                match i {
+                    toml::Value::String(s) => names.push(s.as_str()),
+                    other => bail!("setting {prefix:?}: expected feature names (strings), got {other}"),
+                }
+            }
+            out.insert(prefix.to_string(), names.join(","));
+        }
         other => bail!("setting {prefix:?}: expected a string or a number, got {other}"),
     }
     Ok(())
@@ -422,6 +511,45 @@ timeout = "1m"
         assert_eq!(s.query_timeout_ms, 60_000, "tables work as well as dotted keys");
         assert_eq!(s.retention_description(), "30d or 10GiB");
         assert_eq!(s.flags["config.file"], cfg.display().to_string());
+    }
+
+    #[test]
+    fn enable_feature_is_comma_separated_repeatable_and_lenient() {
+        let args = ServeArgs {
+            enable_feature: vec!["promql-experimental-functions,use-start-timestamps".into(), "st-storage,no-such-thing,".into()],
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).expect("resolve");
+        let p = s.features.promql;
+        assert!(p.experimental_functions && p.use_start_timestamps);
+        assert!(!p.delayed_name_removal && !p.extended_range_selectors && !p.binop_fill_modifiers);
+        assert_eq!(s.features.notes.len(), 2, "{:?}", s.features.notes);
+        assert!(matches!(&s.features.notes[0], FeatureNote::AlwaysOn { name, .. } if name == "st-storage"));
+        assert_eq!(s.features.notes[1], FeatureNote::Unknown("no-such-thing".into()));
+        assert_eq!(s.flags["enable-feature"], "promql-experimental-functions,use-start-timestamps,st-storage,no-such-thing,");
+
+        // Off by default, as in Prometheus.
+        let s = Settings::resolve(&ServeArgs::default()).expect("defaults");
+        assert_eq!(s.features, Features::default());
+
+        // The config file takes a list or a string; the command line wins over it.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = dir.path().join("tessera.toml");
+        std::fs::write(&cfg, "enable-feature = [\"promql-delayed-name-removal\", \"promql-binop-fill-modifiers\"]\n").expect("write");
+        let s = Settings::resolve(&ServeArgs { config_file: Some(cfg.clone()), ..Default::default() }).expect("resolve");
+        assert!(s.features.promql.delayed_name_removal && s.features.promql.binop_fill_modifiers);
+        let args = ServeArgs {
+            config_file: Some(cfg.clone()),
+            enable_feature: vec!["promql-extended-range-selectors".into()],
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).expect("resolve");
+        assert!(s.features.promql.extended_range_selectors && !s.features.promql.delayed_name_removal);
+        std::fs::write(&cfg, "enable-feature = \"use-start-timestamps\"\n").expect("write");
+        let s = Settings::resolve(&ServeArgs { config_file: Some(cfg.clone()), ..Default::default() }).expect("resolve");
+        assert!(s.features.promql.use_start_timestamps);
+        std::fs::write(&cfg, "enable-feature = [1]\n").expect("write");
+        assert!(Settings::resolve(&ServeArgs { config_file: Some(cfg), ..Default::default() }).is_err());
     }
 
     #[test]

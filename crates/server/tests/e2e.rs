@@ -2,156 +2,17 @@
 //! directory: remote write 1.0 and 2.0 (the shared wire vectors included) read back through the API,
 //! a table of bad inputs, overload, restarts after SIGTERM and SIGKILL, and the operational endpoints.
 
+mod common;
+
+use common::{Server, CT_V1, CT_V2};
 use prost::Message;
 use std::io::Write as _;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use tessera_model::{labels, Labels, Sample};
 use tessera_protocol::prompb;
 use tessera_protocol::remote_write::{self as rw, Metadata, MetricType, WriteSeries};
-
-const CT_V1: &str = "application/x-protobuf";
-const CT_V2: &str = "application/x-protobuf;proto=io.prometheus.write.v2.Request";
-
-/// A running `tessera serve`, killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-    dir: PathBuf,
-    extra: Vec<String>,
-    http: reqwest::blocking::Client,
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    l.local_addr().expect("local addr").port()
-}
-
-impl Server {
-    fn start(dir: &Path, extra: &[&str]) -> Server {
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let (child, base) = spawn(dir, &extra);
-        let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
-        let s = Server { child, base, dir: dir.to_path_buf(), extra, http };
-        s.wait_ready();
-        s
-    }
-
-    fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(r) = self.http.get(format!("{}/-/ready", self.base)).send()
-                && r.status() == 200
-            {
-                return;
-            }
-            assert!(Instant::now() < deadline, "server at {} did not become ready", self.base);
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn get(&self, path: &str) -> (u16, String) {
-        let r = self.http.get(format!("{}{path}", self.base)).send().expect("GET");
-        (r.status().as_u16(), r.text().expect("body"))
-    }
-
-    fn post_form(&self, path: &str, form: &str) -> (u16, String) {
-        let r = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .header("Content-Type", "application/x-www-form-urlencoded")
-            .body(form.to_string())
-            .send()
-            .expect("POST");
-        (r.status().as_u16(), r.text().expect("body"))
-    }
-
-    /// Posts a remote-write body; returns status, samples-written header, body.
-    fn write_raw(&self, body: Vec<u8>, ct: Option<&str>, ce: Option<&str>) -> (u16, Option<u64>, String) {
-        let mut req = self.http.post(format!("{}/api/v1/write", self.base)).body(body);
-        if let Some(ct) = ct {
-            req = req.header("Content-Type", ct);
-        }
-        if let Some(ce) = ce {
-            req = req.header("Content-Encoding", ce);
-        }
-        let r = req.send().expect("POST write");
-        let written = r
-            .headers()
-            .get("X-Prometheus-Remote-Write-Samples-Written")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|s| s.parse().ok());
-        for h in ["X-Prometheus-Remote-Write-Histograms-Written", "X-Prometheus-Remote-Write-Exemplars-Written"] {
-            assert!(r.headers().contains_key(h), "{h} missing");
-        }
-        (r.status().as_u16(), written, r.text().expect("body"))
-    }
-
-    fn write_v1(&self, series: &[WriteSeries], md: &[Metadata]) -> (u16, Option<u64>, String) {
-        self.write_raw(rw::compress(&rw::encode_v1(series, md)), Some(CT_V1), Some("snappy"))
-    }
-
-    fn write_v2(&self, series: &[WriteSeries], md: &[Metadata]) -> (u16, Option<u64>, String) {
-        self.write_raw(rw::compress(&rw::encode_v2(series, md)), Some(CT_V2), Some("snappy"))
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGTERM, then wait for a clean exit.
-    fn terminate(mut self) {
-        let st = Command::new("kill").args(["-TERM", &self.pid().to_string()]).status().expect("run kill");
-        assert!(st.success());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                assert!(status.success(), "tessera exited with {status} after SIGTERM");
-                return;
-            }
-            assert!(Instant::now() < deadline, "tessera did not exit after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGKILL: no chance to flush anything.
-    fn kill9(mut self) {
-        self.child.kill().expect("SIGKILL");
-        let _ = self.child.wait();
-    }
-
-    fn restart(self, graceful: bool) -> Server {
-        let (dir, extra) = (self.dir.clone(), self.extra.clone());
-        if graceful { self.terminate() } else { self.kill9() }
-        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-        Server::start(&dir, &extra)
-    }
-}
-
-fn spawn(dir: &Path, extra: &[String]) -> (Child, String) {
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .arg("serve")
-        .arg(format!("--storage.tsdb.path={}", dir.display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--storage.tsdb.shards=2")
-        .arg("--log.level=warn")
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn tessera");
-    (child, format!("http://127.0.0.1:{port}"))
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn vectors() -> serde_json::Value {
     let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/vectors/wire.json");

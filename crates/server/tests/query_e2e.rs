@@ -3,76 +3,19 @@
 //! `/api/v1/query_range` (JSON compared byte for byte), errors keep Prometheus' types and statuses, and
 //! `tessera promqltest` prints per-file counts and each failure.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use common::Server;
+use std::process::Command;
 use tessera_model::{labels, Sample};
 use tessera_protocol::remote_write::{self as rw, WriteSeries};
-
-/// A running `tessera serve`, killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-    http: reqwest::blocking::Client,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-        let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .arg("serve")
-            .arg(format!("--storage.tsdb.path={}", dir.display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--storage.tsdb.shards=2")
-            .arg("--log.level=warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn tessera");
-        let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
-        let s = Server { child, base: format!("http://127.0.0.1:{port}"), http };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(r) = s.http.get(format!("{}/-/ready", s.base)).send()
-                && r.status() == 200
-            {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "server did not become ready");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn get(&self, path: &str) -> (u16, String) {
-        let r = self.http.get(format!("{}{path}", self.base)).send().expect("GET");
-        (r.status().as_u16(), r.text().expect("body"))
-    }
-
-    fn post_form(&self, path: &str, form: &str) -> (u16, String) {
-        let r = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .header("Content-Type", "application/x-www-form-urlencoded")
-            .body(form.to_string())
-            .send()
-            .expect("POST");
-        (r.status().as_u16(), r.text().expect("body"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 const T0: i64 = 1_700_000_000_000;
 
 #[test]
 fn remote_write_then_query_and_query_range() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let s = Server::start(dir.path());
+    let s = Server::start(dir.path(), &[]);
     let pts = |f: &dyn Fn(i64) -> f64| -> Vec<Sample> { (0..10).map(|i| Sample::new(T0 + i * 15_000, f(i))).collect() };
     let series = vec![
         WriteSeries::new(labels!("__name__" => "req_total", "job" => "api", "code" => "200"), pts(&|i| (i * 30) as f64)),
@@ -152,4 +95,93 @@ fn promqltest_command_prints_counts_and_failures() {
     // No file: a usage error from the argument parser.
     let (code, _) = run(&[]);
     assert_eq!(code, Some(2));
+}
+
+/// `T` minutes after an origin aligned on the minute, as promqltest's `load 1m` lays samples out.
+fn at_min(m: f64) -> i64 {
+    const ORIGIN: i64 = 1_700_000_040_000; // a multiple of 60 s
+    ORIGIN + (m * 60_000.0) as i64
+}
+
+/// The two float series of upstream's `promql/promqltest/testdata/start_timestamps.test` blocks 1 and 2,
+/// sent over remote write 2.0 with their start timestamps: a cumulative counter whose ST moves forward
+/// (a reset the values do not show), and an OTel-style delta (ST = previous sample's time).
+fn st_series() -> Vec<WriteSeries> {
+    // cumulative{type="st_resets"}: values 0+60x14 from 2m; @st offsets per group of three samples.
+    let offsets_ms = [30_000, 90_000, 150_000, 60_000, 120_000, 180_000, 59_999, 119_999, 179_999, 1_000, 61_000, 121_000, 1, 60_001, 120_001];
+    let mut cumulative = WriteSeries::new(
+        labels!("__name__" => "cumulative", "type" => "st_resets"),
+        (0..15).map(|i| Sample::new(at_min(2.0 + i as f64), 60.0 * i as f64)).collect(),
+    );
+    cumulative.start_timestamps = (0..15).map(|i| at_min(2.0 + i as f64) - offsets_ms[i]).collect();
+    // delta{type="otel"}: 60 every minute from 2m, ST one minute before each sample.
+    let mut delta = WriteSeries::new(
+        labels!("__name__" => "delta", "type" => "otel"),
+        (0..16).map(|i| Sample::new(at_min(2.0 + i as f64), 60.0)).collect(),
+    );
+    delta.start_timestamps = delta.samples.iter().map(|s| s.t - 60_000).collect();
+    vec![cumulative, delta]
+}
+
+/// The values of a one-series range query, as floats.
+fn range_values(s: &Server, query: &str, from_min: f64, to_min: f64) -> Vec<f64> {
+    let (start, end) = (at_min(from_min) as f64 / 1000.0, at_min(to_min) as f64 / 1000.0);
+    let q: String = query.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
+    let (st, body) = s.get(&format!("/api/v1/query_range?query={q}&start={start}&end={end}&step=60"));
+    assert_eq!(st, 200, "{query}: {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let result = v["data"]["result"].as_array().expect("matrix");
+    assert_eq!(result.len(), 1, "{query}: {body}");
+    result[0]["values"]
+        .as_array()
+        .expect("values")
+        .iter()
+        .map(|p| p[1].as_str().expect("value string").parse::<f64>().expect("float"))
+        .collect()
+}
+
+fn assert_close(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() <= 1e-9 * w.abs().max(1.0), "{what}: {got:?} vs {want:?}");
+    }
+}
+
+#[test]
+fn remote_write_2_start_timestamps_drive_rate_and_increase_with_the_feature() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &["--enable-feature=use-start-timestamps"]);
+    let (status, written, body) = s.write_v2(&st_series(), &[]);
+    assert_eq!((status, written), (204, Some(31)), "{body}");
+
+    // Expected values: upstream's start_timestamps.test (evaluated by Prometheus 3.14's engine).
+    let st_aware = |s: &Server| {
+        assert_close(
+            &range_values(s, r#"increase(cumulative{type="st_resets"}[5m])"#, 7.0, 15.0),
+            &[420.0, 780.0, 675.0, 675.0, 1275.0, 1080.0, 900.0, 1725.0, 1440.0],
+            "increase over ST resets",
+        );
+        assert_close(
+            &range_values(s, r#"rate(cumulative{type="st_resets"}[5m])"#, 7.0, 15.0),
+            &[1.4, 2.6, 2.25, 2.25, 4.25, 3.6, 3.0, 5.75, 4.8],
+            "rate over ST resets",
+        );
+        assert_close(&range_values(s, "increase(delta[5m])", 10.0, 15.0), &[300.0; 6], "increase of an OTel delta");
+        assert_close(&range_values(s, "rate(delta[5m])", 10.0, 15.0), &[1.0; 6], "rate of an OTel delta");
+    };
+    st_aware(&s);
+
+    // Without the feature the same stored data reads as plain samples: the counter never resets
+    // (60 per minute: 300 per 5m) and the constant delta never increases.
+    let s = s.restart_with(true, &[]);
+    assert_close(
+        &range_values(&s, r#"increase(cumulative{type="st_resets"}[5m])"#, 7.0, 15.0),
+        &[300.0; 9],
+        "increase ignoring STs",
+    );
+    assert_close(&range_values(&s, "increase(delta[5m])", 10.0, 15.0), &[0.0; 6], "delta ignoring STs");
+
+    // The STs survived the restart, and a crash (WAL replay) too.
+    let s = s.restart_with(false, &["--enable-feature=use-start-timestamps"]);
+    st_aware(&s);
 }

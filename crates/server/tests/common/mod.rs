@@ -1,0 +1,160 @@
+//! The start-up harness shared by the end-to-end tests: a real `tessera serve` on a free loopback port
+//! over a temporary data directory, waited on until `/-/ready`, with helpers to send remote write and
+//! HTTP API requests, and to stop it gracefully (SIGTERM) or not (SIGKILL) and start it again.
+// Each test binary compiles this module on its own and uses only part of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tessera_protocol::remote_write::{self as rw, Metadata, WriteSeries};
+
+pub const CT_V1: &str = "application/x-protobuf";
+pub const CT_V2: &str = "application/x-protobuf;proto=io.prometheus.write.v2.Request";
+
+/// A running `tessera serve`, killed when dropped.
+pub struct Server {
+    pub child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    pub dir: PathBuf,
+    /// The flags given to [`Server::start`] beyond the harness' own, kept for [`Server::restart`].
+    pub extra: Vec<String>,
+    pub http: reqwest::blocking::Client,
+}
+
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().expect("local addr").port()
+}
+
+impl Server {
+    pub fn start(dir: &Path, extra: &[&str]) -> Server {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let (child, base) = spawn(dir, &extra);
+        let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
+        let s = Server { child, base, dir: dir.to_path_buf(), extra, http };
+        s.wait_ready();
+        s
+    }
+
+    pub fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = self.http.get(format!("{}/-/ready", self.base)).send()
+                && r.status() == 200
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "server at {} did not become ready", self.base);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn get(&self, path: &str) -> (u16, String) {
+        let r = self.http.get(format!("{}{path}", self.base)).send().expect("GET");
+        (r.status().as_u16(), r.text().expect("body"))
+    }
+
+    pub fn post_form(&self, path: &str, form: &str) -> (u16, String) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(form.to_string())
+            .send()
+            .expect("POST");
+        (r.status().as_u16(), r.text().expect("body"))
+    }
+
+    /// Posts a remote-write body; returns status, samples-written header, body.
+    pub fn write_raw(&self, body: Vec<u8>, ct: Option<&str>, ce: Option<&str>) -> (u16, Option<u64>, String) {
+        let mut req = self.http.post(format!("{}/api/v1/write", self.base)).body(body);
+        if let Some(ct) = ct {
+            req = req.header("Content-Type", ct);
+        }
+        if let Some(ce) = ce {
+            req = req.header("Content-Encoding", ce);
+        }
+        let r = req.send().expect("POST write");
+        let written = r
+            .headers()
+            .get("X-Prometheus-Remote-Write-Samples-Written")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| s.parse().ok());
+        for h in ["X-Prometheus-Remote-Write-Histograms-Written", "X-Prometheus-Remote-Write-Exemplars-Written"] {
+            assert!(r.headers().contains_key(h), "{h} missing");
+        }
+        (r.status().as_u16(), written, r.text().expect("body"))
+    }
+
+    pub fn write_v1(&self, series: &[WriteSeries], md: &[Metadata]) -> (u16, Option<u64>, String) {
+        self.write_raw(rw::compress(&rw::encode_v1(series, md)), Some(CT_V1), Some("snappy"))
+    }
+
+    pub fn write_v2(&self, series: &[WriteSeries], md: &[Metadata]) -> (u16, Option<u64>, String) {
+        self.write_raw(rw::compress(&rw::encode_v2(series, md)), Some(CT_V2), Some("snappy"))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    pub fn terminate(mut self) {
+        let st = Command::new("kill").args(["-TERM", &self.pid().to_string()]).status().expect("run kill");
+        assert!(st.success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                assert!(status.success(), "tessera exited with {status} after SIGTERM");
+                return;
+            }
+            assert!(Instant::now() < deadline, "tessera did not exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: no chance to flush anything.
+    pub fn kill9(mut self) {
+        self.child.kill().expect("SIGKILL");
+        let _ = self.child.wait();
+    }
+
+    pub fn restart(self, graceful: bool) -> Server {
+        let extra = self.extra.clone();
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        self.restart_with(graceful, &extra)
+    }
+
+    /// Stops (SIGTERM if `graceful`, else SIGKILL) and starts again on the same data directory with
+    /// other flags.
+    pub fn restart_with(self, graceful: bool, extra: &[&str]) -> Server {
+        let dir = self.dir.clone();
+        if graceful { self.terminate() } else { self.kill9() }
+        Server::start(&dir, extra)
+    }
+}
+
+pub fn spawn(dir: &Path, extra: &[String]) -> (Child, String) {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .arg("serve")
+        .arg(format!("--storage.tsdb.path={}", dir.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--storage.tsdb.shards=2")
+        .arg("--log.level=warn")
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn tessera");
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
