@@ -33,6 +33,34 @@ fn our_own_scripts_pass() {
     }
 }
 
+/// Our scripts for the engine without delayed `__name__` removal (upstream's default setting), run with
+/// the test engine's other settings.
+#[test]
+fn scripts_without_delayed_name_removal() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/no_delayed_name_removal");
+    let mut engine = tessera_promql::promqltest::test_engine();
+    engine.opts.delayed_name_removal = false;
+    let files = scripts(dir);
+    assert!(!files.is_empty(), "no scripts in {dir}");
+    for p in files {
+        let text = std::fs::read_to_string(&p).expect("readable script");
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let r = tessera_promql::promqltest::run_script_with(&name, &text, &engine);
+        for f in &r.failed {
+            eprintln!("{}:{} {}\n  expected {}\n  got {}", r.file, f.line, f.query, f.expected, f.got);
+        }
+        assert!(r.failed.is_empty(), "{} has failures", r.file);
+        assert!(r.passed > 0, "{} ran no evals", r.file);
+    }
+    // With delayed removal the same script differs exactly on the evals that tell the two apart
+    let text = std::fs::read_to_string(format!("{dir}/name_dropping.test")).expect("readable script");
+    let delayed = tessera_promql::promqltest::run_script("name_dropping.test", &text);
+    // (label_replace copying the name, the duplicate before sum, the range-function duplicate, the
+    // annotation's metric name).
+    let lines: Vec<usize> = delayed.failed.iter().map(|f| f.line).collect();
+    assert_eq!(lines, vec![35, 40, 61, 79], "delayed removal must differ on exactly these evals");
+}
+
 #[test]
 fn prometheus_conformance_scripts() {
     let files = scripts(SCRIPTS);

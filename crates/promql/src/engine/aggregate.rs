@@ -704,6 +704,18 @@ fn bucket_fraction(lower: f64, upper: f64, mut b: Vec<Bucket>) -> f64 {
     (rank_at(upper) - rank_at(lower)) / count
 }
 
+const MONOTONICITY_INFO: &str = "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile)";
+
+/// Upstream `maybeAddMetricName`: the metric name is appended when there is one. Without delayed name
+/// removal upstream passes none for these classic-histogram annotations (the name is already gone).
+fn with_metric_name(ctx: &QueryCtx<'_>, msg: String, name: &str) -> String {
+    if name.is_empty() || !ctx.opts.delayed_name_removal {
+        msg
+    } else {
+        format!("{msg} for metric name {}", tessera_model::labels::go_quote(name))
+    }
+}
+
 /// Groups classic bucket series by their labels without `le` and runs `f` per group and step.
 fn per_histogram(
     ctx: &QueryCtx<'_>,
@@ -717,11 +729,8 @@ fn per_histogram(
     for (k, s) in v.iter().enumerate() {
         let le = s.labels.get("le");
         let Some(ub) = parse_le(le).filter(|_| s.labels.has("le")) else {
-            ctx.warn(format!(
-                "PromQL warning: bucket label \"le\" is missing or has a malformed value of \"{}\" for metric name \"{}\"",
-                le,
-                s.labels.metric_name()
-            ));
+            let msg = format!("PromQL warning: bucket label \"le\" is missing or has a malformed value of \"{le}\"");
+            ctx.warn(with_metric_name(ctx, msg, s.labels.metric_name()));
             continue;
         };
         let g = s.labels.drop_names(&["le"]);
@@ -759,10 +768,7 @@ pub fn histogram_quantile(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<V
     let out = per_histogram(ctx, v, grid.n, |i, b, labels| {
         let (r, forced) = bucket_quantile(q[i], b);
         if forced {
-            ctx.info(format!(
-                "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name \"{}\"",
-                labels.metric_name()
-            ));
+            ctx.info(with_metric_name(ctx, MONOTONICITY_INFO.into(), labels.metric_name()));
         }
         Some(r)
     });
@@ -804,10 +810,7 @@ pub fn histogram_quantiles(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<
         let res = per_histogram(ctx, v.clone(), grid.n, |i, b, labels| {
             let (r, forced) = bucket_quantile(q[i], b);
             if forced {
-                ctx.info(format!(
-                    "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name \"{}\"",
-                    labels.metric_name()
-                ));
+                ctx.info(with_metric_name(ctx, MONOTONICITY_INFO.into(), labels.metric_name()));
             }
             Some(r)
         });

@@ -281,18 +281,50 @@ pub fn merge_same_labels(vs: Vec<Series>) -> Result<Vec<Series>, EngineError> {
 /// of its already evaluated children are held (they are in [`QueryCtx::samples`]); its own output is
 /// checked on top of them, and when it is done the children's outputs are released and only its output
 /// stays held. Parentheses and unary operators are transparent (upstream evaluates them in place).
+///
+/// Without delayed name removal ([`EngineOptions::delayed_name_removal`] off, upstream's default), a node
+/// that drops the metric name drops it (and `__type__`/`__unit__`) from its output right away, so its
+/// parent sees the series without it; see [`drop_names_now`].
 pub fn eval(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Val, EngineError> {
     match expr {
-        Expr::Paren(_) | Expr::Unary(_) => eval_node(ctx, expr, grid),
+        Expr::Paren(_) => eval_node(ctx, expr, grid),
+        Expr::Unary(_) => drop_names_now(ctx, expr, eval_node(ctx, expr, grid)?),
         _ => {
             let base = ctx.held_samples();
-            let v = eval_node(ctx, expr, grid)?;
+            let v = drop_names_now(ctx, expr, eval_node(ctx, expr, grid)?)?;
             let out = v.held();
             ctx.check_samples(ctx.held_samples() + out)?;
             ctx.samples.store(base + out, Ordering::Relaxed);
             Ok(v)
         }
     }
+}
+
+/// Immediate `__name__` removal (upstream with `EnableDelayedNameRemoval` off: the `DropReserved` calls
+/// where a function or operator sets `DropName`). Series that end up with the same labels are merged
+/// when their steps do not overlap and are the duplicate-labelset error when they do; the output of a
+/// function over a range vector may not contain the same labels twice at all (upstream checks
+/// `ContainsSameLabelset` on that matrix).
+fn drop_names_now(ctx: &QueryCtx<'_>, expr: &Expr, v: Val) -> Result<Val, EngineError> {
+    if ctx.opts.delayed_name_removal {
+        return Ok(v);
+    }
+    let Val::Vector(mut vs) = v else { return Ok(v) };
+    if !vs.iter().any(|s| s.drop_name) {
+        return Ok(Val::Vector(vs));
+    }
+    for s in &mut vs {
+        if s.drop_name {
+            s.labels = final_labels(std::mem::take(&mut s.labels), true);
+            s.drop_name = false;
+        }
+    }
+    let over_range = matches!(expr, Expr::Call(c) if c.args.iter().any(|a| matches!(a.unwrap_parens(), Expr::MatrixSelector(_) | Expr::Subquery(_))));
+    if over_range {
+        check_unique(vs.iter().map(|s| &s.labels))?;
+        return Ok(Val::Vector(vs));
+    }
+    Ok(Val::Vector(merge_same_labels(vs)?))
 }
 
 fn eval_node(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Val, EngineError> {

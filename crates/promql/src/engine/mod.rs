@@ -28,7 +28,7 @@
 //! paths ever decode the column; everything else reads samples as before.
 //!
 //! Not implemented yet: native histograms (histogram samples are not decoded; functions on them return
-//! nothing), non-delayed `__name__` removal.
+//! nothing).
 //! The max-samples limit counts samples held at once, the way upstream's `evaluator.currentSamples` does
 //! (a node's inputs and output while it runs, one window of one series inside a range function, the input
 //! vector of an aggregation even when it is folded inside the shards); see [`eval::eval`].
@@ -62,8 +62,10 @@ pub struct EngineOptions {
     pub enable_experimental: bool,
     /// Default step of subqueries written without one (`[5m:]`), ms.
     pub no_step_subquery_interval_ms: i64,
-    /// Delayed `__name__` removal (upstream `promql-delayed-name-removal`). The engine currently always
-    /// removes names late (the scripts' setting); `false` is not implemented yet and behaves like `true`.
+    /// Delayed `__name__` removal (upstream `EnableDelayedNameRemoval`, feature flag
+    /// `promql-delayed-name-removal`, default off): when on, functions and operators only mark series
+    /// whose name goes and the name is removed when the result leaves the engine (so `sum by (__name__)`
+    /// over `rate()` still sees it); when off, it is removed at once by the node that drops it.
     pub delayed_name_removal: bool,
     /// Use samples' start timestamps (upstream `UseStartTimestamps`, feature flag `use-start-timestamps`):
     /// rate/irate/increase/resets over a matrix selector treat a start-timestamp reset as a counter reset
@@ -80,7 +82,7 @@ impl Default for EngineOptions {
             timeout: Duration::from_secs(120),
             enable_experimental: true,
             no_step_subquery_interval_ms: 60_000,
-            delayed_name_removal: true,
+            delayed_name_removal: false,
             use_start_timestamps: false,
         }
     }

@@ -80,6 +80,11 @@ pub fn run_file(path: &std::path::Path) -> FileReport {
 
 /// Runs a script given as text.
 pub fn run_script(name: &str, text: &str) -> FileReport {
+    run_script_with(name, text, &test_engine())
+}
+
+/// [`run_script`] with another engine configuration (e.g. without delayed name removal).
+pub fn run_script_with(name: &str, text: &str, engine: &Engine) -> FileReport {
     let mut rep = FileReport { file: name.to_string(), ..Default::default() };
     let cmds = match script::parse_script(text) {
         Ok(c) => c,
@@ -94,7 +99,6 @@ pub fn run_script(name: &str, text: &str) -> FileReport {
             return rep;
         }
     };
-    let engine = test_engine();
     let mut store = MemStorage::new(2);
     // Native histograms in the data are parsed but not loaded; failures then get a note saying so.
     let mut hist_note = "";
