@@ -3,8 +3,10 @@
 //!
 //! Plan split: [`AggAcc`] is the per-group, per-step partial state of the decomposable aggregations
 //! (sum, count, min, max, avg, group, stddev, stdvar) with `add` (feed a sample) and `merge` (combine two
-//! partials) — the stage a later issue runs inside each shard — and `finish` is the merge stage.
-//! Group ids are computed once per series, so the per-step loops index flat arrays.
+//! partials) and `finish`. `op by (...) (selector)` runs `add` inside each shard and `merge` after, for
+//! the operators whose merged result is upstream's (`is_decomposable`: sum, count, min, max, group);
+//! avg, stddev and stdvar fold the series in label order, as upstream, so that the floats match to the
+//! last bit. Group ids are computed once per series, so the per-step loops index flat arrays.
 
 use super::EngineError;
 use super::eval::{Grid, QueryCtx, Series, Val, eval_scalar, eval_vector};

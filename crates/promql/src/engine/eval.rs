@@ -284,7 +284,7 @@ pub fn merge_same_labels(vs: Vec<Series>) -> Result<Vec<Series>, EngineError> {
 ///
 /// Without delayed name removal ([`EngineOptions::delayed_name_removal`] off, upstream's default), a node
 /// that drops the metric name drops it (and `__type__`/`__unit__`) from its output right away, so its
-/// parent sees the series without it; see [`drop_names_now`].
+/// parent sees the series without it (`drop_names_now`).
 pub fn eval(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Val, EngineError> {
     match expr {
         Expr::Paren(_) => eval_node(ctx, expr, grid),

@@ -715,7 +715,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn unquote_err(&self, t: &Token, e: &str) -> ParseError {
+    fn unquote_err(&self, t: &Token<'_>, e: &str) -> ParseError {
         self.err(
             PosRange { start: t.pos, end: t.end() },
             format!("error unquoting string {}: {}", go_quote_str(&t.val), e),
@@ -1162,7 +1162,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Upstream `applyUnaryOpToDurationExpr`: a sign on a literal folds into it.
-    fn apply_duration_unary(&self, op: &Token, inner: DurationExpr) -> PResult<DurationExpr> {
+    fn apply_duration_unary(&self, op: &Token<'_>, inner: DurationExpr) -> PResult<DurationExpr> {
         let neg = op.kind == Kind::Sub;
         match inner {
             DurationExpr::Number { secs, duration, pos } => {
