@@ -697,6 +697,31 @@ mod tests {
     }
 
     #[test]
+    fn first_start_timestamp_converts_the_open_chunk_and_later_chunks_stay_xor_st() {
+        let mut h = Head::new(1_000_000, i64::MIN);
+        let l = labels!("__name__" => "x");
+        h.create(0, l.hash(), l.clone());
+        // 130 samples without ST: one closed XOR chunk (120) and 10 in the open one.
+        h.apply_batch_st(0, &(0..130).map(|t| Sample::new(t, 1.0)).collect::<Vec<_>>(), &[], &[Verdict::InOrder; 130]);
+        let s = h.series(0).expect("exists");
+        assert_eq!((s.chunks[0].encoding, s.open.encoding()), (ChunkEncoding::Xor, ChunkEncoding::Xor));
+        // The 11th sample of the open chunk carries an ST: the open chunk becomes XorSt, nothing is cut.
+        let more: Vec<Sample> = (130..400).map(|t| Sample::new(t, 2.0)).collect();
+        let sts: Vec<i64> = (130..400).map(|t| if t == 130 { 77 } else { 0 }).collect();
+        h.apply_batch_st(0, &more, &sts, &[Verdict::InOrder; 270]);
+        let s = h.series(0).expect("exists");
+        let encs: Vec<ChunkEncoding> = s.chunks.iter().map(|c| c.encoding).collect();
+        assert_eq!(encs, [ChunkEncoding::Xor, ChunkEncoding::XorSt, ChunkEncoding::XorSt]);
+        assert_eq!((s.chunks[1].mint, s.chunks[1].maxt), (120, 239));
+        assert_eq!(s.open.encoding(), ChunkEncoding::XorSt);
+        let (mut v, mut got) = (Vec::new(), Vec::new());
+        tessera_encoding::decode_chunk_range_st_into(&s.chunks[1].to_ref(), 0, 1000, &mut v, &mut got).expect("decodes");
+        assert_eq!(v.len(), 120);
+        assert!(got.iter().enumerate().all(|(i, &st)| st == if i == 10 { 77 } else { 0 }), "{got:?}");
+        assert_eq!(h.num_samples, 400);
+    }
+
+    #[test]
     fn truncation_drops_old_chunks_and_gcs_empty_series() {
         let mut h = Head::new(1000, i64::MIN);
         let a = labels!("__name__" => "a");
