@@ -268,3 +268,67 @@ fn compaction_merges_overlapping_xor_st_chunks_and_copies_lone_ones() {
     }
     assert_eq!(seen, 2);
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// Commits: per commit, per series (0..3), a run of (gap, st kind, value) steps; with `with_st`
+    /// false a run goes through plain `add`.
+    type Plan = Vec<Vec<(usize, bool, Vec<(i64, u8, f64)>)>>;
+
+    fn plan() -> impl Strategy<Value = Plan> {
+        let step = (1i64..40, 0u8..4, prop_oneof![Just(1.0), Just(STALE_NAN), any::<f64>()]);
+        let run = (0usize..3, any::<bool>(), proptest::collection::vec(step, 1..30));
+        proptest::collection::vec(proptest::collection::vec(run, 1..4), 1..8)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+        /// Whatever mix of ST and no-ST runs is written, the querier returns exactly what was written,
+        /// from the head, after WAL replay and after a flush into blocks.
+        #[test]
+        fn random_mixes_read_back_exactly(plan in plan()) {
+            let dir = tempfile::tempdir().expect("tmp");
+            let o = Options { block_range_ms: 1000, ..opts(2) };
+            let db = Db::open(dir.path(), o.clone()).expect("open");
+            let mut model: BTreeMap<String, Vec<(i64, i64, u64)>> = BTreeMap::new();
+            // One clock for all series, so no series falls behind the head's appendable window.
+            let mut clock = 0i64;
+            let mut last_t = [0i64; 3];
+            for commit in &plan {
+                let mut app = db.appender();
+                for (k, with_st, steps) in commit {
+                    let (mut samples, mut sts) = (Vec::new(), Vec::new());
+                    for &(gap, kind, v) in steps {
+                        let prev = last_t[*k];
+                        clock += gap;
+                        let t = clock;
+                        last_t[*k] = t;
+                        let st = if !with_st { 0 } else { match kind { 0 => 0, 1 => 1_000, 2 => prev, _ => t - 5 } };
+                        samples.push(Sample::new(t, v));
+                        sts.push(st);
+                    }
+                    let ks = k.to_string();
+                    let l = labels!("__name__" => "p", "k" => ks.as_str());
+                    model.entry(k.to_string()).or_default().extend(triples(&samples, &sts));
+                    if *with_st { app.add_owned_with_st(l, samples, sts) } else { app.add(l, &samples) }
+                }
+                let rep = app.commit().expect("commit");
+                prop_assert!(rep.rejected.is_empty(), "{:?}", rep);
+            }
+            let check = |db: &std::sync::Arc<Db>| -> Vec<(String, Vec<(i64, i64, u64)>)> {
+                query_st(db, &[eq("__name__", "p")], i64::MIN, i64::MAX).into_iter().map(|(l, s, _)| (l.get("k").to_string(), s)).collect()
+            };
+            let want: Vec<(String, Vec<(i64, i64, u64)>)> = model.into_iter().collect();
+            prop_assert_eq!(&check(&db), &want);
+            drop(db);
+            let db = Db::open(dir.path(), o).expect("reopen");
+            prop_assert_eq!(&check(&db), &want);
+            db.flush().expect("flush");
+            prop_assert_eq!(&check(&db), &want);
+        }
+    }
+}
