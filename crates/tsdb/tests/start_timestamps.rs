@@ -277,6 +277,8 @@ mod props {
     /// Commits: per commit, per series (0..3), a run of (gap, st kind, value) steps; with `with_st`
     /// false a run goes through plain `add`.
     type Plan = Vec<Vec<(usize, bool, Vec<(i64, u8, f64)>)>>;
+    /// ("k" label value, (t, st, value bits) of its samples).
+    type Read = Vec<(String, Vec<(i64, i64, u64)>)>;
 
     fn plan() -> impl Strategy<Value = Plan> {
         let step = (1i64..40, 0u8..4, prop_oneof![Just(1.0), Just(STALE_NAN), any::<f64>()]);
@@ -319,10 +321,10 @@ mod props {
                 let rep = app.commit().expect("commit");
                 prop_assert!(rep.rejected.is_empty(), "{:?}", rep);
             }
-            let check = |db: &std::sync::Arc<Db>| -> Vec<(String, Vec<(i64, i64, u64)>)> {
+            let check = |db: &std::sync::Arc<Db>| -> Read {
                 query_st(db, &[eq("__name__", "p")], i64::MIN, i64::MAX).into_iter().map(|(l, s, _)| (l.get("k").to_string(), s)).collect()
             };
-            let want: Vec<(String, Vec<(i64, i64, u64)>)> = model.into_iter().collect();
+            let want: Read = model.into_iter().collect();
             prop_assert_eq!(&check(&db), &want);
             drop(db);
             let db = Db::open(dir.path(), o).expect("reopen");
