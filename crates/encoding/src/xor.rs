@@ -608,7 +608,7 @@ pub fn for_each_xor_sample(
 /// Loads 64 bits starting at bit `pos` of `body`, of which the top 57 are always the stream's next bits.
 /// The caller guarantees `pos / 8 + 8 <= body.len()`.
 #[inline(always)]
-fn load57(body: &[u8], pos: usize) -> u64 {
+pub(crate) fn load57(body: &[u8], pos: usize) -> u64 {
     let b = pos >> 3;
     let w = u64::from_be_bytes(body[b..b + 8].try_into().expect("slice of length 8"));
     w << (pos & 7)
@@ -617,7 +617,7 @@ fn load57(body: &[u8], pos: usize) -> u64 {
 /// Reads `n` (1..=64) bits at bit `pos` without branching on `n`; the caller guarantees
 /// `pos / 8 + 16 <= body.len()`.
 #[inline(always)]
-fn read_at(body: &[u8], pos: usize, n: u32) -> u64 {
+pub(crate) fn read_at(body: &[u8], pos: usize, n: u32) -> u64 {
     let b = pos >> 3;
     let w = u128::from_be_bytes(body[b..b + 16].try_into().expect("slice of length 16"));
     ((w << (pos & 7)) >> (128 - n)) as u64

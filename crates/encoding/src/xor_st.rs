@@ -33,12 +33,14 @@
 //!
 //! The encoder tries the current rule, then the others in id order, then the explicit form. All
 //! arithmetic wraps, so every i64 `t`/`st` pair round-trips. Like XOR, the decoder treats bytes as
-//! untrusted: bounded by the header's count, every read checked, errors typed.
+//! untrusted: bounded by the header's count, every read checked, errors typed. The bulk decoder
+//! ([`decode_xor_st_range_into`]) runs an unchecked-length loop while enough bytes remain, as XOR's
+//! does, and is property-tested to agree with the checked iterator ([`XorStIter`]) on damaged input.
 
 use crate::bstream::{BitReader, BitWriter};
 use crate::error::ChunkError;
 use crate::varint;
-use crate::xor::{DOD_BITS, NO_WINDOW, XOR_HEADER_BYTES, write_dod, write_value};
+use crate::xor::{DOD_BITS, NO_WINDOW, XOR_HEADER_BYTES, load57, read_at, write_dod, write_value};
 use tessera_model::Sample;
 
 /// Longest explicit-ST varint (a u64 takes at most 10 bytes).
@@ -460,29 +462,175 @@ pub fn decode_xor_st_range_into(
     sts: &mut Vec<i64>,
 ) -> Result<(), ChunkError> {
     let (before, before_st) = (out.len(), sts.len());
-    let it = XorStIter::new(data);
+    let mut it = XorStIter::new(data);
     let n = usize::from(it.num_samples());
     out.reserve(n);
     sts.reserve(n);
-    for r in it {
-        match r {
-            Ok((t, st, v)) => {
-                if t > maxt_ms {
-                    break;
-                }
-                if t >= mint_ms {
-                    out.push(Sample { t, v });
-                    sts.push(st);
-                }
-            }
-            Err(e) => {
-                out.truncate(before);
-                sts.truncate(before_st);
-                return Err(e);
+    let res = decode_into(&mut it, mint_ms, maxt_ms, out, sts);
+    if res.is_err() {
+        out.truncate(before);
+        sts.truncate(before_st);
+    }
+    res
+}
+
+fn decode_into(
+    it: &mut XorStIter<'_>,
+    mint_ms: i64,
+    maxt_ms: i64,
+    out: &mut Vec<Sample>,
+    sts: &mut Vec<i64>,
+) -> Result<(), ChunkError> {
+    let mut visit = |t: i64, st: i64, v: f64| {
+        if t > maxt_ms {
+            return true;
+        }
+        if t >= mint_ms {
+            out.push(Sample { t, v });
+            sts.push(st);
+        }
+        false
+    };
+    // The first sample's byte-aligned fields: the iterator's cold path.
+    match it.next() {
+        None => return Ok(()),
+        Some(r) => {
+            let (t, st, v) = r?;
+            if visit(t, st, v) {
+                return Ok(());
             }
         }
     }
+    if fast_loop(it, &mut visit)? {
+        return Ok(());
+    }
+    // The last samples, close to the end of the data: bounds-checked reads.
+    for r in it {
+        let (t, st, v) = r?;
+        if visit(t, st, v) {
+            break;
+        }
+    }
     Ok(())
+}
+
+/// Decodes samples while at least `FAST_MARGIN` bytes remain, with unchecked-length word loads and the
+/// state in locals (as `crate::xor`'s fast loop). `visit` returns true to stop (a sample after the
+/// range); then this returns `Ok(true)`. Leaves `it` after the last sample decoded, ready for the
+/// iterator's checked path.
+#[inline(always)]
+fn fast_loop(it: &mut XorStIter<'_>, visit: &mut impl FnMut(i64, i64, f64) -> bool) -> Result<bool, ChunkError> {
+    // One sample takes at most 4+64 dod + 2+11+64 value + 2+80 ST bits = 227 bits (29 bytes); loads
+    // reach 16 bytes past a bit position.
+    const FAST_MARGIN: usize = 48;
+    let body = &it.data[it.br_base..];
+    if body.len() < FAST_MARGIN {
+        return Ok(false);
+    }
+    let limit = body.len() - FAST_MARGIN;
+    let mut pos = it.br.bit_position();
+    let (mut t, mut t_delta, mut v_bits, mut trailing, mut sig) = (it.t, it.t_delta, it.v_bits, it.trailing, it.sig);
+    let mut st_state = it.st;
+    let mut num_read = it.num_read;
+    let mut done = false;
+    let mut corrupt: Option<&'static str> = None;
+    while num_read < it.num_total && (pos >> 3) <= limit {
+        // Delta of delta.
+        let w = load57(body, pos);
+        let ones = (!w).leading_zeros().min(4);
+        if ones < 4 {
+            let hdr = ones + 1;
+            let sz = DOD_BITS[ones as usize];
+            let mut bits = ((w << hdr) >> 1) >> (63 - sz);
+            let half = (1u64 << sz) >> 1;
+            bits = bits.wrapping_sub(u64::from(bits > half) << sz);
+            t_delta = t_delta.wrapping_add(bits);
+            pos += (hdr + sz) as usize;
+        } else {
+            t_delta = t_delta.wrapping_add(read_at(body, pos + 4, 64));
+            pos += 68;
+        }
+        t = t.wrapping_add(t_delta as i64);
+
+        // Value.
+        let w = load57(body, pos);
+        if w >> 63 == 0 {
+            pos += 1;
+        } else {
+            if (w >> 62) & 1 == 1 {
+                let leading = ((w >> 57) & 31) as u32;
+                let s = ((w >> 51) & 63) as u32;
+                let s = s + (u32::from(s == 0) << 6);
+                if leading + s > 64 {
+                    corrupt = Some("xor leading zeros plus significant bits exceed 64");
+                    break;
+                }
+                sig = s;
+                trailing = 64 - leading - s;
+                pos += 13;
+            } else {
+                pos += 2;
+            }
+            let payload = if sig <= 57 { load57(body, pos) >> (64 - sig) } else { read_at(body, pos, sig) };
+            v_bits ^= payload << trailing;
+            pos += sig as usize;
+        }
+
+        // Start timestamp.
+        let w = load57(body, pos);
+        let st = if w >> 63 == 0 {
+            pos += 1;
+            st_state.predict(st_state.rule, t)
+        } else if (w >> 62) & 1 == 0 {
+            let r = ((w >> 60) & 3) as u8;
+            st_state.rule = r;
+            pos += 4;
+            st_state.predict(r, t)
+        } else {
+            pos += 2;
+            let mut x = 0u64;
+            let mut ok = false;
+            for i in 0..MAX_VARINT_BYTES as u32 {
+                let b = load57(body, pos) >> 56;
+                pos += 8;
+                if i == MAX_VARINT_BYTES as u32 - 1 && b > 1 {
+                    break;
+                }
+                x |= (b & 0x7f) << (7 * i);
+                if b < 0x80 {
+                    ok = true;
+                    break;
+                }
+            }
+            if !ok {
+                corrupt = Some("explicit start timestamp varint overflows 64 bits");
+                break;
+            }
+            t.wrapping_sub(varint::zigzag_decode(x))
+        };
+        st_state.prev_t = t;
+        st_state.prev_st = st;
+        num_read += 1;
+        if visit(t, st, f64::from_bits(v_bits)) {
+            done = true;
+            break;
+        }
+    }
+    // Hand the state back so the checked path (or an error report) continues from here.
+    let byte = (pos >> 3).min(body.len());
+    it.br = BitReader::new(&body[byte..]);
+    if byte < body.len() {
+        it.br.skip_bits((pos & 7) as u32).expect("pos is inside body");
+    }
+    it.br_base += byte;
+    (it.t, it.t_delta, it.v_bits, it.trailing, it.sig) = (t, t_delta, v_bits, trailing, sig);
+    it.st = st_state;
+    it.num_read = num_read;
+    if let Some(reason) = corrupt {
+        it.failed = true;
+        return Err(ChunkError::Corrupt { offset: it.br_base, reason });
+    }
+    Ok(done)
 }
 
 #[cfg(test)]

@@ -193,6 +193,25 @@ proptest! {
         exercise(&bytes[..end]);
     }
 
+    /// The bulk decoder's unchecked fast loop and the sample-by-sample iterator agree on every input,
+    /// valid or damaged: same samples, or both an error.
+    #[test]
+    fn fast_and_checked_paths_agree((samples, sts) in series(), muts in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4)) {
+        let mut bytes = encode_xor_st(&samples, &sts);
+        for (i, x) in muts {
+            let at = i.index(bytes.len());
+            bytes[at] ^= x;
+        }
+        let slow: Result<Vec<_>, ChunkError> = XorStIter::new(&bytes).map(|r| r.map(|(t, st, v)| (t, st, v.to_bits()))).collect();
+        let (mut out, mut got) = (Vec::new(), Vec::new());
+        let fast = decode_xor_st_range_into(&bytes, i64::MIN, i64::MAX, &mut out, &mut got).map(|()| triples(&out, &got));
+        match (slow, fast) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+            (Err(_), Err(_)) => {}
+            (a, b) => prop_assert!(false, "iterator {:?} vs bulk {:?}", a.map(|v| v.len()), b.map(|v| v.len())),
+        }
+    }
+
     #[test]
     fn truncated_chunks_are_errors((samples, sts) in series(), cut in any::<prop::sample::Index>()) {
         prop_assume!(!samples.is_empty());
@@ -242,5 +261,38 @@ fn st_patterns_are_compact() {
         let (mut out, mut got) = (Vec::new(), Vec::new());
         decode_xor_st_range_into(&b, i64::MIN, i64::MAX, &mut out, &mut got).expect("decodes");
         assert_eq!(got, sts);
+    }
+}
+
+/// Decode speed of XorSt against XOR on the same 120-sample counter chunks (run with
+/// `cargo test --release -p tessera-encoding --test xor_st_props -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn decode_speed_vs_xor() {
+    let chunks: Vec<(Vec<u8>, Vec<u8>)> = (0..10_000)
+        .map(|c| {
+            let s: Vec<Sample> = (0..120).map(|i| Sample::new(c * 1_800_000 + i * 15_000 + (i % 3), (c * 120 + i) as f64)).collect();
+            let sts = vec![1_700_000_000_000 + c; 120];
+            (encode_xor(&s), encode_xor_st(&s, &sts))
+        })
+        .collect();
+    let (mut out, mut sts) = (Vec::with_capacity(130), Vec::with_capacity(130));
+    for round in 0..3 {
+        let t0 = std::time::Instant::now();
+        let mut n = 0;
+        for (x, _) in &chunks {
+            out.clear();
+            tessera_encoding::decode_xor_into(x, &mut out).expect("decodes");
+            n += out.len();
+        }
+        let xor = t0.elapsed();
+        let t0 = std::time::Instant::now();
+        for (_, st) in &chunks {
+            out.clear();
+            sts.clear();
+            decode_xor_st_range_into(st, i64::MIN, i64::MAX, &mut out, &mut sts).expect("decodes");
+        }
+        let xst = t0.elapsed();
+        println!("round {round}: {n} samples: XOR {:.1} ns/sample, XorSt {:.1} ns/sample", xor.as_nanos() as f64 / n as f64, xst.as_nanos() as f64 / n as f64);
     }
 }
