@@ -423,8 +423,8 @@ impl Shard {
                 extra.clear();
                 extra.extend(ms.ooo.iter().take_while(|s| s.t < w_end).copied());
                 extra_sts.clear();
-                if !ms.ooo_st.is_empty() {
-                    extra_sts.extend_from_slice(&ms.ooo_st[..extra.len()]);
+                if ms.ooo_st.is_some() {
+                    extra_sts.extend((0..extra.len()).map(|i| ms.ooo_st_of(i)));
                 }
                 if chunks.is_empty() && extra.is_empty() {
                     continue;

@@ -19,8 +19,9 @@
 //!   ST ≠ 0; that sample converts the open chunk to XorSt (its samples re-encoded with ST 0, no extra
 //!   chunk cut) and every later chunk of the series in this head is XorSt too ([`OpenChunk`]), even for
 //!   samples with ST 0 (1 bit each). Series that never carry an ST are untouched: XOR, same speed.
-//!   Out-of-order samples keep their ST in `ooo_st`, a column parallel to `ooo` that stays empty (no
-//!   allocation) until a series gets an out-of-order sample with an ST.
+//!   Out-of-order samples keep their ST in `ooo_st`, a column parallel to `ooo` that stays `None` (no
+//!   allocation) until a series gets an out-of-order sample with an ST. Both ST parts are boxed so a
+//!   series without STs pays 8 bytes for each, not the size of a XorSt encoder and a `Vec`.
 //!
 //! The head is not synchronised itself: a shard owns it behind a `RwLock` (readers share, the single
 //! committing writer applies a whole batch under the write lock so a batch becomes visible at once).
@@ -60,7 +61,7 @@ impl HeadChunk {
 #[derive(Debug, Clone)]
 pub(crate) enum OpenChunk {
     Xor(XorEncoder),
-    XorSt(XorStEncoder),
+    XorSt(Box<XorStEncoder>),
 }
 
 impl OpenChunk {
@@ -105,7 +106,7 @@ impl OpenChunk {
             for (t, v) in tessera_encoding::XorIter::new(e.bytes()).flatten() {
                 st.append(t, 0, v);
             }
-            *self = OpenChunk::XorSt(st);
+            *self = OpenChunk::XorSt(Box::new(st));
         }
     }
 }
@@ -126,7 +127,9 @@ pub(crate) struct MemSeries {
     /// Out-of-order samples, sorted by time, unique timestamps.
     pub ooo: Vec<Sample>,
     /// Start timestamps of `ooo` (same positions), or empty while none of them had one.
-    pub ooo_st: Vec<i64>,
+    /// Boxed on purpose: 8 bytes in every series instead of a 24-byte `Vec` almost all never use.
+    #[allow(clippy::box_collection)]
+    pub ooo_st: Option<Box<Vec<i64>>>,
 }
 
 impl MemSeries {
@@ -141,7 +144,7 @@ impl MemSeries {
             last_t: i64::MIN,
             last_bits: 0,
             ooo: Vec::new(),
-            ooo_st: Vec::new(),
+            ooo_st: None,
         }
     }
 
@@ -204,10 +207,11 @@ impl MemSeries {
             Ok(_) => false,
             Err(i) => {
                 // `ooo_st` stays empty until the first ST arrives, then mirrors `ooo` (zeros for the others).
-                let track_st = st != 0 || !self.ooo_st.is_empty();
-                if track_st {
-                    self.ooo_st.resize(self.ooo.len(), 0);
-                    self.ooo_st.insert(i, st);
+                if st != 0 && self.ooo_st.is_none() {
+                    self.ooo_st = Some(Box::new(vec![0; self.ooo.len()]));
+                }
+                if let Some(v) = self.ooo_st.as_deref_mut() {
+                    v.insert(i, st);
                 }
                 self.ooo.insert(i, s);
                 true
@@ -215,12 +219,21 @@ impl MemSeries {
         }
     }
 
+    /// Start timestamp of out-of-order sample `i` (0 when unset).
+    #[inline]
+    pub(crate) fn ooo_st_of(&self, i: usize) -> i64 {
+        self.ooo_st.as_deref().and_then(|v| v.get(i)).copied().unwrap_or(0)
+    }
+
     /// Drops the out-of-order samples before `t` (and their STs); returns how many.
     pub(crate) fn drop_ooo_before(&mut self, t: i64) -> usize {
         let k = self.ooo.partition_point(|x| x.t < t);
         self.ooo.drain(..k);
-        if !self.ooo_st.is_empty() {
-            self.ooo_st.drain(..k);
+        if let Some(v) = self.ooo_st.as_deref_mut() {
+            v.drain(..k);
+        }
+        if self.ooo.is_empty() {
+            self.ooo_st = None;
         }
         k
     }
@@ -245,7 +258,7 @@ impl MemSeries {
         for (i, s) in self.ooo.iter().enumerate() {
             if s.t >= mint && s.t <= maxt {
                 extra.push(*s);
-                extra_sts.push(self.ooo_st.get(i).copied().unwrap_or(0));
+                extra_sts.push(self.ooo_st_of(i));
             }
         }
     }
