@@ -4,7 +4,7 @@
 use crate::dense::decode_dense_range_into;
 use crate::error::ChunkError;
 use crate::xor::{decode_xor_range_into, encode_xor};
-use crate::xor_st::decode_xor_st_range_into;
+use crate::xor_st::{decode_xor_st_range_into, decode_xor_st_samples_range_into};
 use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 
 /// Decodes `c` (dispatching on [`ChunkRef::encoding`]), appending the samples with
@@ -25,12 +25,7 @@ pub fn decode_chunk_range_into(
     match c.encoding {
         ChunkEncoding::Xor => decode_xor_range_into(&c.data, mint_ms, maxt_ms, out),
         ChunkEncoding::Dense => decode_dense_range_into(&c.data, mint_ms, maxt_ms, out),
-        ChunkEncoding::XorSt => {
-            // The ST column is interleaved with the samples, so it is decoded anyway; the scratch
-            // vector is the price of not having a second XorSt decoder that skips it.
-            let mut sts = Vec::new();
-            decode_xor_st_range_into(&c.data, mint_ms, maxt_ms, out, &mut sts)
-        }
+        ChunkEncoding::XorSt => decode_xor_st_samples_range_into(&c.data, mint_ms, maxt_ms, out),
         other => Err(ChunkError::UnsupportedEncoding(other as u8)),
     }
 }
@@ -69,7 +64,7 @@ pub fn to_xor_chunks(c: &ChunkRef, max_samples: usize) -> Result<Vec<ChunkRef>, 
             if c.encoding == ChunkEncoding::Dense {
                 decode_dense_range_into(&c.data, i64::MIN, i64::MAX, &mut samples)?;
             } else {
-                decode_xor_st_range_into(&c.data, i64::MIN, i64::MAX, &mut samples, &mut Vec::new())?;
+                decode_xor_st_samples_range_into(&c.data, i64::MIN, i64::MAX, &mut samples)?;
             }
             let per = max_samples.clamp(1, usize::from(u16::MAX));
             Ok(samples

@@ -35,4 +35,4 @@ pub use error::ChunkError;
 pub use xor::{
     XOR_HEADER_BYTES, XorEncoder, XorIter, decode_xor_into, decode_xor_range_into, encode_xor, for_each_xor_sample,
 };
-pub use xor_st::{XorStEncoder, XorStIter, decode_xor_st_range_into, encode_xor_st};
+pub use xor_st::{XorStEncoder, XorStIter, decode_xor_st_range_into, decode_xor_st_samples_range_into, encode_xor_st};

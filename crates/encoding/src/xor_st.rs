@@ -466,7 +466,10 @@ pub fn decode_xor_st_range_into(
     let n = usize::from(it.num_samples());
     out.reserve(n);
     sts.reserve(n);
-    let res = decode_into(&mut it, mint_ms, maxt_ms, out, sts);
+    let res = decode_with(&mut it, mint_ms, maxt_ms, |t, st, v| {
+        out.push(Sample { t, v });
+        sts.push(st);
+    });
     if res.is_err() {
         out.truncate(before);
         sts.truncate(before_st);
@@ -474,20 +477,37 @@ pub fn decode_xor_st_range_into(
     res
 }
 
-fn decode_into(
-    it: &mut XorStIter<'_>,
+/// [`decode_xor_st_range_into`] without the start timestamps (what `decode_chunk_range_into` needs).
+pub fn decode_xor_st_samples_range_into(
+    data: &[u8],
     mint_ms: i64,
     maxt_ms: i64,
     out: &mut Vec<Sample>,
-    sts: &mut Vec<i64>,
+) -> Result<(), ChunkError> {
+    let before = out.len();
+    let mut it = XorStIter::new(data);
+    out.reserve(usize::from(it.num_samples()));
+    let res = decode_with(&mut it, mint_ms, maxt_ms, |t, _, v| out.push(Sample { t, v }));
+    if res.is_err() {
+        out.truncate(before);
+    }
+    res
+}
+
+/// Calls `push(t, st, v)` for every sample with `mint_ms <= t <= maxt_ms`, stopping after `maxt_ms`.
+#[inline(always)]
+fn decode_with(
+    it: &mut XorStIter<'_>,
+    mint_ms: i64,
+    maxt_ms: i64,
+    mut push: impl FnMut(i64, i64, f64),
 ) -> Result<(), ChunkError> {
     let mut visit = |t: i64, st: i64, v: f64| {
         if t > maxt_ms {
             return true;
         }
         if t >= mint_ms {
-            out.push(Sample { t, v });
-            sts.push(st);
+            push(t, st, v);
         }
         false
     };

@@ -126,7 +126,7 @@ pub(crate) struct MemSeries {
     pub last_bits: u64,
     /// Out-of-order samples, sorted by time, unique timestamps.
     pub ooo: Vec<Sample>,
-    /// Start timestamps of `ooo` (same positions), or empty while none of them had one.
+    /// Start timestamps of `ooo` (same positions), or `None` while none of them had one.
     /// Boxed on purpose: 8 bytes in every series instead of a 24-byte `Vec` almost all never use.
     #[allow(clippy::box_collection)]
     pub ooo_st: Option<Box<Vec<i64>>>,
