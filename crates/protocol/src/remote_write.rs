@@ -579,6 +579,13 @@ impl<'a> WriteRequestRef<'a> {
         }
     }
 
+    /// The metric name of the last valid series, borrowed from the body (empty if none).
+    fn last_metric_name(&self) -> &'a str {
+        let Some(e) = self.entries.last() else { return "" };
+        let labels = &self.labels[e.labels.0 as usize..e.labels.1 as usize];
+        labels.iter().find(|l| l.name == METRIC_NAME).map(|l| l.value).unwrap_or("")
+    }
+
     /// Appends one decoded sample of the series whose samples start at `samples_start`; `has_st` says
     /// whether an earlier sample of that series had a start timestamp and becomes true at the first
     /// non-zero one, when `sts` is padded with zeros up to this sample (so the series' range is covered).
@@ -890,7 +897,10 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
     let sym = |r: u32| -> Option<&'a [u8]> { symbols.get(r as usize).copied() };
     // Pass 2: every series on its own; a structural error still fails the whole body.
     let mut out = WriteRequestRef::default();
-    let mut seen = std::collections::HashSet::new();
+    // Metadata travels with every series in 2.0 (most senders repeat it per series): deduplicated on
+    // borrowed text, so a repeat costs a comparison with the previous one or one hash, never an allocation.
+    let mut seen: std::collections::HashSet<(&'a str, i32, &'a str, &'a str)> = std::collections::HashSet::new();
+    let mut last_md: Option<(&'a str, i32, &'a str, &'a str)> = None;
     let mut refs: Vec<u32> = Vec::new();
     let mut ex_refs: Vec<u32> = Vec::new();
     let mut pairs: Vec<(&'a [u8], &'a [u8])> = Vec::new();
@@ -998,10 +1008,17 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
             // A zero Metadata (type UNSPECIFIED, no help, no unit) is what senders send when they
             // know nothing: not worth storing.
             if !(kind == MetricType::Unknown && help.is_empty() && unit.is_empty()) {
-                let s = out.get(out.len() - 1);
-                let md = Metadata { metric_family_name: s.metric_name().to_owned(), kind, help: help.to_owned(), unit: unit.to_owned() };
-                if seen.insert(md.clone()) {
-                    out.metadata.push(md);
+                let key = (out.last_metric_name(), kind.to_wire(), help, unit);
+                if last_md != Some(key) {
+                    last_md = Some(key);
+                    if seen.insert(key) {
+                        out.metadata.push(Metadata {
+                            metric_family_name: key.0.to_owned(),
+                            kind,
+                            help: help.to_owned(),
+                            unit: unit.to_owned(),
+                        });
+                    }
                 }
             }
         }

@@ -487,3 +487,20 @@ fn v2_start_timestamps_are_decoded_per_sample() {
     assert_eq!(d.series[0].samples, vec![Sample::new(5, 1.0)]);
     assert!(d.series[0].start_timestamps.is_empty());
 }
+
+#[test]
+fn v2_metadata_repeated_per_series_is_kept_once_in_first_seen_order() {
+    let md = |name: &str, kind, help: &str| Metadata { metric_family_name: name.into(), kind, help: help.into(), unit: String::new() };
+    let (a, b) = (md("a", MetricType::Counter, "A."), md("b", MetricType::Gauge, "B."));
+    let mut builder = V2Builder::new();
+    for (i, m) in [&a, &a, &b, &a, &b, &b].into_iter().enumerate() {
+        let l = Labels::from_pairs([("__name__", m.metric_family_name.as_str()), ("i", &*i.to_string())]);
+        builder.add_series(&l, &[Sample::new(1, 1.0)], Some(m), &[]);
+    }
+    // The same family with other help text is another entry, as Prometheus keeps both.
+    let a2 = md("a", MetricType::Counter, "A, reworded.");
+    builder.add_series(&labels!("__name__" => "a", "i" => "9"), &[Sample::new(1, 1.0)], Some(&a2), &[]);
+    let d = decode(ProtoVersion::V2, &builder.finish(), &Limits::default()).expect("decodes");
+    assert_eq!(d.series.len(), 7);
+    assert_eq!(d.metadata, vec![a, b, a2]);
+}
