@@ -35,7 +35,8 @@
 //! Consequence: a batch committed while a stream is being consumed is visible in series yielded after it
 //! and not in those yielded before (each series is read at a possibly later instant than the previous
 //! one, never at an inconsistent one); one series' batch is applied under one write lock, so a series
-//! never shows half a batch.
+//! never shows half a batch. Tombstones (head and block) are read per series too, so a deletion that
+//! completes mid-stream applies to every series read after it.
 //!
 //! # Resident pages
 //!
@@ -54,7 +55,7 @@ use crate::error::{Error, Result};
 use crate::index::{postings_for_matchers, SeriesRef};
 use crate::merge::{finalize_chunks_st, has_sample_in};
 use crate::shard::{Shard, State};
-use crate::tombstones::{Interval, Tombstones};
+use crate::tombstones::Interval;
 
 /// Block chunk bytes read between two releases of the blocks' resident pages (see the module docs).
 pub const RELEASE_EVERY_BYTES: usize = 1 << 20;
@@ -69,7 +70,6 @@ pub struct DbQuerier {
 /// One block's matching series, in label order, and the position reached.
 struct BlockCursor {
     block: Arc<Block>,
-    tomb: Arc<Tombstones>,
     refs: Vec<SeriesRef>,
     pos: usize,
     /// Labels of `refs[pos]` (None when exhausted).
@@ -162,7 +162,7 @@ impl View {
             if refs.is_empty() {
                 continue;
             }
-            let mut c = BlockCursor { block: b.clone(), tomb: b.tombstones(), refs, pos: 0, cur: None };
+            let mut c = BlockCursor { block: b.clone(), refs, pos: 0, cur: None };
             match after {
                 Some(a) => c.skip_through(a)?,
                 None => c.load_cur()?,
@@ -271,7 +271,8 @@ impl ShardSeries {
                 let (_, cs) = c.block.series_in_range(r, mint, maxt)?;
                 self.block_bytes_since_release += cs.iter().map(|c| c.data.len()).sum::<usize>();
                 chunks.extend(cs);
-                deleted.extend_from_slice(c.tomb.get(r));
+                // Tombstones as of now (a deletion may have run since the view was taken).
+                deleted.extend_from_slice(c.block.tombstones().get(r));
             }
             if self.view.head.cur.as_ref() == Some(&labels) {
                 let shard = self.shard.clone();

@@ -167,3 +167,30 @@ fn head_series_come_out_in_label_order_not_creation_order() {
     assert_eq!(names, vec!["__name__", "i", "parity"]);
     assert!(q.label_values("i", &[eq("i", "9999")]).expect("values").is_empty());
 }
+
+#[test]
+fn a_deletion_during_a_stream_applies_to_the_series_read_after_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(1)).expect("open");
+    write(&db, 0..10, 0, 1500);
+    db.flush().expect("flush");
+    write(&db, 0..10, 1500, BASE_END);
+    let q = db.querier(0, BASE_END).expect("querier");
+    let mut set = q.select(&[eq("__name__", "m")], &SelectHints::default()).expect("select");
+    let first = set.next().expect("one").expect("ok");
+    assert_eq!(first.labels.get("i"), "0000");
+    // Deletes a range that spans a block and the head.
+    db.delete(1000, 1990, &[eq("__name__", "m")]).expect("delete");
+    let mut n = 1;
+    for s in set {
+        let s = s.expect("ok");
+        let mut v = Vec::new();
+        for c in &s.chunks {
+            tessera_encoding::decode_chunk_range_into(c, 0, BASE_END, &mut v).expect("decodes");
+        }
+        assert!(v.iter().all(|x| x.t < 1000 || x.t > 1990), "series {}: deleted samples returned", s.labels);
+        assert_eq!(v.len() as i64, BASE_END / STEP - 100, "series {}", s.labels);
+        n += 1;
+    }
+    assert_eq!(n, 10);
+}
