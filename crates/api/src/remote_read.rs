@@ -11,8 +11,9 @@
 //! - `STREAMED_XOR_CHUNKS` ([`stream`]): a blocking task walks the querier series by series and cuts each
 //!   series' chunks into frames (`SeriesFramer`, ≤ `--storage.remote.read-max-bytes-in-frame`); frames go
 //!   through a channel of capacity [`STREAM_CHANNEL_FRAMES`] into the response body, so the handler holds
-//!   at most a couple of frames whatever the range. A client that goes away drops the body, the channel
-//!   send fails and the producer stops.
+//!   at most a couple of frames whatever the range; the storage querier under it yields one series at a
+//!   time (see `tessera_tsdb`'s querier docs), so nothing grows with the range or the series count. A client
+//!   that goes away drops the body, the channel send fails and the producer stops.
 //!
 //! Key decisions:
 //! - Stored XOR chunks leave exactly as stored (the bytes are copied into the frame, never decoded);
