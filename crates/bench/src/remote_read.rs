@@ -3,8 +3,9 @@
 //! `--load` writes `--series` series × `--hours` of samples every 15 s ending now (remote write 1.0,
 //! time slice after time slice so every receiver accepts them in order). Then the newest 2 h (head data
 //! in a server that keeps the last 2-3 h in its head), the oldest 2 h (block data) and the full range are
-//! read with `SAMPLES` and with `STREAMED_XOR_CHUNKS`; every frame's CRC is checked, every chunk decoded and every sample compared with the generator ([`value`]), so the figures are only
-//! reported for a correct answer. Reported: latency, bytes received, samples decoded, and with `--pid`
+//! read with `SAMPLES` and with `STREAMED_XOR_CHUNKS`; every frame's CRC is checked, every chunk decoded
+//! and every sample compared with the generator ([`value`]), so the figures are only reported for a
+//! correct answer. Reported: latency, bytes received, samples decoded, and with `--pid`
 //! the server's peak RSS growth during the request: a thread samples `/proc/<pid>/status` `VmRSS` every
 //! ~5 ms (`VmHWM` cannot be reset between requests) and growth = max during − value just before.
 //!
