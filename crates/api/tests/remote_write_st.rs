@@ -35,8 +35,11 @@ async fn write(st: &Arc<AppState>, v: ProtoVersion, series: &[WriteSeries]) -> S
     status
 }
 
-/// Every series named `name`: labels → (t, st) of each sample, and the chunk encodings seen.
-fn read(db: &Db, name: &str) -> BTreeMap<Labels, (Vec<(i64, i64)>, Vec<ChunkEncoding>)> {
+/// Labels → (t, st) of each sample, and the chunk encodings seen.
+type Stored = BTreeMap<Labels, (Vec<(i64, i64)>, Vec<ChunkEncoding>)>;
+
+/// Every series named `name`, as stored.
+fn read(db: &Db, name: &str) -> Stored {
     let q = db.querier(i64::MIN / 2, i64::MAX / 2).expect("querier");
     let ms = [Matcher::new(MatchOp::Equal, "__name__", name).expect("matcher")];
     let mut out = BTreeMap::new();

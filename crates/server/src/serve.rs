@@ -72,8 +72,6 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         remote_read_concurrent_limit: s.remote_read_concurrent_limit,
         remote_read_sample_limit: s.remote_read_sample_limit,
         promql: s.features.promql,
-        // Settings without a flag here yet (e.g. remote read's) keep the API's defaults.
-        ..ApiOptions::default()
     };
     s.features.log_notes();
     let state = AppState::new(api_opts, s.flags.clone());
