@@ -9,9 +9,11 @@
 //! Start timestamps of remote write 2.0 samples are stored with them (Tessera always stores STs, as
 //! Prometheus does with `--enable-feature=st-storage`); whether PromQL uses them is a query-side option.
 //!
-//! Decoding is zero-copy ([`rw::decode_ref`]): label strings borrow from the decompressed body and are
-//! copied once per series, into the `Labels` the appender takes; the rejection report names a series
-//! by rebuilding its labels from the request only when there is something to report.
+//! Decoding is zero-copy ([`rw::decode_ref`]): label strings borrow from the decompressed body, and the
+//! appender borrows them too ([`tessera_tsdb::Appender::add_ref`]), with the samples and start
+//! timestamps: a series the head already has is found by hash and compared in place, and labels are
+//! copied only for a series the request creates. The rejection report names a series by rebuilding its
+//! labels from the request only when there is something to report.
 //!
 //! Answers (senders retry 5xx and 429, never other 4xx): 204 only when everything was written; 400 with
 //! a plain-text body saying what was not written and why (invalid series, samples rejected by storage
@@ -182,13 +184,19 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
     // in `dec`, which names it for the report without keeping a copy of every series' labels.
     // A series whose samples carry start timestamps (2.0 only) stores them beside the samples; the
     // rest keep the plain path (Prometheus' `appendV2` hands each sample's ST to storage the same way).
-    let mut app = db.appender();
+    // Labels, samples and STs are lent to the appender, not copied: the labels of a series the head
+    // already has are only hashed and compared; they are copied only for a series this request creates.
+    // `pairs` is every series' labels back to back (one allocation per request), sliced per series.
+    let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(dec.series().map(|s| s.labels.len()).sum());
     for s in dec.series() {
-        if s.start_timestamps.is_empty() {
-            app.add(s.to_labels(), s.samples);
-        } else {
-            app.add_with_st(s.to_labels(), s.samples, s.start_timestamps);
-        }
+        pairs.extend(s.labels.iter().map(|l| (l.name, l.value)));
+    }
+    let mut app = db.appender();
+    let mut at = 0;
+    for s in dec.series() {
+        let n = s.labels.len();
+        app.add_ref(&pairs[at..at + n], s.samples, s.start_timestamps);
+        at += n;
     }
     let report = match app.commit() {
         Ok(r) => r,

@@ -125,6 +125,12 @@ impl Labels {
         h.digest()
     }
 
+    /// Whether this set holds exactly `pairs`, in order (a collision check against borrowed labels
+    /// without building a [`Labels`]).
+    pub fn eq_pairs(&self, pairs: &[(&str, &str)]) -> bool {
+        self.0.len() == pairs.len() && self.0.iter().zip(pairs).all(|(l, &(n, v))| l.name == n && l.value == v)
+    }
+
     /// The shard that owns this series among `n` shards.
     pub fn shard(&self, n: usize) -> usize {
         shard_of_hash(self.hash(), n)
@@ -150,6 +156,27 @@ impl Labels {
         self.0.capacity() * std::mem::size_of::<Label>()
             + self.0.iter().map(|l| l.name.capacity() + l.value.capacity()).sum::<usize>()
     }
+}
+
+/// [`Labels::hash`] of borrowed `(name, value)` pairs, without building a [`Labels`]: the same bytes in
+/// the same order, so the value is identical whenever `pairs` is what the label set would hold (sorted by
+/// name, unique names, no empty values). Receivers use it to route and look up series before copying any
+/// label; a property test pins the equality.
+pub fn hash_pairs(pairs: &[(&str, &str)]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for &(n, v) in pairs {
+        h.update(n.as_bytes());
+        h.update(&[0xff]);
+        h.update(v.as_bytes());
+        h.update(&[0xff]);
+    }
+    h.digest()
+}
+
+/// Whether borrowed pairs form a valid label set as they are: names strictly increasing (so unique) and
+/// no empty value. Such pairs can become a [`Labels`] with [`Labels::from_vec_unchecked`].
+pub fn pairs_are_canonical(pairs: &[(&str, &str)]) -> bool {
+    pairs.iter().all(|&(_, v)| !v.is_empty()) && pairs.windows(2).all(|w| w[0].0 < w[1].0)
 }
 
 /// Maps a label hash to one of `n` shards. Uses the high bits through a multiply so that `n` need not be
@@ -310,6 +337,33 @@ mod tests {
         assert_eq!(a.hash(), labels!("__name__" => "up", "job" => "node").hash());
         // name/value boundaries matter: {a="bc"} and {ab="c"} differ.
         assert_ne!(labels!("a" => "bc").hash(), labels!("ab" => "c").hash());
+    }
+
+    proptest::proptest! {
+        /// `hash_pairs` over the pairs of a label set is `Labels::hash` of that set, and `eq_pairs`
+        /// recognises exactly that set: borrowed and owned lookups must agree (routing, head lookups).
+        #[test]
+        fn hash_pairs_equals_labels_hash(
+            raw in proptest::collection::vec(("[a-z_\\xff]{0,6}", "[a-z\\x00-\\x02é]{0,6}"), 0..8),
+            other in proptest::collection::vec(("[a-z]{1,3}", "[a-z]{1,3}"), 0..4),
+        ) {
+            let l = Labels::from_pairs(raw.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+            let pairs: Vec<(&str, &str)> = l.iter().map(|x| (x.name.as_str(), x.value.as_str())).collect();
+            proptest::prop_assert!(pairs_are_canonical(&pairs));
+            proptest::prop_assert_eq!(hash_pairs(&pairs), l.hash());
+            proptest::prop_assert!(l.eq_pairs(&pairs));
+            let o = Labels::from_pairs(other.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+            let opairs: Vec<(&str, &str)> = o.iter().map(|x| (x.name.as_str(), x.value.as_str())).collect();
+            proptest::prop_assert_eq!(l.eq_pairs(&opairs), l == o);
+        }
+    }
+
+    #[test]
+    fn pairs_are_canonical_rejects_unsorted_duplicate_and_empty() {
+        assert!(pairs_are_canonical(&[("a", "1"), ("b", "2")]));
+        assert!(!pairs_are_canonical(&[("b", "1"), ("a", "2")]));
+        assert!(!pairs_are_canonical(&[("a", "1"), ("a", "2")]));
+        assert!(!pairs_are_canonical(&[("a", "")]));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! [`Appender::add_with_st`] / [`Appender::add_owned_with_st`]; they are logged (WAL record type 4) and
 //! stored in XorSt chunks. A batch whose STs are all 0 is stored exactly as one given to [`Appender::add`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use tessera_model::{Labels, Sample};
@@ -110,22 +111,82 @@ impl CommitReport {
     }
 }
 
-/// Buffers batches until [`Appender::commit`].
-pub struct Appender<'a> {
-    pub(crate) db: &'a Db,
-    /// (labels, samples, start timestamps: same length as samples with some ≠ 0, or empty for none).
-    pub(crate) batches: Vec<(Labels, Vec<Sample>, Vec<i64>)>,
+/// A batch's series identity: owned labels, or `(name, value)` pairs borrowed from the caller (e.g. a
+/// remote-write body) that are already canonical (sorted by name, unique, no empty value).
+///
+/// Borrowed pairs are the ingest fast path: a series the head already has is found by hash and a
+/// comparison against the pairs, so its labels are never copied; a [`Labels`] is built only for a series
+/// the commit creates.
+pub(crate) enum BatchLabels<'a> {
+    Owned(Labels),
+    Borrowed(&'a [(&'a str, &'a str)]),
 }
 
-impl Appender<'_> {
+impl BatchLabels<'_> {
+    /// [`Labels::hash`] of these labels (identical for both forms of the same set).
+    pub(crate) fn hash(&self) -> u64 {
+        match self {
+            BatchLabels::Owned(l) => l.hash(),
+            BatchLabels::Borrowed(p) => tessera_model::labels::hash_pairs(p),
+        }
+    }
+
+    /// Whether these are exactly `l`.
+    pub(crate) fn matches(&self, l: &Labels) -> bool {
+        match self {
+            BatchLabels::Owned(o) => o == l,
+            BatchLabels::Borrowed(p) => l.eq_pairs(p),
+        }
+    }
+
+    /// Whether two batches name the same series.
+    pub(crate) fn same_series(&self, o: &BatchLabels<'_>) -> bool {
+        match (self, o) {
+            (BatchLabels::Owned(a), b) => b.matches(a),
+            (a, BatchLabels::Owned(b)) => a.matches(b),
+            (BatchLabels::Borrowed(a), BatchLabels::Borrowed(b)) => a == b,
+        }
+    }
+
+    /// Owned labels, copying borrowed pairs (leaves an empty set behind).
+    pub(crate) fn take_owned(&mut self) -> Labels {
+        match std::mem::replace(self, BatchLabels::Borrowed(&[])) {
+            BatchLabels::Owned(l) => l,
+            BatchLabels::Borrowed(p) => {
+                Labels::from_vec_unchecked(p.iter().map(|&(n, v)| tessera_model::Label::new(n, v)).collect())
+            }
+        }
+    }
+}
+
+/// One buffered `add*()` call.
+pub(crate) struct Batch<'a> {
+    pub(crate) labels: BatchLabels<'a>,
+    pub(crate) samples: Cow<'a, [Sample]>,
+    /// Same length as samples with some ≠ 0, or empty for none.
+    pub(crate) sts: Cow<'a, [i64]>,
+}
+
+/// Buffers batches until [`Appender::commit`]. `'a` covers the database and whatever the batches borrow
+/// ([`Appender::add_ref`]): borrowed data must outlive the appender, since shards commit it in parallel.
+pub struct Appender<'a> {
+    pub(crate) db: &'a Db,
+    pub(crate) batches: Vec<Batch<'a>>,
+}
+
+impl<'a> Appender<'a> {
+    fn push(&mut self, labels: BatchLabels<'a>, samples: Cow<'a, [Sample]>, sts: Cow<'a, [i64]>) {
+        self.batches.push(Batch { labels, samples, sts });
+    }
+
     /// Buffers one batch: samples of one series. Nothing is validated here.
     pub fn add(&mut self, labels: Labels, samples: &[Sample]) {
-        self.batches.push((labels, samples.to_vec(), Vec::new()));
+        self.push(BatchLabels::Owned(labels), Cow::Owned(samples.to_vec()), Cow::Borrowed(&[]));
     }
 
     /// Buffers one batch, taking ownership of the samples (no copy).
     pub fn add_owned(&mut self, labels: Labels, samples: Vec<Sample>) {
-        self.batches.push((labels, samples, Vec::new()));
+        self.push(BatchLabels::Owned(labels), Cow::Owned(samples), Cow::Borrowed(&[]));
     }
 
     /// Buffers one batch whose samples carry start timestamps: `sts[i]` is `samples[i]`'s (ms, 0 =
@@ -133,13 +194,31 @@ impl Appender<'_> {
     /// and a warning is logged): a caller bug must not attach STs to the wrong samples, nor panic.
     pub fn add_with_st(&mut self, labels: Labels, samples: &[Sample], sts: &[i64]) {
         let sts = if Self::keep_sts(samples.len(), sts) { sts.to_vec() } else { Vec::new() };
-        self.batches.push((labels, samples.to_vec(), sts));
+        self.push(BatchLabels::Owned(labels), Cow::Owned(samples.to_vec()), Cow::Owned(sts));
     }
 
     /// [`Appender::add_with_st`] taking ownership (no copy).
     pub fn add_owned_with_st(&mut self, labels: Labels, samples: Vec<Sample>, sts: Vec<i64>) {
         let sts = if Self::keep_sts(samples.len(), &sts) { sts } else { Vec::new() };
-        self.batches.push((labels, samples, sts));
+        self.push(BatchLabels::Owned(labels), Cow::Owned(samples), Cow::Owned(sts));
+    }
+
+    /// Buffers one batch borrowing everything: labels as `(name, value)` pairs, the samples, and their
+    /// start timestamps (`sts` empty for none; otherwise as in [`Appender::add_with_st`]). Nothing is
+    /// copied unless the commit creates the series, whose labels are then copied once.
+    ///
+    /// `labels` should be canonical (sorted by name, unique names, no empty value), as remote write
+    /// requires and `tessera_protocol`'s decoder validates; pairs that are not are normalised the way
+    /// [`Labels::from_pairs`] does (sorted, empty values dropped, the last of a repeated name wins), at
+    /// the cost of a copy.
+    pub fn add_ref(&mut self, labels: &'a [(&'a str, &'a str)], samples: &'a [Sample], sts: &'a [i64]) {
+        let labels = if tessera_model::labels::pairs_are_canonical(labels) {
+            BatchLabels::Borrowed(labels)
+        } else {
+            BatchLabels::Owned(Labels::from_pairs(labels.iter().copied()))
+        };
+        let sts: &[i64] = if sts.is_empty() || !Self::keep_sts(samples.len(), sts) { &[] } else { sts };
+        self.push(labels, Cow::Borrowed(samples), Cow::Borrowed(sts));
     }
 
     /// Whether a batch's STs are worth storing: one per sample, and not all unset.
@@ -165,8 +244,8 @@ impl Appender<'_> {
     pub fn commit(self) -> Result<CommitReport> {
         let db = self.db;
         let n = db.shards.len();
-        let mut per_shard: Vec<Vec<ShardBatch>> = (0..n).map(|_| Vec::new()).collect();
-        for (i, (labels, samples, sts)) in self.batches.into_iter().enumerate() {
+        let mut per_shard: Vec<Vec<ShardBatch<'_>>> = (0..n).map(|_| Vec::new()).collect();
+        for (i, Batch { labels, samples, sts }) in self.batches.into_iter().enumerate() {
             if samples.is_empty() {
                 continue;
             }
@@ -174,7 +253,7 @@ impl Appender<'_> {
             let s = tessera_model::labels::shard_of_hash(hash, n);
             per_shard[s].push(ShardBatch { index: i, hash, labels, samples, sts });
         }
-        let busy: Vec<(usize, Vec<ShardBatch>)> =
+        let busy: Vec<(usize, Vec<ShardBatch<'_>>)> =
             per_shard.into_iter().enumerate().filter(|(_, b)| !b.is_empty()).collect();
         let results: Vec<Result<CommitReport>> = if busy.len() <= 1 {
             busy.into_iter().map(|(s, b)| db.shards[s].commit(b)).collect()
@@ -221,5 +300,149 @@ impl Appender<'_> {
                 Ok(report)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{FsyncPolicy, Options};
+    use tessera_model::{labels, Matcher, MatchOp, Queryable, SelectHints};
+
+    fn opts(shards: usize) -> Options {
+        Options {
+            shards,
+            block_range_ms: 1 << 40,
+            retention_ms: 0,
+            fsync: FsyncPolicy::Never,
+            background: false,
+            ..Options::default()
+        }
+    }
+
+    /// Every series with `__name__="m"`: (labels, samples).
+    fn read(db: &Db) -> Vec<(Labels, Vec<Sample>)> {
+        let q = db.querier(i64::MIN / 2, i64::MAX / 2).expect("querier");
+        let ms = [Matcher::new(MatchOp::Equal, "__name__", "m").expect("matcher")];
+        let mut out = Vec::new();
+        for s in q.select(&ms, &SelectHints::default()).expect("select") {
+            let s = s.expect("series");
+            let mut v = Vec::new();
+            for c in &s.chunks {
+                tessera_encoding::decode_chunk_range_into(c, i64::MIN, i64::MAX, &mut v).expect("decodes");
+            }
+            out.push((s.labels, v));
+        }
+        out
+    }
+
+    fn pairs(l: &Labels) -> Vec<(&str, &str)> {
+        l.iter().map(|x| (x.name.as_str(), x.value.as_str())).collect()
+    }
+
+    #[test]
+    fn borrowed_and_owned_labels_name_the_same_series() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = Db::open(dir.path(), opts(3)).expect("open");
+        let ls: Vec<Labels> = (0..30).map(|i| Labels::from_pairs([("__name__", "m".to_string()), ("i", i.to_string())])).collect();
+        // Created through borrowed labels, found again through owned ones and vice versa.
+        let ps: Vec<Vec<(&str, &str)>> = ls.iter().map(pairs).collect();
+        let s1 = [Sample::new(1, 1.0)];
+        let mut app = db.appender();
+        for (i, p) in ps.iter().enumerate() {
+            if i % 2 == 0 {
+                app.add_ref(p, &s1, &[]);
+            } else {
+                app.add(ls[i].clone(), &s1);
+            }
+        }
+        let rep = app.commit().expect("commit");
+        assert_eq!((rep.series_created, rep.samples_written), (30, 30));
+        let s2 = [Sample::new(2, 2.0)];
+        let mut app = db.appender();
+        for (i, p) in ps.iter().enumerate() {
+            if i % 2 == 1 {
+                app.add_ref(p, &s2, &[]);
+            } else {
+                app.add(ls[i].clone(), &s2);
+            }
+        }
+        let rep = app.commit().expect("commit");
+        assert_eq!((rep.series_created, rep.samples_written), (0, 30));
+        let got = read(&db);
+        assert_eq!(got.len(), 30);
+        for (l, s) in &got {
+            assert!(ls.contains(l));
+            assert_eq!(s, &vec![Sample::new(1, 1.0), Sample::new(2, 2.0)]);
+        }
+        // The series survive a restart (the WAL logged the borrowed labels' copy).
+        drop(db);
+        let db = Db::open(dir.path(), opts(3)).expect("reopen");
+        assert_eq!(read(&db), got);
+    }
+
+    #[test]
+    fn one_series_twice_in_a_commit_is_judged_in_order() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = Db::open(dir.path(), opts(1)).expect("open");
+        let l = labels!("__name__" => "m", "job" => "a");
+        let p = pairs(&l);
+        let (a, b, c) = ([Sample::new(10, 1.0)], [Sample::new(20, 2.0)], [Sample::new(15, 3.0)]);
+        let mut app = db.appender();
+        app.add_ref(&p, &a, &[]);
+        app.add(l.clone(), &b);
+        app.add_ref(&p, &c, &[]); // before the previous batch's 20: out of order
+        let rep = app.commit().expect("commit");
+        assert_eq!(rep.series_created, 1);
+        assert_eq!(rep.samples_written, 2);
+        assert_eq!(rep.rejected.len(), 1);
+        assert_eq!((rep.rejected[0].batch_index, rep.rejected[0].reason), (2, RejectReason::OutOfOrder));
+        // A later commit starts afresh from the head (the previous commit's tags are stale).
+        let d = [Sample::new(21, 4.0)];
+        let mut app = db.appender();
+        app.add_ref(&p, &d, &[]);
+        let rep = app.commit().expect("commit");
+        assert_eq!((rep.samples_written, rep.rejected.len()), (1, 0));
+        assert_eq!(read(&db)[0].1, vec![Sample::new(10, 1.0), Sample::new(20, 2.0), Sample::new(21, 4.0)]);
+    }
+
+    #[test]
+    fn non_canonical_pairs_are_normalised() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = Db::open(dir.path(), opts(2)).expect("open");
+        let unsorted = [("job", "a"), ("__name__", "m"), ("empty", "")];
+        let one = [Sample::new(1, 1.0)];
+        let mut app = db.appender();
+        app.add_ref(&unsorted, &one, &[]);
+        app.add(labels!("__name__" => "m", "job" => "a"), &[Sample::new(2, 2.0)]);
+        let rep = app.commit().expect("commit");
+        assert_eq!((rep.series_created, rep.samples_written), (1, 2));
+        let got = read(&db);
+        assert_eq!(got, vec![(labels!("__name__" => "m", "job" => "a"), vec![Sample::new(1, 1.0), Sample::new(2, 2.0)])]);
+    }
+
+    #[test]
+    fn add_ref_keeps_start_timestamps_and_ignores_mismatched_ones() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = Db::open(dir.path(), opts(1)).expect("open");
+        let l = labels!("__name__" => "m");
+        let p = pairs(&l);
+        let s = [Sample::new(10, 1.0), Sample::new(20, 2.0)];
+        let mut app = db.appender();
+        app.add_ref(&p, &s, &[5, 15]);
+        match &app.batches[0].sts {
+            Cow::Borrowed(x) => assert_eq!(*x, &[5, 15]),
+            Cow::Owned(_) => panic!("copied"),
+        }
+        app.add_ref(&p, &s, &[5]);
+        assert!(app.batches[1].sts.is_empty(), "one ST per sample or none");
+        app.add_ref(&p, &s, &[0, 0]);
+        assert!(app.batches[2].sts.is_empty(), "all-unset STs are no STs");
+        let rep = app.commit().expect("commit");
+        assert_eq!(rep.samples_written, 4, "the repeats are exact duplicates");
+        let shard = &db.shards[0];
+        let st = shard.state.read();
+        let r = st.head.get_with(l.hash(), |x| x == &l).expect("present");
+        assert_eq!(st.head.series(r).expect("live").labels, l);
     }
 }

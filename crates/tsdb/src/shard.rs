@@ -12,6 +12,7 @@
 //! the head, and the WAL segments that only hold data older than the cut are replaced by a checkpoint of
 //! the live series and tombstones.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use parking_lot::{Mutex, RwLock};
 use tessera_model::{ChunkRef, Labels, Sample};
 use tessera_wal::{Wal, WalError, WalOptions};
 
-use crate::appender::{CommitReport, RejectReason, Rejected};
+use crate::appender::{BatchLabels, CommitReport, RejectReason, Rejected};
 use crate::block::{self, Block};
 use crate::error::{Error, Result};
 use crate::head::{appendable, Head, IdHasher, Verdict};
@@ -33,14 +34,14 @@ use crate::wal_records::{self, BatchEncoder, Record, TombstoneRec};
 
 pub(crate) const WAL_DIR: &str = "wal";
 
-/// One `add()` call routed to this shard.
-pub(crate) struct ShardBatch {
+/// One `add*()` call routed to this shard (borrowing what the appender borrowed).
+pub(crate) struct ShardBatch<'a> {
     pub index: usize,
     pub hash: u64,
-    pub labels: Labels,
-    pub samples: Vec<Sample>,
+    pub labels: BatchLabels<'a>,
+    pub samples: Cow<'a, [Sample]>,
     /// Start timestamps of `samples` (same length, some ≠ 0), or empty when the batch has none.
-    pub sts: Vec<i64>,
+    pub sts: Cow<'a, [i64]>,
 }
 
 /// What readers see.
@@ -59,6 +60,54 @@ struct Writer {
     next_ref: u32,
     // Scratch reused across commits.
     verdicts: Vec<Verdict>,
+    pending: Pending,
+}
+
+/// Each series' last accepted sample as the commit in progress leaves it, for series that appear in
+/// more than one batch of a commit (judged against the head, their later batches would miss the earlier
+/// ones). A slot per series ref tagged with the commit's epoch, so neither hashing nor clearing is paid
+/// per batch: a stale tag reads as "not seen in this commit". 8 bytes per ref.
+#[derive(Default)]
+struct Pending {
+    /// Per ref: (epoch of the commit that set it, index into `vals`).
+    marks: Vec<(u32, u32)>,
+    vals: Vec<(i64, u64)>,
+    epoch: u32,
+}
+
+impl Pending {
+    /// Starts a commit: forgets every value of the previous one.
+    fn begin(&mut self) {
+        self.vals.clear();
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            // Wrapped: tags of 2^32 commits ago would read as current.
+            self.marks.fill((0, 0));
+            self.epoch = 1;
+        }
+    }
+
+    fn get(&self, r: u32) -> Option<(i64, u64)> {
+        match self.marks.get(r as usize) {
+            Some(&(e, i)) if e == self.epoch => Some(self.vals[i as usize]),
+            _ => None,
+        }
+    }
+
+    fn set(&mut self, r: u32, v: (i64, u64)) {
+        let r = r as usize;
+        if r >= self.marks.len() {
+            self.marks.resize((r + 1).max(self.marks.len() * 5 / 4), (0, 0));
+        }
+        let (e, i) = self.marks[r];
+        if e == self.epoch {
+            self.vals[i as usize] = v;
+        } else {
+            self.marks[r] = (self.epoch, self.vals.len() as u32);
+            self.vals.push(v);
+        }
+    }
+
 }
 
 pub(crate) struct Shard {
@@ -75,8 +124,6 @@ pub(crate) struct Shard {
 /// Closed head chunks above this many bytes trigger an early ("memory pressure") cut of the oldest data,
 /// up to the head's appendable minimum, so a fast stream cannot make the head grow to 1.5 block ranges.
 const HEAD_CHUNK_BYTES_SOFT_LIMIT: u64 = 48 << 20;
-
-type IdMap<V> = HashMap<u32, V, std::hash::BuildHasherDefault<IdHasher>>;
 
 fn wal_err(e: WalError) -> Error {
     Error::Wal(Box::new(e))
@@ -121,14 +168,14 @@ impl Shard {
             dir,
             opts,
             metrics,
-            writer: Mutex::new(Writer { wal: Some(wal), poisoned: None, buf: Vec::new(), seg_maxt, next_ref, verdicts: Vec::new() }),
+            writer: Mutex::new(Writer { wal: Some(wal), poisoned: None, buf: Vec::new(), seg_maxt, next_ref, verdicts: Vec::new(), pending: Pending::default() }),
             cut_lock: Mutex::new(()),
             state: RwLock::new(State { head, blocks }),
         })
     }
 
     /// Validates, logs and applies the batches routed to this shard.
-    pub(crate) fn commit(&self, batches: Vec<ShardBatch>) -> Result<CommitReport> {
+    pub(crate) fn commit(&self, mut batches: Vec<ShardBatch<'_>>) -> Result<CommitReport> {
         let mut wg = self.writer.lock();
         let w = &mut *wg;
         if let Some(p) = &w.poisoned {
@@ -144,6 +191,7 @@ impl Shard {
         let mut refs: Vec<(u32, bool)> = Vec::with_capacity(batches.len());
         let mut new_series: Vec<(u32, u64, usize)> = Vec::new(); // (ref, hash, batch position)
         w.verdicts.clear();
+        w.pending.begin();
         let mut batch_maxt = i64::MIN;
         {
             let st = self.state.read();
@@ -151,14 +199,13 @@ impl Shard {
             let min_valid = head.appendable_min_valid();
             let block_min_valid = head.min_valid_t;
             let head_max = head.max_t;
-            let mut pending: IdMap<(i64, u64)> = IdMap::default();
             let mut new_by_hash: HashMap<u64, Vec<(u32, usize)>, std::hash::BuildHasherDefault<IdHasher>> =
                 HashMap::default();
             for (bi, b) in batches.iter().enumerate() {
-                let found = head.get(b.hash, &b.labels).or_else(|| {
-                    new_by_hash
-                        .get(&b.hash)
-                        .and_then(|v| v.iter().find(|(_, pos)| batches[*pos].labels == b.labels).map(|(r, _)| *r))
+                let found = head.get_with(b.hash, |l| b.labels.matches(l)).or_else(|| {
+                    new_by_hash.get(&b.hash).and_then(|v| {
+                        v.iter().find(|(_, pos)| batches[*pos].labels.same_series(&b.labels)).map(|(r, _)| *r)
+                    })
                 });
                 let (r, is_new) = match found {
                     Some(r) => (r, false),
@@ -172,8 +219,8 @@ impl Shard {
                 };
                 refs.push((r, is_new));
                 let ms = head.series(r);
-                let (mut last_t, mut last_bits) = match pending.get(&r) {
-                    Some(&p) => p,
+                let (mut last_t, mut last_bits) = match w.pending.get(r) {
+                    Some(p) => p,
                     None => ms.map(|s| (s.last_t, s.last_bits)).unwrap_or((i64::MIN, 0)),
                 };
                 // Fast path: a strictly increasing run entirely after the series' last sample and inside the
@@ -188,11 +235,11 @@ impl Shard {
                     w.verdicts.resize(w.verdicts.len() + n, Verdict::InOrder);
                     report.samples_written += n as u64;
                     batch_maxt = batch_maxt.max(last.t);
-                    pending.insert(r, (last.t, last.v.to_bits()));
+                    w.pending.set(r, (last.t, last.v.to_bits()));
                     continue;
                 }
                 let mut rej: [(u64, i64); 4] = [(0, 0); 4];
-                for s in &b.samples {
+                for s in b.samples.iter() {
                     let mut v = appendable(last_t, last_bits, s.t, s.v, head_max, min_valid, block_min_valid, ooo_window);
                     match v {
                         Verdict::InOrder => {
@@ -224,7 +271,7 @@ impl Shard {
                     }
                     w.verdicts.push(v);
                 }
-                pending.insert(r, (last_t, last_bits));
+                w.pending.set(r, (last_t, last_bits));
                 for reason in RejectReason::ALL {
                     let (count, first_t_ms) = rej[reason.index()];
                     if count > 0 {
@@ -235,11 +282,15 @@ impl Shard {
             }
         }
 
+        // Labels of the new series, owned now (copied from borrowed pairs): the WAL logs them, the head keeps them.
+        let new_series: Vec<(u32, u64, Labels)> =
+            new_series.into_iter().map(|(r, hash, bi)| (r, hash, batches[bi].labels.take_owned())).collect();
+
         // Phase 2: one WAL record for the whole batch set, logged with no state lock held.
         let mut scratch: Vec<Sample> = Vec::new();
         let mut scratch_st: Vec<i64> = Vec::new();
         {
-            let defs = new_series.iter().map(|&(r, _, bi)| (r, &batches[bi].labels));
+            let defs = new_series.iter().map(|(r, _, l)| (*r, l));
             let defs = defs.collect::<Vec<_>>().into_iter();
             // Record type 4 only when some batch carries start timestamps; otherwise type 2 as always.
             let any_st = batches.iter().any(|b| !b.sts.is_empty());
@@ -296,14 +347,13 @@ impl Shard {
         }
 
         // Phase 3: apply under the write lock; the batch becomes visible at once.
+        let created = new_series.len() as u64;
         let mut appended = 0u64;
         let mut ooo = 0u64;
         {
             let mut st = self.state.write();
             let head = &mut st.head;
-            let mut batches = batches;
-            for &(r, hash, bi) in &new_series {
-                let labels = std::mem::take(&mut batches[bi].labels);
+            for (r, hash, labels) in new_series {
                 head.create(r, hash, labels);
             }
             let mut vi = 0;
@@ -315,10 +365,10 @@ impl Shard {
                 ooo += o;
             }
         }
-        report.series_created = new_series.len() as u64;
+        report.series_created = created;
         self.metrics.samples_appended.fetch_add(appended, Relaxed);
         self.metrics.out_of_order_samples_appended.fetch_add(ooo, Relaxed);
-        self.metrics.series_created.fetch_add(new_series.len() as u64, Relaxed);
+        self.metrics.series_created.fetch_add(created, Relaxed);
 
         // Cut inline as soon as the head is compactable (Prometheus' `Head.compactable`) or holds too many
         // chunk bytes, so memory stays bounded however fast data arrives; the cut itself runs without the
@@ -440,7 +490,14 @@ impl Shard {
             }
         }
         series.sort_by(|a, b| a.0.cmp(&b.0));
-        let meta = block::writer::write_block(&self.dir, w_start, w_end, series.into_iter().map(Ok), 1, Vec::new())?;
+        let meta = block::writer::write_block_with(
+            &self.dir,
+            w_start,
+            w_end,
+            series.into_iter().map(Ok),
+            block::CompactionMeta { level: 1, ..Default::default() },
+            &block::WriteOptions::from_db_options(&self.opts),
+        )?;
         let blk = match meta {
             Some(m) => Some(Block::open(&self.dir.join(&m.id))?),
             None => None,

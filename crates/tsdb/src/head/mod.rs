@@ -393,16 +393,24 @@ impl Head {
     }
 
     /// The ref of the series with these labels, if it is in the head (hash lookup + collision check).
+    #[cfg(test)]
     pub(crate) fn get(&self, hash: u64, labels: &Labels) -> Option<u32> {
+        self.get_with(hash, |l| l == labels)
+    }
+
+    /// The ref of the series with this labels hash for which `is(labels)` holds: how a commit finds a
+    /// series from borrowed labels without building a [`Labels`] (`is` is the collision check).
+    #[inline]
+    pub(crate) fn get_with(&self, hash: u64, is: impl Fn(&Labels) -> bool) -> Option<u32> {
         let r = *self.by_hash.get(&hash)?;
-        if self.series[r as usize].as_ref().is_some_and(|s| &s.labels == labels) {
+        if self.series[r as usize].as_ref().is_some_and(|s| is(&s.labels)) {
             return Some(r);
         }
         self.collisions
             .get(&hash)?
             .iter()
             .copied()
-            .find(|&r| self.series[r as usize].as_ref().is_some_and(|s| &s.labels == labels))
+            .find(|&r| self.series[r as usize].as_ref().is_some_and(|s| is(&s.labels)))
     }
 
     pub(crate) fn series(&self, r: u32) -> Option<&MemSeries> {
