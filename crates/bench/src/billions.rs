@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tessera_model::{Labels, MatchOp, Matcher, Queryable, Sample, SelectHints};
+use tessera_tsdb::options::ColdCodec;
 use tessera_tsdb::{Db, FsyncPolicy, Options};
 
 const HOSTS: u64 = 10;
@@ -36,6 +37,9 @@ pub struct Args {
     /// Keep the data directory (only matters without --dir).
     #[arg(long)]
     pub keep: bool,
+    /// Encoding of float chunks in blocks: "dense" (the default, `ColdCodec::Dense`) or "xor".
+    #[arg(long, default_value = "dense")]
+    pub cold_codec: String,
 }
 
 fn host_labels(h: u64) -> Labels {
@@ -112,11 +116,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             p
         }
     };
-    let opts = Options { shards, fsync, ..Options::default() };
+    let cold_codec = match a.cold_codec.as_str() {
+        "dense" => ColdCodec::Dense,
+        "xor" => ColdCodec::Xor,
+        o => anyhow::bail!("unknown --cold-codec {o}"),
+    };
+    let opts = Options { shards, fsync, cold_codec, ..Options::default() };
     let db = Db::open(&dir, opts).context("open db")?;
     let p = a.points_per_host;
     let total_points = p * HOSTS;
-    println!("B1 billions: {HOSTS} hosts × {p} points = {total_points} points, {shards} shards, batch {}", a.batch);
+    println!(
+        "B1 billions: {HOSTS} hosts × {p} points = {total_points} points, {shards} shards, batch {}, cold codec {cold_codec:?}",
+        a.batch
+    );
 
     // Hosts per shard, in host order.
     let mut per_shard: Vec<Vec<u64>> = vec![Vec::new(); shards];

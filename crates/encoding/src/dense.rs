@@ -21,7 +21,7 @@
 //! so compaction can call it blindly and keep XOR otherwise. The chunk is not Prometheus-compatible:
 //! remote read must re-encode it as XOR before it leaves.
 
-use crate::bstream::{BitReader, BitWriter};
+use crate::bstream::BitReader;
 use crate::error::ChunkError;
 use crate::varint;
 use crate::xor::encode_xor;
@@ -55,73 +55,143 @@ pub fn encode_dense(samples: &[Sample]) -> Option<Vec<u8>> {
 }
 
 /// Encodes densely whatever the size (tests and size comparisons). Panics on more than
-/// [`MAX_DENSE_SAMPLES`] samples.
+/// [`MAX_DENSE_SAMPLES`] samples. Callers encoding many chunks reuse a [`DenseEncoder`] instead.
 pub fn encode_dense_always(samples: &[Sample]) -> Vec<u8> {
-    assert!(samples.len() <= MAX_DENSE_SAMPLES, "too many samples for one dense chunk");
-    let n = samples.len();
-    let mut out = Vec::with_capacity(32 + n * 7);
-    out.push(VERSION);
-    varint::put_uvarint(&mut out, n as u64);
-    if n == 0 {
-        return out;
+    let mut out = Vec::with_capacity(32 + samples.len() * 7);
+    DenseEncoder::new().encode_into(samples, &mut out);
+    out
+}
+
+/// The sample count a dense chunk's header claims (`None` when the header is unreadable or the count is
+/// above [`MAX_DENSE_SAMPLES`]); a block's `num_samples` statistic is summed from it.
+pub fn dense_sample_count(data: &[u8]) -> Option<u64> {
+    let (&version, rest) = data.split_first()?;
+    if version != VERSION {
+        return None;
     }
-    varint::put_varint(&mut out, samples[0].t);
-    let mut ts = Vec::new();
-    if n >= 2 {
-        let mut delta = samples[1].t.wrapping_sub(samples[0].t);
-        varint::put_varint(&mut out, delta);
-        let mut run = 0u64;
-        for w in samples[1..].windows(2) {
-            let d = w[1].t.wrapping_sub(w[0].t);
-            let dod = d.wrapping_sub(delta);
-            delta = d;
-            if dod == 0 {
-                run += 1;
-            } else {
-                varint::put_uvarint(&mut ts, run);
-                varint::put_varint(&mut ts, dod);
-                run = 0;
+    let (n, _) = varint::read_uvarint(rest).ok()?;
+    (n <= MAX_DENSE_SAMPLES as u64).then_some(n)
+}
+
+/// A dense encoder with scratch tables kept between chunks. The per-symbol tables have 4,096 entries;
+/// allocating and zeroing them for every chunk cost more than encoding a 120-sample chunk itself, so an
+/// encoder resets only the entries a chunk used.
+pub struct DenseEncoder {
+    /// Frequency per 12-bit symbol (sign and exponent); all zero between chunks.
+    freq: Vec<u64>,
+    /// (code, length) per symbol, valid for the current chunk's symbols only.
+    code_of: Vec<(u64, u32)>,
+    ts: Vec<u8>,
+}
+
+impl Default for DenseEncoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DenseEncoder {
+    pub fn new() -> Self {
+        DenseEncoder { freq: vec![0; 1 << 12], code_of: vec![(0, 0); 1 << 12], ts: Vec::new() }
+    }
+
+    /// Appends the dense encoding of `samples` to `out`. Panics on more than [`MAX_DENSE_SAMPLES`] samples.
+    pub fn encode_into(&mut self, samples: &[Sample], out: &mut Vec<u8>) {
+        assert!(samples.len() <= MAX_DENSE_SAMPLES, "too many samples for one dense chunk");
+        let n = samples.len();
+        out.push(VERSION);
+        varint::put_uvarint(out, n as u64);
+        if n == 0 {
+            return;
+        }
+        varint::put_varint(out, samples[0].t);
+        let ts = &mut self.ts;
+        ts.clear();
+        if n >= 2 {
+            let mut delta = samples[1].t.wrapping_sub(samples[0].t);
+            varint::put_varint(out, delta);
+            let mut run = 0u64;
+            for w in samples[1..].windows(2) {
+                let d = w[1].t.wrapping_sub(w[0].t);
+                let dod = d.wrapping_sub(delta);
+                delta = d;
+                if dod == 0 {
+                    run += 1;
+                } else {
+                    varint::put_uvarint(ts, run);
+                    varint::put_varint(ts, dod);
+                    run = 0;
+                }
+            }
+            if run > 0 {
+                varint::put_uvarint(ts, run);
             }
         }
-        if run > 0 {
-            varint::put_uvarint(&mut ts, run);
-        }
-    }
-    varint::put_uvarint(&mut out, ts.len() as u64);
-    out.extend_from_slice(&ts);
+        varint::put_uvarint(out, ts.len() as u64);
+        out.extend_from_slice(ts);
 
-    // Values: symbol frequencies and the shared trailing zeros of the mantissas.
-    let mut freq = vec![0u64; 1 << 12];
-    let mut all_mant = 0u64;
-    for s in samples {
-        let b = s.v.to_bits();
-        freq[(b >> MANTISSA_BITS) as usize] += 1;
-        all_mant |= b & MANTISSA_MASK;
+        // Values: symbol frequencies and the shared trailing zeros of the mantissas.
+        // The symbols seen are listed as they first appear, so no pass over all 4,096 entries is needed.
+        let freq = &mut self.freq;
+        let mut seen: Vec<u16> = Vec::with_capacity(16);
+        let mut all_mant = 0u64;
+        for s in samples {
+            let b = s.v.to_bits();
+            let sym = (b >> MANTISSA_BITS) as usize;
+            if freq[sym] == 0 {
+                seen.push(sym as u16);
+            }
+            freq[sym] += 1;
+            all_mant |= b & MANTISSA_MASK;
+        }
+        let shift = all_mant.trailing_zeros().min(MANTISSA_BITS);
+        out.push(shift as u8);
+        seen.sort_unstable();
+        let syms: Vec<(u16, u64)> = seen
+            .iter()
+            .map(|&sym| {
+                let f = std::mem::take(&mut freq[usize::from(sym)]); // zero again for the next chunk
+                (sym, f)
+            })
+            .collect();
+        let lens = huffman_lengths(&syms);
+        varint::put_uvarint(out, syms.len() as u64);
+        for (&(sym, _), &len) in syms.iter().zip(&lens) {
+            out.extend_from_slice(&(sym << 4 | u16::from(len)).to_be_bytes());
+        }
+        let codes = canonical_codes(&syms.iter().map(|s| s.0).collect::<Vec<_>>(), &lens);
+        let code_of = &mut self.code_of;
+        for (i, &(sym, _)) in syms.iter().enumerate() {
+            code_of[usize::from(sym)] = (codes[i], u32::from(lens[i]));
+        }
+        let mant_bits = MANTISSA_BITS - shift;
+        let total_bits: u64 = syms.iter().zip(&lens).map(|(&(_, f), &l)| f * u64::from(l)).sum::<u64>()
+            + n as u64 * u64::from(mant_bits);
+        out.reserve(total_bits.div_ceil(8) as usize + 8);
+        // The same MSB-first, zero-padded stream `BitWriter` writes, through a 128-bit accumulator that
+        // emits whole 64-bit words: the value loop is the encoder's hot path.
+        let mut acc: u128 = 0;
+        let mut nbits: u32 = 0;
+        for s in samples {
+            let b = s.v.to_bits();
+            let (code, len) = code_of[(b >> MANTISSA_BITS) as usize];
+            let mant = (b & MANTISSA_MASK) >> shift;
+            // len <= 12 and mant_bits <= 52: at most 64 bits, added below the `nbits` (< 64) pending ones.
+            let w = len + mant_bits;
+            if w > 0 {
+                let v = u128::from(code << mant_bits | mant);
+                acc |= v << (128 - nbits - w);
+                nbits += w;
+                if nbits >= 64 {
+                    out.extend_from_slice(&((acc >> 64) as u64).to_be_bytes());
+                    acc <<= 64;
+                    nbits -= 64;
+                }
+            }
+        }
+        let tail = ((acc >> 64) as u64).to_be_bytes();
+        out.extend_from_slice(&tail[..nbits.div_ceil(8) as usize]);
     }
-    let shift = all_mant.trailing_zeros().min(MANTISSA_BITS);
-    out.push(shift as u8);
-    let syms: Vec<(u16, u64)> = freq.iter().enumerate().filter(|(_, f)| **f > 0).map(|(s, f)| (s as u16, *f)).collect();
-    let lens = huffman_lengths(&syms);
-    varint::put_uvarint(&mut out, syms.len() as u64);
-    for (&(sym, _), &len) in syms.iter().zip(&lens) {
-        out.extend_from_slice(&(sym << 4 | u16::from(len)).to_be_bytes());
-    }
-    let codes = canonical_codes(&syms.iter().map(|s| s.0).collect::<Vec<_>>(), &lens);
-    // Code (value, length) per symbol, indexed by symbol.
-    let mut code_of = vec![(0u64, 0u32); 1 << 12];
-    for (i, &(sym, _)) in syms.iter().enumerate() {
-        code_of[usize::from(sym)] = (codes[i], u32::from(lens[i]));
-    }
-    let mant_bits = MANTISSA_BITS - shift;
-    let mut w = BitWriter::new(&mut out);
-    for s in samples {
-        let b = s.v.to_bits();
-        let (code, len) = code_of[(b >> MANTISSA_BITS) as usize];
-        let mant = (b & MANTISSA_MASK) >> shift;
-        // len <= 12 and mant_bits <= 52: one write of at most 64 bits.
-        w.write_bits(code << mant_bits | mant, len + mant_bits);
-    }
-    out
 }
 
 /// Huffman code lengths (parallel to `syms`), limited to [`MAX_CODE_LEN`] by flattening the frequencies

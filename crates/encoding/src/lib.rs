@@ -30,7 +30,9 @@ pub mod xor;
 pub mod xor_st;
 
 pub use chunk::{decode_chunk_range_into, decode_chunk_range_st_into, to_xor_chunks};
-pub use dense::{decode_dense_into, decode_dense_range_into, encode_dense, encode_dense_always};
+pub use dense::{
+    DenseEncoder, decode_dense_into, decode_dense_range_into, dense_sample_count, encode_dense, encode_dense_always,
+};
 pub use error::ChunkError;
 pub use xor::{
     XOR_HEADER_BYTES, XorEncoder, XorIter, decode_xor_into, decode_xor_range_into, encode_xor, for_each_xor_sample,

@@ -177,3 +177,50 @@ fn constant_series_cost_at_most_one_bit_per_sample() {
     decode_dense_into(&d, &mut out).expect("decodes");
     assert_eq!(bits(&out), bits(&s));
 }
+
+/// Size and speed of dense chunks against XOR on B1's data, per chunk length (run with
+/// `cargo test --release -p tessera-encoding --test dense_props -- --ignored --nocapture`). Sizes count
+/// 8 bytes per chunk beyond its data (a block's chunk record and index entry).
+#[test]
+#[ignore]
+fn dense_size_and_speed_by_chunk_length() {
+    let n = 1 << 20;
+    let samples = b1(n, 11);
+    let xor: Vec<Vec<u8>> = samples.chunks(120).map(encode_xor).collect();
+    let xor_bytes: usize = xor.iter().map(|c| c.len() + 8).sum();
+    let mut out = Vec::with_capacity(n + 1);
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t0 = std::time::Instant::now();
+        out.clear();
+        for c in &xor {
+            tessera_encoding::decode_xor_into(c, &mut out).expect("decodes");
+        }
+        best = best.min(t0.elapsed().as_nanos() as f64 / n as f64);
+    }
+    println!("XOR/120: {:.3} bytes/point, decode {best:.2} ns/point", xor_bytes as f64 / n as f64);
+    for per in [120usize, 240, 480, 960, 1920, 4096, 16384, 65536] {
+        let t0 = std::time::Instant::now();
+        let mut enc = tessera_encoding::DenseEncoder::new();
+        let dense: Vec<Vec<u8>> = samples
+            .chunks(per)
+            .map(|c| {
+                let mut v = Vec::new();
+                enc.encode_into(c, &mut v);
+                v
+            })
+            .collect();
+        let enc = t0.elapsed().as_nanos() as f64 / n as f64;
+        let bytes: usize = dense.iter().map(|c| c.len() + 8).sum();
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t0 = std::time::Instant::now();
+            out.clear();
+            for c in &dense {
+                decode_dense_into(c, &mut out).expect("decodes");
+            }
+            best = best.min(t0.elapsed().as_nanos() as f64 / n as f64);
+        }
+        println!("Dense/{per}: {:.3} bytes/point, encode {enc:.2} ns/point, decode {best:.2} ns/point", bytes as f64 / n as f64);
+    }
+}

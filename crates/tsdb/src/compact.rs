@@ -11,7 +11,10 @@
 //! series, chunks that do not overlap any other chunk and carry no tombstone are copied as bytes (still
 //! zero-copy slices of the input mappings until written); overlapping chunks are decoded, merged by time,
 //! deduplicated (for equal timestamps the sample of the block listed first wins) and re-encoded as XOR
-//! chunks of at most [`MAX_SAMPLES_PER_CHUNK`] samples; deleted samples are dropped.
+//! chunks of at most [`MAX_SAMPLES_PER_CHUNK`] samples; deleted samples are dropped. The block writer
+//! then turns runs of XOR chunks into Dense chunks when the writer options ask for it
+//! (`WriteOptions::cold_codec`, the database's `Options::cold_codec`); [`compact`] itself uses the
+//! default options and stores chunks as they come.
 //!
 //! Crash safety: the new block appears atomically (see `block::writer`); only after that does the caller
 //! delete the inputs. A crash in between leaves the inputs next to a block whose `sources` contain all of

@@ -177,7 +177,7 @@ impl Db {
     pub fn clean_tombstones(&self) -> Result<()> {
         let _g = self.compact_lock.lock();
         for s in &self.shards {
-            crate::maintenance::clean_tombstones(s, &self.metrics)?;
+            crate::maintenance::clean_tombstones(s, &self.opts, &self.metrics)?;
         }
         self.refresh_gauges();
         Ok(())

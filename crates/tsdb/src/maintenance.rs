@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::block::{Block, BlockMeta};
+use crate::block::{Block, BlockMeta, WriteOptions};
 use crate::compact;
 use crate::error::Result;
 use crate::metrics::Metrics;
@@ -44,7 +44,7 @@ pub(crate) fn compact_and_retain(s: &Shard, opts: &Options, metrics: &Metrics) -
             if inputs.is_empty() {
                 continue;
             }
-            let meta = match compact::compact(&inputs, &s.dir) {
+            let meta = match compact::compact_with(&inputs, &s.dir, &WriteOptions::from_db_options(opts)) {
                 Ok(m) => m,
                 Err(e) => {
                     metrics.compaction_failures.fetch_add(1, Relaxed);
@@ -83,12 +83,12 @@ fn retain(s: &Shard, opts: &Options, metrics: &Metrics) {
 }
 
 /// Rewrites every block that has tombstones without the deleted data (Prometheus' `DB.CleanTombstones`).
-pub(crate) fn clean_tombstones(s: &Shard, metrics: &Metrics) -> Result<()> {
+pub(crate) fn clean_tombstones(s: &Shard, opts: &Options, metrics: &Metrics) -> Result<()> {
     for b in s.blocks() {
         if b.tombstones().is_empty() {
             continue;
         }
-        let meta = compact::compact(std::slice::from_ref(&b), &s.dir)?;
+        let meta = compact::compact_with(std::slice::from_ref(&b), &s.dir, &WriteOptions::from_db_options(opts))?;
         let new = match meta {
             Some(m) => vec![Block::open(&s.dir.join(&m.id))?],
             None => Vec::new(),

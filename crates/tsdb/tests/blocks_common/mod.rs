@@ -53,9 +53,10 @@ pub fn xor_chunk(s: &[Sample]) -> ChunkRef {
     }
 }
 
+/// Decodes a chunk of any float encoding (blocks may hold Dense chunks the writer made of XOR runs).
 pub fn decode(c: &ChunkRef) -> Vec<Sample> {
     let mut v = Vec::new();
-    tessera_encoding::decode_xor_into(&c.data, &mut v).expect("valid chunk");
+    tessera_encoding::decode_chunk_range_into(c, i64::MIN, i64::MAX, &mut v).expect("valid chunk");
     v
 }
 
@@ -114,7 +115,7 @@ pub fn random_series(rng: &mut Rng, n: usize, mint: i64, maxt: i64, max_chunks: 
 /// Writes `series` as a level-`level` block with small segments (many segment files even for small data).
 pub fn write(dir: &Path, mint: i64, maxt: i64, series: &[ModelSeries], level: u32, sources: Vec<String>) -> Option<BlockMeta> {
     let it = series.iter().map(|s| Ok::<_, Error>((s.labels.clone(), s.chunk_refs())));
-    let opts = WriteOptions { max_segment_bytes: 16 << 10 };
+    let opts = WriteOptions { max_segment_bytes: 16 << 10, ..Default::default() };
     write_block_with(dir, mint, maxt, it, CompactionMeta { level, sources, ..Default::default() }, &opts).expect("write block")
 }
 
