@@ -69,6 +69,13 @@ fn plain(status: u16, body: impl Into<String>) -> Response {
     answer(Outcome { status, samples_written: 0, body })
 }
 
+/// Marks an answer given without reading the request body: the server closes that connection afterwards
+/// (hyper does not drain an unread body), and `Connection: close` tells the client not to reuse it.
+fn closing(mut r: Response) -> Response {
+    r.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    r
+}
+
 /// The handler.
 pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let Some(db) = st.db().cloned() else {
@@ -97,22 +104,24 @@ pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, b
         // broken pipe, a network error that it retries forever, instead of the 413 that tells it to drop the
         // batch. So a moderately oversized body is read and discarded (streamed, never buffered, time-bounded);
         // one far past the limit is not worth the bandwidth.
-        if n <= 4 * max as u64 {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), drain(body, n)).await;
-        }
-        return plain(413, format!("request body of {n} bytes exceeds the limit of {max} bytes (--web.max-request-bytes)"));
+        let drained = n <= 4 * max as u64
+            && tokio::time::timeout(std::time::Duration::from_secs(10), drain(body, n)).await.is_ok();
+        let r = plain(413, format!("request body of {n} bytes exceeds the limit of {max} bytes (--web.max-request-bytes)"));
+        return if drained { r } else { closing(r) };
     }
     // Reserve the body's bytes in the in-flight budget before reading it (unknown length: the maximum).
     let want = declared.map(|n| n as usize).unwrap_or(max).clamp(1, u32::MAX as usize);
     let Ok(permit) = st.write_budget.clone().try_acquire_many_owned(want as u32) else {
         st.metrics.rw_throttled.fetch_add(1, Relaxed);
-        return plain(
+        // The body is not read, so the connection cannot carry another request: say so, or a client that
+        // pools connections sends its next request into a closing socket.
+        return closing(plain(
             429,
             format!(
                 "too many remote-write bytes in flight (limit {} bytes, --web.max-inflight-write-bytes); retry later",
                 st.options.max_inflight_write_bytes
             ),
-        );
+        ));
     };
     st.metrics.rw_inflight_bytes.fetch_add(want as i64, Relaxed);
     let _release = Release { st: st.clone(), n: want as i64 };

@@ -274,6 +274,9 @@ fn in_flight_bytes_are_bounded_with_429_and_retry_after() {
         .expect("second request");
     assert_eq!(r.status().as_u16(), 429);
     assert_eq!(r.headers().get("Retry-After").and_then(|v| v.to_str().ok()), Some("1"));
+    // The unread body makes the connection unusable: the client must be told not to reuse it (it once was,
+    // and the next request died with IncompleteMessage).
+    assert_eq!(r.headers().get("Connection").and_then(|v| v.to_str().ok()), Some("close"));
     assert!(r.text().expect("body").contains("too many remote-write bytes in flight"));
     drop(slow);
     // Once the slow request is gone, its bytes are released.
