@@ -10,6 +10,11 @@
 //!
 //! Atomicity: within one shard, one batch is one WAL record and becomes visible at once (or never).
 //!
+//! Borrowed batches ([`Appender::add_ref`]) are the ingest fast path: labels as canonical `(name, value)`
+//! pairs, samples and start timestamps all stay the caller's until the commit; a series the head already
+//! has is found by [`Labels::hash`]-identical hashing of the pairs and compared in place, so only series
+//! the commit creates get an owned [`Labels`]. The appender's lifetime covers what it borrows.
+//!
 //! Start timestamps (Prometheus 3.14's per-sample "ST", ms, 0 = unset) come in through
 //! [`Appender::add_with_st`] / [`Appender::add_owned_with_st`]; they are logged (WAL record type 4) and
 //! stored in XorSt chunks. A batch whose STs are all 0 is stored exactly as one given to [`Appender::add`].

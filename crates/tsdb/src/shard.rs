@@ -107,7 +107,6 @@ impl Pending {
             self.vals.push(v);
         }
     }
-
 }
 
 pub(crate) struct Shard {

@@ -348,6 +348,12 @@ impl Hasher for IdHasher {
     fn write_u64(&mut self, i: u64) {
         self.0 = i;
     }
+    /// Not for labels hashes, but keep small integer keys usable: hashbrown takes its bucket from the low
+    /// bits and its tag from the top 7, which a byte-rotated small integer leaves constant (every key in
+    /// one probe chain). A multiply spreads them.
+    fn write_u32(&mut self, i: u32) {
+        self.0 = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
