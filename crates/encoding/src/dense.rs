@@ -362,33 +362,8 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
     let truncated = |br: &BitReader<'_>| ChunkError::Truncated { offset: values_at + br.bit_position() / 8 };
 
     out.reserve(n.min(data.len() * 8));
-    let mut t = t0;
-    let mut delta = d0;
-    let mut run_left = 0u64;
-    let mut need_dod = false;
-    for i in 0..n {
-        if i == 1 {
-            t = t.wrapping_add(delta);
-        } else if i >= 2 {
-            let dod = loop {
-                if run_left > 0 {
-                    run_left -= 1;
-                    break 0;
-                }
-                if need_dod {
-                    need_dod = false;
-                    let (d, r) = varint::read_varint(ts).map_err(|e| vi(e, ts_end - ts.len()))?;
-                    ts = r;
-                    break d;
-                }
-                let (r, rest_ts) = varint::read_uvarint(ts).map_err(|e| vi(e, ts_end - ts.len()))?;
-                ts = rest_ts;
-                run_left = r;
-                need_dod = true;
-            };
-            delta = delta.wrapping_add(dod);
-            t = t.wrapping_add(delta);
-        }
+    // One value: its Huffman-coded symbol, then its mantissa bits.
+    let value = |br: &mut BitReader<'_>| -> Result<f64, ChunkError> {
         let sym = if max_len == 0 {
             table[0] >> 8
         } else {
@@ -397,16 +372,66 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
             if l == 0 {
                 return Err(corrupt(values_at + br.bit_position() / 8, "unused Huffman code"));
             }
-            br.skip_bits(l).ok_or_else(|| truncated(&br))?;
+            br.skip_bits(l).ok_or_else(|| truncated(br))?;
             e >> 8
         };
-        let mant = br.read_bits(mant_bits).ok_or_else(|| truncated(&br))?;
+        let mant = br.read_bits(mant_bits).ok_or_else(|| truncated(br))?;
+        Ok(f64::from_bits(u64::from(sym) << MANTISSA_BITS | mant << shift))
+    };
+    // Every value is read (so truncation is found) up to the first sample past `maxt_ms`.
+    let mut t = t0;
+    let v = value(&mut br)?;
+    if t > maxt_ms {
+        return Ok(());
+    }
+    if t >= mint_ms {
+        out.push(Sample { t, v });
+    }
+    let mut delta = d0;
+    let mut i = 1;
+    if n >= 2 {
+        t = t.wrapping_add(delta);
+        let v = value(&mut br)?;
         if t > maxt_ms {
-            break;
+            return Ok(());
         }
         if t >= mint_ms {
-            out.push(Sample { t, v: f64::from_bits(u64::from(sym) << MANTISSA_BITS | mant << shift) });
+            out.push(Sample { t, v });
         }
+        i = 2;
+    }
+    // The rest come as runs of zero delta-of-deltas (the common case, decoded in a tight loop), each
+    // followed by one non-zero delta-of-delta.
+    while i < n {
+        let (run, rest_ts) = varint::read_uvarint(ts).map_err(|e| vi(e, ts_end - ts.len()))?;
+        ts = rest_ts;
+        let k = run.min((n - i) as u64) as usize;
+        for _ in 0..k {
+            t = t.wrapping_add(delta);
+            let v = value(&mut br)?;
+            if t > maxt_ms {
+                return Ok(());
+            }
+            if t >= mint_ms {
+                out.push(Sample { t, v });
+            }
+        }
+        i += k;
+        if i >= n {
+            break;
+        }
+        let (dod, rest_ts) = varint::read_varint(ts).map_err(|e| vi(e, ts_end - ts.len()))?;
+        ts = rest_ts;
+        delta = delta.wrapping_add(dod);
+        t = t.wrapping_add(delta);
+        let v = value(&mut br)?;
+        if t > maxt_ms {
+            return Ok(());
+        }
+        if t >= mint_ms {
+            out.push(Sample { t, v });
+        }
+        i += 1;
     }
     Ok(())
 }

@@ -68,6 +68,24 @@ fn encodings(db: &Arc<Db>, i: usize) -> Vec<ChunkEncoding> {
     set.flat_map(|s| s.expect("series").chunks.into_iter().map(|c| c.encoding)).collect()
 }
 
+/// The share of series `i`'s samples that the querier hands out in Dense chunks.
+fn dense_share(db: &Arc<Db>, i: usize) -> f64 {
+    let q = db.querier(i64::MIN / 2, i64::MAX / 2).expect("querier");
+    let set = q.select(&[eq("i", &i.to_string())], &SelectHints::default()).expect("select");
+    let (mut dense, mut all) = (0, 0);
+    for s in set {
+        for c in s.expect("series").chunks {
+            let mut v = Vec::new();
+            tessera_encoding::decode_chunk_range_into(&c, i64::MIN, i64::MAX, &mut v).expect("decodes");
+            all += v.len();
+            if c.encoding == ChunkEncoding::Dense {
+                dense += v.len();
+            }
+        }
+    }
+    dense as f64 / all.max(1) as f64
+}
+
 fn block_dirs(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(dir).expect("ls").flatten() {
         let p = e.path();
@@ -122,8 +140,10 @@ fn dense_blocks_answer_like_the_head_and_like_xor_blocks() {
     assert_eq!(answers(&d), head, "after the final flush");
     assert_eq!(answers(&x), head);
 
-    // Random doubles went Dense, the counter stayed XOR; XOR blocks hold only XOR.
-    assert!(encodings(&d, 0).iter().all(|&e| e == ChunkEncoding::Dense), "{:?}", encodings(&d, 0));
+    // Random doubles went Dense (all but short leftovers where a head chunk was closed at a block
+    // boundary: a few samples do not pay for Dense's header), the counter stayed XOR; XOR blocks hold
+    // only XOR.
+    assert!(dense_share(&d, 0) > 0.95, "{:?}", encodings(&d, 0));
     assert!(encodings(&d, 4).iter().all(|&e| e == ChunkEncoding::Xor), "{:?}", encodings(&d, 4));
     assert!(encodings(&x, 0).iter().all(|&e| e == ChunkEncoding::Xor));
     // Dense chunks hold up to 1024 samples: 8 head chunks of 120.
