@@ -21,7 +21,6 @@
 //! so compaction can call it blindly and keep XOR otherwise. The chunk is not Prometheus-compatible:
 //! remote read must re-encode it as XOR before it leaves.
 
-use crate::bstream::BitReader;
 use crate::error::ChunkError;
 use crate::varint;
 use crate::xor::encode_xor;
@@ -358,24 +357,43 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
     }
     let mant_bits = MANTISSA_BITS - u32::from(shift);
     let values_at = off(rest);
-    let mut br = BitReader::new(rest);
-    let truncated = |br: &BitReader<'_>| ChunkError::Truncated { offset: values_at + br.bit_position() / 8 };
+    let vals = rest;
+    let total_bits = vals.len() * 8;
+    // Bit position in `vals`. A value takes at most 64 bits (code <= 12, mantissa <= 52), so each is cut
+    // out of one 64-bit window loaded at its position: one unaligned 16-byte load, no refill logic.
+    let mut br = 0usize;
 
     out.reserve(n.min(data.len() * 8));
     // One value: its Huffman-coded symbol, then its mantissa bits.
-    let value = |br: &mut BitReader<'_>| -> Result<f64, ChunkError> {
-        let sym = if max_len == 0 {
-            table[0] >> 8
+    let value = |pos: &mut usize| -> Result<f64, ChunkError> {
+        let byte = *pos / 8;
+        let x = match vals.get(byte..byte + 16) {
+            Some(w) => u128::from_be_bytes(w.try_into().expect("16 bytes")),
+            None => {
+                // The last bytes: zero-padded (reading past the end is caught below).
+                let mut buf = [0u8; 16];
+                let tail = vals.get(byte..).unwrap_or(&[]);
+                buf[..tail.len()].copy_from_slice(tail);
+                u128::from_be_bytes(buf)
+            }
+        };
+        let window = ((x << (*pos % 8)) >> 64) as u64;
+        let (sym, l) = if max_len == 0 {
+            (table[0] >> 8, 0)
         } else {
-            let e = table[br.peek_bits(max_len) as usize];
+            let e = table[(window >> (64 - max_len)) as usize];
             let l = e & 0xff;
             if l == 0 {
-                return Err(corrupt(values_at + br.bit_position() / 8, "unused Huffman code"));
+                return Err(corrupt(values_at + byte, "unused Huffman code"));
             }
-            br.skip_bits(l).ok_or_else(|| truncated(br))?;
-            e >> 8
+            (e >> 8, l)
         };
-        let mant = br.read_bits(mant_bits).ok_or_else(|| truncated(br))?;
+        let mant = if mant_bits == 0 { 0 } else { (window << l) >> (64 - mant_bits) };
+        let end = *pos + (l + mant_bits) as usize;
+        if end > total_bits {
+            return Err(ChunkError::Truncated { offset: values_at + byte });
+        }
+        *pos = end;
         Ok(f64::from_bits(u64::from(sym) << MANTISSA_BITS | mant << shift))
     };
     // Every value is read (so truncation is found) up to the first sample past `maxt_ms`.
