@@ -163,6 +163,29 @@ impl Labels {
 /// name, unique names, no empty values). Receivers use it to route and look up series before copying any
 /// label; a property test pins the equality.
 pub fn hash_pairs(pairs: &[(&str, &str)]) -> u64 {
+    // One-shot xxh3 over the bytes laid out in a stack buffer gives the streaming digest of the same bytes,
+    // at a fraction of the cost of four small `update` calls per label (the ingest hot path hashes every
+    // series of every request). Label sets too long for the buffer take the streaming path.
+    let mut buf = [0u8; 1024];
+    let mut n = 0;
+    for &(name, value) in pairs {
+        let end = n + name.len() + value.len() + 2;
+        if end > buf.len() {
+            return hash_pairs_streaming(pairs);
+        }
+        buf[n..n + name.len()].copy_from_slice(name.as_bytes());
+        n += name.len();
+        buf[n] = 0xff;
+        n += 1;
+        buf[n..n + value.len()].copy_from_slice(value.as_bytes());
+        n += value.len();
+        buf[n] = 0xff;
+        n += 1;
+    }
+    xxhash_rust::xxh3::xxh3_64(&buf[..n])
+}
+
+fn hash_pairs_streaming(pairs: &[(&str, &str)]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for &(n, v) in pairs {
         h.update(n.as_bytes());
@@ -344,7 +367,7 @@ mod tests {
         /// recognises exactly that set: borrowed and owned lookups must agree (routing, head lookups).
         #[test]
         fn hash_pairs_equals_labels_hash(
-            raw in proptest::collection::vec(("[a-z_\\xff]{0,6}", "[a-z\\x00-\\x02é]{0,6}"), 0..8),
+            raw in proptest::collection::vec(("[a-z_\\xff]{0,6}", "[a-z\\x00-\\x02é]{0,6}|[a-z]{100,400}"), 0..8),
             other in proptest::collection::vec(("[a-z]{1,3}", "[a-z]{1,3}"), 0..4),
         ) {
             let l = Labels::from_pairs(raw.iter().map(|(n, v)| (n.as_str(), v.as_str())));
@@ -355,6 +378,16 @@ mod tests {
             let o = Labels::from_pairs(other.iter().map(|(n, v)| (n.as_str(), v.as_str())));
             let opairs: Vec<(&str, &str)> = o.iter().map(|x| (x.name.as_str(), x.value.as_str())).collect();
             proptest::prop_assert_eq!(l.eq_pairs(&opairs), l == o);
+        }
+    }
+
+    #[test]
+    fn hash_pairs_agrees_on_both_sides_of_its_buffer() {
+        for len in [0usize, 1, 500, 1010, 1011, 1012, 1013, 5000] {
+            let v = "v".repeat(len);
+            let l = Labels::from_pairs([("__name__", "m"), ("a", v.as_str())]);
+            let pairs: Vec<(&str, &str)> = l.iter().map(|x| (x.name.as_str(), x.value.as_str())).collect();
+            assert_eq!(hash_pairs(&pairs), l.hash(), "value of {len} bytes");
         }
     }
 
