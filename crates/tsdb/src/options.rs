@@ -37,8 +37,9 @@ pub struct Options {
 /// with many random bits gain (B1's uniform doubles: 7.94 → 6.83 bytes/point); smooth or integer
 /// series, where XOR's reuse of the previous value's bits wins, stay XOR. Dense decodes ~25 % faster
 /// than XOR; it costs ~8 ns/sample of CPU to encode (plus one XOR decode, ~10 ns) when a block is
-/// written, which on B1 takes ~15 % off the ingest rate since head cuts run inline in commits; remote
-/// read converts it back to XOR (`to_xor_chunks`). Chunks with start timestamps (XorSt) and histogram
+/// written. Head cuts run inline in commits, so on B1 that takes ~20 % off the ingest rate when the
+/// cores are contended (nothing measurable with B1 alone on 2 cores). Remote read converts Dense back
+/// to XOR (`to_xor_chunks`). Chunks with start timestamps (XorSt) and histogram
 /// chunks are never re-encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ColdCodec {
