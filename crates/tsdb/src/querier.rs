@@ -235,7 +235,7 @@ impl ShardSeries {
                 c.load_cur()?;
             }
         }
-        if self.view.head.cur.as_ref() == Some(labels) {
+        while self.view.head.cur.as_ref() == Some(labels) {
             self.view.head.pos += 1;
             match st {
                 Some(st) => self.view.head.load_cur(st),
@@ -286,10 +286,17 @@ impl ShardSeries {
                     self.restarts += 1;
                     continue;
                 }
-                let r = self.view.head.refs[self.view.head.pos];
-                if let Some(ms) = st.head.series(r) {
-                    ms.read_st(mint, maxt, &mut chunks, &mut extra, &mut extra_sts);
-                    deleted.extend(st.head.tombstones_of(r).iter().map(|&(a, b)| Interval::new(a, b)));
+                // Every head series with these labels: WAL replay can leave two refs with one label set
+                // (a series garbage-collected and created again before the restart), which the sorted refs
+                // put side by side; they are one series to the reader.
+                while self.view.head.cur.as_ref() == Some(&labels) {
+                    let r = self.view.head.refs[self.view.head.pos];
+                    if let Some(ms) = st.head.series(r) {
+                        ms.read_st(mint, maxt, &mut chunks, &mut extra, &mut extra_sts);
+                        deleted.extend(st.head.tombstones_of(r).iter().map(|&(a, b)| Interval::new(a, b)));
+                    }
+                    self.view.head.pos += 1;
+                    self.view.head.load_cur(&st);
                 }
                 self.advance_past(&labels, Some(&st))?;
             } else {
