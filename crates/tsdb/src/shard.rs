@@ -696,10 +696,12 @@ fn open_blocks(dir: &Path) -> Result<Vec<Arc<Block>>> {
 /// warning); a corrupt record is reported with file and offset, the log is repaired (cut there) and the
 /// shard opens with everything before it.
 fn replay(wal_dir: &Path, head: &mut Head, opts: &Options, metrics: &Metrics) -> Result<()> {
+    // WAL series refs that name a label set already in the head under another ref → that ref.
+    let mut alias: HashMap<u32, u32> = HashMap::new();
     let mut apply = |rec: &[u8]| -> std::result::Result<(), WalError> {
         metrics.wal_replayed_records.fetch_add(1, Relaxed);
         match wal_records::decode(rec) {
-            Ok(r) => replay_record(head, r, opts),
+            Ok(r) => replay_record(head, &mut alias, r, opts),
             Err(e) => {
                 metrics.wal_corruptions.fetch_add(1, Relaxed);
                 tracing::error!(dir = %wal_dir.display(), offset = e.offset, reason = e.reason, "undecodable WAL record skipped");
@@ -728,21 +730,38 @@ fn replay(wal_dir: &Path, head: &mut Head, opts: &Options, metrics: &Metrics) ->
     Err(Error::corruption(wal_dir.display(), 0, "WAL still corrupt after repeated repairs"))
 }
 
-fn replay_record(head: &mut Head, rec: Record, opts: &Options) {
-    let create = |head: &mut Head, defs: Vec<wal_records::SeriesDef>| {
+/// Applies one WAL record to `head`. A series that was garbage-collected (its data cut into a block) and
+/// written again got a new ref, so the log defines one label set under two refs: the later ref is mapped
+/// onto the series already in the head (`alias`), never made a second head series with the same labels
+/// (upstream `Head.loadWAL` keeps the same mapping, its `multiRef`).
+fn replay_record(head: &mut Head, alias: &mut HashMap<u32, u32>, rec: Record, opts: &Options) {
+    let create = |head: &mut Head, alias: &mut HashMap<u32, u32>, defs: Vec<wal_records::SeriesDef>| {
         for d in defs {
             // Idempotent: a checkpoint and the segments after it may both define a series.
-            if head.series(d.series_ref).is_none() {
-                let hash = d.labels.hash();
-                head.create(d.series_ref, hash, d.labels);
+            if head.series(d.series_ref).is_some() {
+                continue;
+            }
+            let hash = d.labels.hash();
+            match head.get_with(hash, |l| *l == d.labels) {
+                Some(existing) => {
+                    alias.insert(d.series_ref, existing);
+                    // Never hand this ref out again: later records may still name it.
+                    head.reserve_ref(d.series_ref);
+                }
+                None => {
+                    alias.remove(&d.series_ref);
+                    head.create(d.series_ref, hash, d.labels);
+                }
             }
         }
     };
+    let resolve = |alias: &HashMap<u32, u32>, r: u32| alias.get(&r).copied().unwrap_or(r);
     match rec {
-        Record::Series(defs) => create(head, defs),
+        Record::Series(defs) => create(head, alias, defs),
         Record::Batch { series, groups } => {
-            create(head, series);
-            for g in groups {
+            create(head, alias, series);
+            for mut g in groups {
+                g.series_ref = resolve(alias, g.series_ref);
                 let Some(ms) = head.series(g.series_ref) else { continue };
                 let (mut last_t, mut last_bits) = (ms.last_t, ms.last_bits);
                 for (i, s) in g.samples.into_iter().enumerate() {
@@ -773,8 +792,9 @@ fn replay_record(head: &mut Head, rec: Record, opts: &Options) {
         }
         Record::Tombstones(ts) => {
             for t in ts {
-                if head.series(t.series_ref).is_some() {
-                    head.add_tombstone(t.series_ref, t.mint_ms, t.maxt_ms);
+                let r = resolve(alias, t.series_ref);
+                if head.series(r).is_some() {
+                    head.add_tombstone(r, t.mint_ms, t.maxt_ms);
                 }
             }
         }

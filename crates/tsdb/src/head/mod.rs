@@ -428,6 +428,13 @@ impl Head {
         self.series.len() as u32
     }
 
+    /// Makes sure ref `r` is never handed out (WAL replay: a ref the log still names, mapped elsewhere).
+    pub(crate) fn reserve_ref(&mut self, r: u32) {
+        if (r as usize) >= self.series.len() {
+            self.series.resize_with(r as usize + 1, || None);
+        }
+    }
+
     /// Creates a series with ref `r` (`r >= next_ref()`; refs in between stay empty). Idempotent when the
     /// same series already has that ref (WAL replay meets series records twice after a checkpoint).
     pub(crate) fn create(&mut self, r: u32, hash: u64, labels: Labels) -> bool {
