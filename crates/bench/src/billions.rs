@@ -270,11 +270,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     println!("  of which select (series + chunk refs, no decoding): median {:.3} ms", select_times[2].as_secs_f64() * 1e3);
     db.close().context("close")?;
     drop(db);
-    if let Some(t) = tmp.take() {
-        if a.keep {
-            println!("data kept in {}", dir.display());
-            std::mem::forget(t); // not deleted
-        }
+    if let Some(t) = tmp.take()
+        && a.keep
+    {
+        println!("data kept in {}", dir.display());
+        std::mem::forget(t); // not deleted
     }
     Ok(())
 }

@@ -37,8 +37,8 @@ fn fill(db: &Arc<Db>, upto: i64) {
                     let r = mix(t as u64 * 31 + i as u64);
                     let v = match i {
                         4 => (t / 3) as f64,
-                        5 if r % 97 == 0 => tessera_model::STALE_NAN,
-                        5 if r % 89 == 0 => f64::from_bits(0x7ff8_0000_0000_0000 | (r & 0xffff)),
+                        5 if r.is_multiple_of(97) => tessera_model::STALE_NAN,
+                        5 if r.is_multiple_of(89) => f64::from_bits(0x7ff8_0000_0000_0000 | (r & 0xffff)),
                         _ => (r >> 11) as f64 / (1u64 << 53) as f64 * 100.0,
                     };
                     Sample::new(t, v)
@@ -51,13 +51,16 @@ fn fill(db: &Arc<Db>, upto: i64) {
     }
 }
 
-fn all_bits(db: &Arc<Db>, mint: i64, maxt: i64) -> Vec<(Labels, Vec<(i64, u64)>)> {
+/// Every series' samples as (t, value bits), label-sorted.
+type Answer = Vec<(Labels, Vec<(i64, u64)>)>;
+
+fn all_bits(db: &Arc<Db>, mint: i64, maxt: i64) -> Answer {
     query(db, &[eq("__name__", "m")], mint, maxt).into_iter().map(|(l, s)| (l, bits(&s))).collect()
 }
 
 const RANGES: [(i64, i64); 5] = [(0, i64::MAX / 2), (0, 0), (1234, 5678), (2999, 3001), (7000, 20_000)];
 
-fn answers(db: &Arc<Db>) -> Vec<Vec<(Labels, Vec<(i64, u64)>)>> {
+fn answers(db: &Arc<Db>) -> Vec<Answer> {
     RANGES.iter().map(|&(a, b)| all_bits(db, a, b)).collect()
 }
 
