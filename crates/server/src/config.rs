@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 use tessera_api::params::{format_duration_ms, parse_bytes, parse_duration_ms};
+use tessera_tsdb::options::ColdCodec;
 use tessera_tsdb::FsyncPolicy;
 
 /// `tessera serve` flags. Each is optional here so that "not given" can fall back to the config file;
@@ -59,6 +60,12 @@ pub struct ServeArgs {
     /// `never` (benchmarks only). [default: interval:1s]
     #[arg(long = "storage.tsdb.wal-fsync", value_name = "POLICY")]
     pub storage_tsdb_wal_fsync: Option<String>,
+
+    /// How blocks store plain float chunks: `dense` (Tessera's denser codec where it saves at least 1/16;
+    /// remote read converts to XOR) or `xor` (Prometheus' XOR chunks as written). Existing blocks keep
+    /// their chunks until compaction rewrites them. [default: dense]
+    #[arg(long = "storage.tsdb.cold-codec", value_name = "CODEC")]
+    pub storage_tsdb_cold_codec: Option<String>,
 
     /// Maximum lookback for instant vector selectors. [default: 5m]
     #[arg(long = "query.lookback-delta", value_name = "DURATION")]
@@ -135,6 +142,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("storage.tsdb.out-of-order-time-window", "0s"),
     ("storage.tsdb.shards", ""),
     ("storage.tsdb.wal-fsync", "interval:1s"),
+    ("storage.tsdb.cold-codec", "dense"),
     ("query.lookback-delta", "5m"),
     ("query.timeout", "2m"),
     ("query.max-samples", "50000000"),
@@ -156,7 +164,7 @@ impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
         let features = (!self.enable_feature.is_empty()).then(|| self.enable_feature.join(","));
-        let pairs: [(&str, &Option<String>); 21] = [
+        let pairs: [(&str, &Option<String>); 22] = [
             ("storage.tsdb.path", &self.storage_tsdb_path),
             ("web.listen-address", &self.web_listen_address),
             ("storage.tsdb.retention.time", &self.storage_tsdb_retention_time),
@@ -164,6 +172,7 @@ impl ServeArgs {
             ("storage.tsdb.out-of-order-time-window", &self.storage_tsdb_out_of_order_time_window),
             ("storage.tsdb.shards", &self.storage_tsdb_shards),
             ("storage.tsdb.wal-fsync", &self.storage_tsdb_wal_fsync),
+            ("storage.tsdb.cold-codec", &self.storage_tsdb_cold_codec),
             ("query.lookback-delta", &self.query_lookback_delta),
             ("query.timeout", &self.query_timeout),
             ("query.max-samples", &self.query_max_samples),
@@ -206,6 +215,7 @@ pub struct Settings {
     /// `None`: what the data directory records, else the core count.
     pub shards: Option<usize>,
     pub fsync: FsyncPolicy,
+    pub cold_codec: ColdCodec,
     pub lookback_delta_ms: i64,
     pub query_timeout_ms: i64,
     pub query_max_samples: usize,
@@ -283,6 +293,8 @@ impl Settings {
             ooo_window_ms: dur("storage.tsdb.out-of-order-time-window")?,
             shards,
             fsync: parse_fsync(get("storage.tsdb.wal-fsync")).map_err(|e| anyhow::anyhow!("--storage.tsdb.wal-fsync: {e}"))?,
+            cold_codec: parse_cold_codec(get("storage.tsdb.cold-codec"))
+                .map_err(|e| anyhow::anyhow!("--storage.tsdb.cold-codec: {e}"))?,
             lookback_delta_ms: dur("query.lookback-delta")?,
             query_timeout_ms: dur("query.timeout")?,
             query_max_samples: num("query.max-samples")?,
@@ -396,6 +408,15 @@ fn human_bytes(n: u64) -> String {
 }
 
 /// `always`, `never`, or `interval:<duration>`.
+/// `--storage.tsdb.cold-codec`: `dense` or `xor`.
+pub fn parse_cold_codec(s: &str) -> Result<ColdCodec, String> {
+    match s.trim() {
+        "dense" => Ok(ColdCodec::Dense),
+        "xor" => Ok(ColdCodec::Xor),
+        other => Err(format!("{other:?} is not one of dense, xor")),
+    }
+}
+
 pub fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
     match s.trim() {
         "always" => Ok(FsyncPolicy::Always),
@@ -561,6 +582,12 @@ timeout = "1m"
         assert!(e.to_string().contains("--storage.tsdb.retention.time"), "{e}");
         let args = ServeArgs { storage_tsdb_wal_fsync: Some("sometimes".into()), ..Default::default() };
         assert!(Settings::resolve(&args).is_err());
+        assert_eq!(Settings::resolve(&ServeArgs::default()).expect("defaults").cold_codec, ColdCodec::Dense);
+        let args = ServeArgs { storage_tsdb_cold_codec: Some("xor".into()), ..Default::default() };
+        assert_eq!(Settings::resolve(&args).expect("xor").cold_codec, ColdCodec::Xor);
+        let args = ServeArgs { storage_tsdb_cold_codec: Some("gorilla".into()), ..Default::default() };
+        let e = Settings::resolve(&args).expect_err("bad codec");
+        assert!(e.to_string().contains("--storage.tsdb.cold-codec: \"gorilla\" is not one of dense, xor"), "{e}");
         let args = ServeArgs {
             web_max_request_bytes: Some("512MB".into()),
             web_max_inflight_write_bytes: Some("256MB".into()),

@@ -90,6 +90,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         retention_bytes: s.retention_bytes,
         ooo_window_ms: s.ooo_window_ms,
         fsync: s.fsync,
+        cold_codec: s.cold_codec,
         ..Options::default()
     };
     {
