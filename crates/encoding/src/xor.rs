@@ -289,6 +289,82 @@ pub(crate) fn write_value(w: &mut BitWriter<'_>, leading_st: &mut u8, trailing_s
 /// Bucket payload sizes indexed by the number of leading 1s of the dod prefix (0..=4).
 pub(crate) const DOD_BITS: [u32; 5] = [0, 14, 17, 20, 64];
 
+/// Why a bit-stream read of an XOR sample failed; the caller knows the byte offset.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BitsError {
+    Truncated,
+    /// A window header whose leading zeros plus significant bits exceed 64.
+    BadWindow,
+}
+
+impl BitsError {
+    pub(crate) fn at(self, offset: usize) -> ChunkError {
+        match self {
+            BitsError::Truncated => ChunkError::Truncated { offset },
+            BitsError::BadWindow => {
+                ChunkError::Corrupt { offset, reason: "xor leading zeros plus significant bits exceed 64" }
+            }
+        }
+    }
+}
+
+/// Reads one delta-of-delta code into `t_delta` (upstream `xorIterator.Next`); `None` when the stream
+/// ends early. Shared by [`XorIter`] and the XorSt iterator, whose streams code `t` the same way.
+#[inline(always)]
+pub(crate) fn read_dod_bits(br: &mut BitReader<'_>, t_delta: &mut u64) -> Option<()> {
+    let prefix = br.peek_bits(4) as u32;
+    // Number of leading 1s in the 4-bit prefix (0..=4): the bucket.
+    let ones = (!(prefix << 28)).leading_zeros();
+    if ones == 0 {
+        br.skip_bits(1)?;
+    } else {
+        br.skip_bits((ones + 1).min(4))?;
+        let sz = DOD_BITS[ones as usize];
+        let mut bits = br.read_bits(sz)?;
+        if sz < 64 && bits > 1 << (sz - 1) {
+            // Negative values come back as large unsigned ones.
+            bits = bits.wrapping_sub(1 << sz);
+        }
+        *t_delta = t_delta.wrapping_add(bits);
+    }
+    Some(())
+}
+
+/// Reads one XOR'ed value into `v_bits` (upstream `xorIterator.readValue`), updating the window; returns
+/// whether a new window header ('11') was read.
+#[inline(always)]
+pub(crate) fn read_value_bits(
+    br: &mut BitReader<'_>,
+    v_bits: &mut u64,
+    trailing: &mut u32,
+    sig: &mut u32,
+) -> Result<bool, BitsError> {
+    let control = br.peek_bits(2);
+    if control < 0b10 {
+        br.skip_bits(1).ok_or(BitsError::Truncated)?;
+        return Ok(false);
+    }
+    let new_window = control == 0b11;
+    if new_window {
+        let head = br.read_bits(13).ok_or(BitsError::Truncated)?;
+        let leading = ((head >> 6) & 31) as u32;
+        let mut s = (head & 63) as u32;
+        if s == 0 {
+            s = 64;
+        }
+        if leading + s > 64 {
+            return Err(BitsError::BadWindow);
+        }
+        *trailing = 64 - leading - s;
+        *sig = s;
+    } else {
+        br.skip_bits(2).ok_or(BitsError::Truncated)?;
+    }
+    let bits = br.read_bits(*sig).ok_or(BitsError::Truncated)?;
+    *v_bits ^= bits << *trailing;
+    Ok(new_window)
+}
+
 /// Decodes an XOR chunk sample by sample, without allocating (`xorIterator`).
 ///
 /// Yields `Ok((t, v))` for each sample, or one `Err` and then `None` if the bytes are corrupt. Reusable
@@ -447,21 +523,7 @@ impl<'a> XorIter<'a> {
     /// Reads a delta-of-delta (`xorIterator.Next`).
     #[inline(always)]
     fn read_dod(&mut self) -> Result<(), ChunkError> {
-        let prefix = self.br.peek_bits(4) as u32;
-        // Number of leading 1s in the 4-bit prefix (0..=4): the bucket.
-        let ones = (!(prefix << 28)).leading_zeros();
-        if ones == 0 {
-            self.br.skip_bits(1).ok_or_else(|| self.truncated())?;
-        } else {
-            self.br.skip_bits((ones + 1).min(4)).ok_or_else(|| self.truncated())?;
-            let sz = DOD_BITS[ones as usize];
-            let mut bits = self.br.read_bits(sz).ok_or_else(|| self.truncated())?;
-            if sz < 64 && bits > 1 << (sz - 1) {
-                // Negative values come back as large unsigned ones.
-                bits = bits.wrapping_sub(1 << sz);
-            }
-            self.t_delta = self.t_delta.wrapping_add(bits);
-        }
+        read_dod_bits(&mut self.br, &mut self.t_delta).ok_or_else(|| self.truncated())?;
         self.t = self.t.wrapping_add(self.t_delta as i64);
         Ok(())
     }
@@ -469,33 +531,13 @@ impl<'a> XorIter<'a> {
     /// Reads an XOR'ed value (`xorIterator.readValue`).
     #[inline(always)]
     fn read_value(&mut self) -> Result<(), ChunkError> {
-        let control = self.br.peek_bits(2);
-        if control < 0b10 {
-            self.br.skip_bits(1).ok_or_else(|| self.truncated())?;
-            return Ok(());
-        }
-        if control == 0b11 {
-            let head = self.br.read_bits(13).ok_or_else(|| self.truncated())?;
-            let leading = ((head >> 6) & 31) as u32;
-            let mut sig = (head & 63) as u32;
-            if sig == 0 {
-                sig = 64;
+        match read_value_bits(&mut self.br, &mut self.v_bits, &mut self.trailing, &mut self.sig) {
+            Ok(new_window) => {
+                self.window_seen |= new_window;
+                Ok(())
             }
-            if leading + sig > 64 {
-                return Err(ChunkError::Corrupt {
-                    offset: self.br_base + self.br.bit_position() / 8,
-                    reason: "xor leading zeros plus significant bits exceed 64",
-                });
-            }
-            self.trailing = 64 - leading - sig;
-            self.sig = sig;
-            self.window_seen = true;
-        } else {
-            self.br.skip_bits(2).ok_or_else(|| self.truncated())?;
+            Err(e) => Err(e.at(self.br_base + self.br.bit_position() / 8)),
         }
-        let bits = self.br.read_bits(self.sig).ok_or_else(|| self.truncated())?;
-        self.v_bits ^= bits << self.trailing;
-        Ok(())
     }
 
     #[inline(always)]

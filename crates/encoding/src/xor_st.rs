@@ -40,7 +40,9 @@
 use crate::bstream::{BitReader, BitWriter};
 use crate::error::ChunkError;
 use crate::varint;
-use crate::xor::{DOD_BITS, NO_WINDOW, XOR_HEADER_BYTES, load57, read_at, write_dod, write_value};
+use crate::xor::{
+    DOD_BITS, NO_WINDOW, XOR_HEADER_BYTES, load57, read_at, read_dod_bits, read_value_bits, write_dod, write_value,
+};
 use tessera_model::Sample;
 
 /// Longest explicit-ST varint (a u64 takes at most 10 bytes).
@@ -306,51 +308,16 @@ impl<'a> XorStIter<'a> {
 
     #[inline(always)]
     fn read_dod(&mut self) -> Result<(), ChunkError> {
-        let prefix = self.br.peek_bits(4) as u32;
-        let ones = (!(prefix << 28)).leading_zeros();
-        if ones == 0 {
-            self.br.skip_bits(1).ok_or_else(|| self.truncated())?;
-        } else {
-            self.br.skip_bits((ones + 1).min(4)).ok_or_else(|| self.truncated())?;
-            let sz = DOD_BITS[ones as usize];
-            let mut bits = self.br.read_bits(sz).ok_or_else(|| self.truncated())?;
-            if sz < 64 && bits > 1 << (sz - 1) {
-                bits = bits.wrapping_sub(1 << sz);
-            }
-            self.t_delta = self.t_delta.wrapping_add(bits);
-        }
+        read_dod_bits(&mut self.br, &mut self.t_delta).ok_or_else(|| self.truncated())?;
         self.t = self.t.wrapping_add(self.t_delta as i64);
         Ok(())
     }
 
     #[inline(always)]
     fn read_value(&mut self) -> Result<(), ChunkError> {
-        let control = self.br.peek_bits(2);
-        if control < 0b10 {
-            self.br.skip_bits(1).ok_or_else(|| self.truncated())?;
-            return Ok(());
-        }
-        if control == 0b11 {
-            let head = self.br.read_bits(13).ok_or_else(|| self.truncated())?;
-            let leading = ((head >> 6) & 31) as u32;
-            let mut sig = (head & 63) as u32;
-            if sig == 0 {
-                sig = 64;
-            }
-            if leading + sig > 64 {
-                return Err(ChunkError::Corrupt {
-                    offset: self.br_base + self.br.bit_position() / 8,
-                    reason: "xor leading zeros plus significant bits exceed 64",
-                });
-            }
-            self.trailing = 64 - leading - sig;
-            self.sig = sig;
-        } else {
-            self.br.skip_bits(2).ok_or_else(|| self.truncated())?;
-        }
-        let bits = self.br.read_bits(self.sig).ok_or_else(|| self.truncated())?;
-        self.v_bits ^= bits << self.trailing;
-        Ok(())
+        read_value_bits(&mut self.br, &mut self.v_bits, &mut self.trailing, &mut self.sig)
+            .map(|_| ())
+            .map_err(|e| e.at(self.br_base + self.br.bit_position() / 8))
     }
 
     /// Reads one ST code (see the module docs) and returns the sample's ST.
