@@ -578,24 +578,9 @@ pub fn eval_start_timestamp_selector(
     let n = grid.n;
     let mut out = select_map_st(ctx, vs, lo - lb + 1, hi, hints, true, None, |labels, samples, sts| {
         let mut vals = vec![None; n];
-        let mut any = false;
-        let mut j = 0usize;
-        for (i, &e) in eff.iter().enumerate() {
-            if i > 0 && e < eff[i - 1] {
-                j = 0;
-            }
-            while j < samples.len() && samples[j].t <= e {
-                j += 1;
-            }
-            if j == 0 {
-                continue;
-            }
-            let s = samples[j - 1];
-            if s.t > e - lb && !is_stale_nan(s.v) {
-                vals[i] = Some(sts.get(j - 1).copied().unwrap_or(0) as f64 / 1000.0);
-                any = true;
-            }
-        }
+        let any = for_each_lookback(samples, &eff, lb, |i, j| {
+            vals[i] = Some(sts.get(j).copied().unwrap_or(0) as f64 / 1000.0);
+        });
         any.then(|| Series { labels: labels.clone(), vals, drop_name: true })
     })?;
     out.sort_by(|a, b| a.labels.cmp(&b.labels));
@@ -643,6 +628,17 @@ fn eval_smoothed_selector(
 /// forward pass over `samples` for all steps (upstream `vectorSelectorSingle` per step). Returns whether
 /// any step has a value.
 pub fn lookback_values(samples: &[Sample], eff: &[i64], lb: i64, timestamps: bool, vals: &mut [Option<f64>]) -> bool {
+    for_each_lookback(samples, eff, lb, |i, j| {
+        let s = samples[j];
+        vals[i] = Some(if timestamps { s.t as f64 / 1000.0 } else { s.v });
+    })
+}
+
+/// Calls `f(i, j)` for each step `i` whose latest sample in `(eff[i] - lb, eff[i]]` is `samples[j]` and
+/// not a stale marker, in one forward pass over `samples` (restarting where `eff` goes back in time).
+/// Returns whether any step had one.
+#[inline]
+fn for_each_lookback(samples: &[Sample], eff: &[i64], lb: i64, mut f: impl FnMut(usize, usize)) -> bool {
     let mut j = 0usize;
     let mut any = false;
     for (i, &e) in eff.iter().enumerate() {
@@ -657,7 +653,7 @@ pub fn lookback_values(samples: &[Sample], eff: &[i64], lb: i64, timestamps: boo
         }
         let s = samples[j - 1];
         if s.t > e - lb && !is_stale_nan(s.v) {
-            vals[i] = Some(if timestamps { s.t as f64 / 1000.0 } else { s.v });
+            f(i, j - 1);
             any = true;
         }
     }
