@@ -121,16 +121,10 @@ fn esc(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// Formats a float as the text format expects (Go's `strconv.FormatFloat(v, 'g', -1, 64)` style for
-/// the values we emit: integers without a fraction, others shortest round-trip).
+/// Formats a float as the text format expects (Go's `strconv.FormatFloat(v, 'g', -1, 64)`, as
+/// `expfmt` writes it).
 pub fn fmt_f64(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
-    } else {
-        format!("{v}")
-    }
+    tessera_model::gofloat::format_g(v)
 }
 
 /// Appends `process_*` metrics read from `/proc/self` (Linux); silently nothing elsewhere.

@@ -339,24 +339,9 @@ pub fn format_value(v: f64) -> String {
     tessera_promql::parser::format_float_f(v)
 }
 
-/// How Go's `encoding/json` writes a float64: shortest round-trip, in 'f' form unless the magnitude is
-/// below 1e-6 or at least 1e21, where it uses 'e' form with a two-digit minimum exponent (`1e-07`).
+/// How Go's `encoding/json` writes a float64.
 pub fn format_go_float_json(f: f64) -> String {
-    let a = f.abs();
-    if a != 0.0 && !(1e-6..1e21).contains(&a) {
-        let s = format!("{f:e}");
-        // Rust: "1e-7", "1.5e21"; Go: "1e-07", "1.5e+21".
-        if let Some((m, e)) = s.split_once('e') {
-            let (sign, digits) = match e.strip_prefix('-') {
-                Some(d) => ('-', d),
-                None => ('+', e),
-            };
-            let digits = if digits.len() < 2 { format!("0{digits}") } else { digits.to_string() };
-            return format!("{m}e{sign}{digits}");
-        }
-        return s;
-    }
-    format!("{f}")
+    tessera_model::gofloat::format_json(f)
 }
 
 #[cfg(test)]

@@ -391,21 +391,45 @@ fn aggregate_k(
     n: usize,
 ) -> Result<Val, EngineError> {
     let op = a.op;
-    for p in &param {
-        if p.is_nan() {
-            return Err(EngineError::Execution(
-                if op == AggregateOp::LimitRatio { "Ratio value is NaN" } else { "Parameter value is NaN" }.into(),
-            ));
+    // Upstream `rangeEvalAgg` checks the parameter over all steps first, with `fParams`' Min and Max,
+    // which follow Go's `math.Min`/`math.Max`: an infinity wins over NaN, NaN over any number.
+    let any_nan = param.iter().any(|p| p.is_nan());
+    let go_extreme = |inf: f64, pick: fn(f64, f64) -> f64| {
+        if param.contains(&inf) {
+            inf
+        } else if any_nan {
+            f64::NAN
+        } else {
+            param.iter().copied().fold(-inf, pick)
         }
-    }
+    };
+    let (p_min, p_max) = (go_extreme(f64::NEG_INFINITY, f64::min), go_extreme(f64::INFINITY, f64::max));
     if op == AggregateOp::LimitRatio {
-        if let Some(p) = param.iter().find(|p| **p < -1.0 || **p > 1.0) {
-            let to = if *p < -1.0 { -1.0 } else { 1.0 };
-            ctx.warn(format!(
-                "PromQL warning: ratio value should be between -1 and 1, got {}, capping to {}",
-                fmt_g(*p),
-                fmt_g(to)
-            ));
+        if p_max == 0.0 && p_min == 0.0 {
+            return Ok(Val::Vector(vec![]));
+        }
+        if any_nan {
+            return Err(EngineError::Execution("Ratio value is NaN".into()));
+        }
+        if p_max > 1.0 {
+            ctx.warn(format!("PromQL warning: ratio value should be between -1 and 1, got {}, capping to 1", fmt_g(p_max)));
+        }
+        if p_min < -1.0 {
+            ctx.warn(format!("PromQL warning: ratio value should be between -1 and 1, got {}, capping to -1", fmt_g(p_min)));
+        }
+    } else {
+        // Upstream's bounds: `minInt64` and the largest float64 below 2^63 (`maxInt64`).
+        if p_max < 1.0 {
+            return Ok(Val::Vector(vec![]));
+        }
+        if any_nan {
+            return Err(EngineError::Execution("Parameter value is NaN".into()));
+        }
+        if p_min <= -9_223_372_036_854_775_808.0 {
+            return Err(EngineError::Execution(format!("Scalar value {} underflows int64", fmt_g(p_min))));
+        }
+        if p_max >= 9_223_372_036_854_774_784.0 {
+            return Err(EngineError::Execution(format!("Scalar value {} overflows int64", fmt_g(p_max))));
         }
     }
     let (ids, gl) = groups(&v, a);
@@ -428,20 +452,11 @@ fn aggregate_k(
             match op {
                 AggregateOp::Topk | AggregateOp::Bottomk => {
                     let k = if p >= cand.len() as f64 { cand.len() } else if p < 1.0 { 0 } else { p as usize };
-                    let top = op == AggregateOp::Topk;
-                    cand.sort_by(|x, y| {
-                        use std::cmp::Ordering::*;
-                        match (x.1.is_nan(), y.1.is_nan()) {
-                            (true, true) => Equal,
-                            (true, false) => Greater,
-                            (false, true) => Less,
-                            _ => {
-                                let o = x.1.partial_cmp(&y.1).unwrap_or(Equal);
-                                if top { o.reverse() } else { o }
-                            }
-                        }
-                    });
-                    for (rank, &(s, x)) in cand.iter().take(k).enumerate() {
+                    if k == 0 {
+                        continue;
+                    }
+                    let kept = go_heap_k(&cand, k, op == AggregateOp::Topk);
+                    for (rank, &(s, x)) in kept.iter().enumerate() {
                         keep[s][i] = Some(x);
                         if i == 0 {
                             order.push((g, rank, s));
@@ -485,28 +500,104 @@ fn aggregate_k(
     }
 }
 
-/// Upstream `HashRatioSampler.sampleOffset`: the series' position in [0, 1] from Prometheus' label hash
-/// (xxhash64 over `name 0xff value 0xff`...), so that the same series are kept as upstream keeps.
+/// Upstream `aggregationK` for topk (`top`) and bottomk over one group at one step: `cand` in input
+/// order, `1 <= k <= cand.len()`. The members kept among equal values, and their order, are those of
+/// upstream's Go `container/heap` (a `vectorByValueHeap`, or `vectorByReverseValueHeap` for bottomk):
+/// the first k are pushed, then a later sample replaces the heap's root only when strictly better (or
+/// the root is NaN and it is not), and the heap is finally put in rank order by `sort.Sort(sort.Reverse
+/// (heap))`. Go's `sort.Sort` is an insertion sort up to 12 elements, which is mirrored; beyond that
+/// it is pdqsort, and ties among more than 12 kept samples may be listed in another order here.
+fn go_heap_k(cand: &[(usize, f64)], k: usize, top: bool) -> Vec<(usize, f64)> {
+    // The heap's `Less`: NaN sorts first (the weakest), then by value.
+    let less = |a: f64, b: f64| a.is_nan() || if top { a < b } else { a > b };
+    let up = |h: &mut Vec<(usize, f64)>, mut j: usize| {
+        while j > 0 {
+            let i = (j - 1) / 2;
+            if !less(h[j].1, h[i].1) {
+                break;
+            }
+            h.swap(i, j);
+            j = i;
+        }
+    };
+    let mut h: Vec<(usize, f64)> = Vec::with_capacity(k);
+    for &c in cand {
+        if h.len() < k {
+            h.push(c);
+            let j = h.len() - 1;
+            up(&mut h, j);
+            continue;
+        }
+        let root = h[0].1;
+        let better = if top { root < c.1 } else { root > c.1 };
+        if better || (root.is_nan() && !c.1.is_nan()) {
+            h[0] = c;
+            if k > 1 {
+                // `heap.Fix(h, 0)`: sift down (the root cannot move up).
+                let mut i = 0;
+                loop {
+                    let j1 = 2 * i + 1;
+                    if j1 >= h.len() {
+                        break;
+                    }
+                    let j2 = j1 + 1;
+                    let j = if j2 < h.len() && less(h[j2].1, h[j1].1) { j2 } else { j1 };
+                    if !less(h[j].1, h[i].1) {
+                        break;
+                    }
+                    h.swap(i, j);
+                    i = j;
+                }
+            }
+        }
+    }
+    if h.len() <= 12 {
+        // Go's `insertionSort` with the reversed `Less`.
+        for i in 1..h.len() {
+            let mut j = i;
+            while j > 0 && less(h[j - 1].1, h[j].1) {
+                h.swap(j, j - 1);
+                j -= 1;
+            }
+        }
+    } else {
+        // Best first, NaN last: a total order (the heap's `Less` is not one when NaNs meet).
+        h.sort_by(|a, b| match (a.1.is_nan(), b.1.is_nan()) {
+            (true, true) => std::cmp::Ordering::Equal,
+            (true, false) => std::cmp::Ordering::Greater,
+            (false, true) => std::cmp::Ordering::Less,
+            _ if top => b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal),
+            _ => a.1.partial_cmp(&b.1).unwrap_or(std::cmp::Ordering::Equal),
+        });
+    }
+    h
+}
+
+/// Upstream `HashRatioSampler.SampleOffset`: the series' position in [0, 1] from `Labels.Hash` of
+/// Prometheus' default (stringlabels) build, xxhash64 over its flat encoding: each name and value
+/// preceded by its length, one byte below 255, else 0xff and three bytes little-endian
+/// (upstream `encodeSize`). The same series are then kept as upstream keeps.
 fn ratio_offset(l: &Labels) -> f64 {
+    fn put(b: &mut Vec<u8>, s: &str) {
+        let n = s.len();
+        if n < 255 {
+            b.push(n as u8);
+        } else {
+            b.extend_from_slice(&[0xff, n as u8, (n >> 8) as u8, (n >> 16) as u8]);
+        }
+        b.extend_from_slice(s.as_bytes());
+    }
     let mut b = Vec::with_capacity(128);
     for x in l {
-        b.extend_from_slice(x.name.as_bytes());
-        b.push(0xff);
-        b.extend_from_slice(x.value.as_bytes());
-        b.push(0xff);
+        put(&mut b, &x.name);
+        put(&mut b, &x.value);
     }
     xxhash_rust::xxh64::xxh64(&b, 0) as f64 / u64::MAX as f64
 }
 
 /// Go's `strconv.FormatFloat(f, 'f', -1, 64)`.
 pub fn fmt_float_f(f: f64) -> String {
-    if f.is_nan() {
-        "NaN".into()
-    } else if f.is_infinite() {
-        if f > 0.0 { "+Inf".into() } else { "-Inf".into() }
-    } else {
-        format!("{f}")
-    }
+    tessera_model::gofloat::format_f(f)
 }
 
 fn count_values(ctx: &QueryCtx<'_>, a: &AggregateExpr, v: Vec<Series>, grid: &Grid) -> Result<Val, EngineError> {
@@ -539,7 +630,11 @@ fn count_values(ctx: &QueryCtx<'_>, a: &AggregateExpr, v: Vec<Series>, grid: &Gr
             let key = (g, if x.is_nan() { f64::NAN.to_bits() } else { x.to_bits() });
             let o = *idx.entry(key).or_insert_with(|| {
                 let mut b = LabelsBuilder::from_labels(&gl[g]);
-                b.set(label.clone(), fmt_float_f(x));
+                // Upstream `aggregationCountValues` sets the value label on the series, then groups:
+                // `without` can drop it again (its own list, or `__name__`); `by` always keeps it.
+                if !a.without || (label != "__name__" && !a.grouping.contains(&label)) {
+                    b.set(label.clone(), fmt_float_f(x));
+                }
                 let l = b.build();
                 *by_labels.entry(l.clone()).or_insert_with(|| {
                     out.push(Series { labels: l, vals: vec![None; n], drop_name: false });

@@ -250,17 +250,26 @@ fn vector_vector(
     let one_side = if swapped { "left" } else { "right" };
     for i in 0..steps {
         let stamp = i + 1;
+        // Upstream `VectorBinop` short-circuits a step where a side is empty (both, when a fill
+        // modifier is given) before any duplicate check: `nonexistent * on() up` is empty, not an error.
+        let (many_any, one_any) = (many.iter().any(|s| s.vals[i].is_some()), one.iter().any(|s| s.vals[i].is_some()));
+        if (!many_any && !one_any) || ((!many_any || !one_any) && fill_many.is_none() && fill_one.is_none()) {
+            continue;
+        }
         for (j, (s, &sid)) in one.iter().zip(&oi).enumerate() {
             if s.vals[i].is_none() {
                 continue;
             }
             if one_at[sid].0 == stamp {
                 let prev = &one[one_at[sid].1];
+                // Upstream orders the two series' texts so the message is the same between runs.
+                let (mut d1, mut d2) = (s.labels.to_string(), prev.labels.to_string());
+                if d1 > d2 {
+                    std::mem::swap(&mut d1, &mut d2);
+                }
                 return Err(EngineError::Execution(format!(
-                    "found duplicate series for the match group {} on the {one_side} hand-side of the operation: [{}, {}];many-to-many matching not allowed: matching labels must be unique on one side",
+                    "found duplicate series for the match group {} on the {one_side} hand-side of the operation: [{d1}, {d2}];many-to-many matching not allowed: matching labels must be unique on one side",
                     match_labels(&s.labels, m),
-                    s.labels,
-                    prev.labels
                 )));
             }
             one_at[sid] = (stamp, j);

@@ -693,12 +693,19 @@ fn is_leap(y: i64) -> bool {
     (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
 }
 
-/// Upstream `dateWrapper` functions: parts of the UTC date of a Unix time in seconds.
+/// Upstream `dateWrapper` functions: parts of the UTC date of a Unix time in seconds, which upstream
+/// takes as `time.Unix(int64(v), 0)`: truncated toward zero, so -0.5 is 1970-01-01 00:00.
+///
+/// NaN, ±Inf and values outside int64 are NaN here. Upstream's `int64(v)` of those is whatever the
+/// CPU's conversion gives (int64's minimum on amd64, which Go's calendar then wraps to the year
+/// 292277026596; 0 or a saturated value on arm64), so Prometheus' answer depends on the machine it
+/// runs on; "no such time" is the answer that does not.
 fn time_part(name: &str, secs: f64) -> f64 {
-    if secs.is_nan() || secs.is_infinite() {
+    // -2^63 ≤ secs < 2^63: the range in which upstream's conversion is defined.
+    if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&secs) {
         return f64::NAN;
     }
-    let t = secs.floor() as i64;
+    let t = secs.trunc() as i64;
     let days = t.div_euclid(86_400);
     let sod = t.rem_euclid(86_400);
     let (y, m, d) = civil(days);
@@ -761,8 +768,10 @@ pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     (ab.len() - i).cmp(&(bb.len() - j))
 }
 
-/// Labels of `absent`'s output: the selector's equality matchers whose name occurs once (upstream
-/// `createLabelsForAbsentFunction`).
+/// Labels of `absent`'s output, upstream `createLabelsForAbsentFunction` step by step: matchers in
+/// their written order; an equality matcher sets its label unless an earlier equality already named
+/// it, every other matcher (and a repeated equality) deletes it. So `{job=~"a", job="b"}` keeps
+/// `job="b"`, and `{job="a", job=~"b"}` keeps nothing.
 fn absent_labels(e: &Expr) -> Labels {
     let ms = match e.unwrap_parens() {
         Expr::VectorSelector(vs) => &vs.matchers,
@@ -770,21 +779,20 @@ fn absent_labels(e: &Expr) -> Labels {
         _ => return Labels::empty(),
     };
     let mut b = LabelsBuilder::new();
-    let mut dup: Vec<&str> = Vec::new();
+    let mut has: Vec<&str> = Vec::new();
     for m in ms {
         if m.name == "__name__" {
             continue;
         }
-        if m.op == MatchOp::Equal && !dup.contains(&m.name.as_str()) {
-            if b.get(&m.name).is_empty() && !ms.iter().filter(|x| x.name == m.name).skip(1).any(|_| true) {
-                b.set(m.name.clone(), m.value.clone());
-            } else {
+        if m.op == MatchOp::Equal && !has.contains(&m.name.as_str()) {
+            if m.value.is_empty() {
                 b.del(&m.name);
-                dup.push(&m.name);
+            } else {
+                b.set(m.name.clone(), m.value.clone());
             }
-        } else if ms.iter().filter(|x| x.name == m.name).count() > 1 {
+            has.push(&m.name);
+        } else {
             b.del(&m.name);
-            dup.push(&m.name);
         }
     }
     b.build()
@@ -833,15 +841,23 @@ fn eval_range_function(
             ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*q)));
         }
     }
-    if name == "double_exponential_smoothing" {
-        for (i, v) in [("smoothing", &params[0]), ("trend", &params[1])] {
-            if let Some(f) = v.iter().find(|f| **f <= 0.0 || **f >= 1.0) {
-                return Err(EngineError::Execution(format!(
-                    "invalid {i} factor. Expected: 0 < sf < 1, got: {f:.6}"
-                )));
+    // Upstream `funcDoubleExponentialSmoothing` validates its factors only when it is called, and
+    // `rangeEval` calls it only for a window holding samples: invalid factors at steps where every
+    // window is empty are no error. `bad_step` keeps the earliest step where one was called.
+    let invalid_factor = |i: usize| -> Option<String> {
+        if name != "double_exponential_smoothing" || i >= grid.n {
+            return None;
+        }
+        // NaN passes, as upstream's `sf <= 0 || sf >= 1` lets it through.
+        for (what, short, v) in [("smoothing", "sf", params[0][i]), ("trend", "tf", params[1][i])] {
+            if v <= 0.0 || v >= 1.0 {
+                let shown = if v.is_infinite() { fmt_g(v) } else { format!("{v:.6}") };
+                return Some(format!("invalid {what} factor. Expected: 0 < {short} < 1, got: {shown}"));
             }
         }
-    }
+        None
+    };
+    let bad_step = std::sync::atomic::AtomicUsize::new(usize::MAX);
     let n = grid.n;
     let is_counter_fn = matches!(name, "rate" | "increase");
     let keep = keeps_name(name);
@@ -854,6 +870,10 @@ fn eval_range_function(
         let mut overlap_warned = false;
         for_each_window_idx(samples, eff, range_ms, |lo, hi, i| {
             if lo == hi {
+                return;
+            }
+            if invalid_factor(i).is_some() {
+                bad_step.fetch_min(i, std::sync::atomic::Ordering::Relaxed);
                 return;
             }
             for (j, p) in params.iter().enumerate() {
@@ -921,6 +941,9 @@ fn eval_range_function(
                 apply(labels, samples, sts, false, &eff, range)
             }
         })?;
+        if let Some(msg) = invalid_factor(bad_step.load(std::sync::atomic::Ordering::Relaxed)) {
+            return Err(EngineError::Execution(msg));
+        }
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
         return Ok(Val::Vector(out));
     }
@@ -928,27 +951,15 @@ fn eval_range_function(
     use rayon::prelude::*;
     let out: Vec<Series> =
         ra.series.par_iter().filter_map(|s| apply(&s.labels, &s.samples, &[], s.drop_name, &ra.eff, ra.range_ms)).collect();
+    if let Some(msg) = invalid_factor(bad_step.load(std::sync::atomic::Ordering::Relaxed)) {
+        return Err(EngineError::Execution(msg));
+    }
     Ok(Val::Vector(out))
 }
 
 /// Go's `%g` for annotation messages.
 pub fn fmt_g(f: f64) -> String {
-    if f.is_nan() {
-        "NaN".into()
-    } else if f.is_infinite() {
-        if f > 0.0 { "+Inf".into() } else { "-Inf".into() }
-    } else {
-        let a = f.abs();
-        if a != 0.0 && !(1e-4..1e21).contains(&a) {
-            let s = format!("{f:e}");
-            // Rust: 1e-5 / 1.5e21; Go: 1e-05 / 1.5e+21.
-            let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
-            let (sign, digits) = if let Some(d) = e.strip_prefix('-') { ('-', d) } else { ('+', e) };
-            format!("{m}e{sign}{digits:0>2}")
-        } else {
-            format!("{f}")
-        }
-    }
+    tessera_model::gofloat::format_g(f)
 }
 
 fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
@@ -1302,6 +1313,28 @@ mod tests {
         assert_eq!(time_part("day_of_year", t), 60.0);
         assert_eq!(time_part("hour", t), 12.0);
         assert_eq!(time_part("minute", t), 34.0);
+    }
+
+    /// Rows printed by Go 1.26's `time.Unix(int64(v), 0).UTC()`: (v, year, month, day, hour, minute,
+    /// weekday, yearday, days in month).
+    #[test]
+    fn dates_truncate_toward_zero_as_go() {
+        let rows = [
+            (-0.5, 1970.0, 1.0, 1.0, 0.0, 0.0, 4.0, 1.0, 31.0),
+            (-1.5, 1969.0, 12.0, 31.0, 23.0, 59.0, 3.0, 365.0, 31.0),
+            (9.2e18, 291536396232.0, 8.0, 31.0, 11.0, 33.0, 5.0, 244.0, 31.0),
+            (-9.2e18, -291536392293.0, 5.0, 3.0, 12.0, 26.0, 2.0, 123.0, 31.0),
+            (1e12, 33658.0, 9.0, 27.0, 1.0, 46.0, 5.0, 270.0, 30.0),
+            (-62135596801.0, 0.0, 12.0, 31.0, 23.0, 59.0, 0.0, 366.0, 31.0),
+        ];
+        for (v, y, mo, d, h, mi, wd, yd, dim) in rows {
+            let got = ["year", "month", "day_of_month", "hour", "minute", "day_of_week", "day_of_year", "days_in_month"]
+                .map(|n| time_part(n, v));
+            assert_eq!(got, [y, mo, d, h, mi, wd, yd, dim], "{v}");
+        }
+        for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e20, -1e20] {
+            assert!(time_part("year", v).is_nan(), "{v}");
+        }
     }
 
     fn win<'a>(s: &'a [Sample], sts: &'a [i64], start: i64, end: i64) -> Window<'a> {

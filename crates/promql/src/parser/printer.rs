@@ -41,33 +41,12 @@ pub fn format_duration_ms(ms: i64) -> String {
 
 /// Go's `strconv.FormatFloat(v, 'f', -1, 64)`.
 pub fn format_float_f(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
-    } else {
-        format!("{v}")
-    }
+    tessera_model::gofloat::format_f(v)
 }
 
-/// Go's `%v` for a float64 (shortest `%g`, exponent when < 1e-4 or >= 1e21).
+/// Go's `%v` for a float64.
 pub fn format_float_v(v: f64) -> String {
-    if !v.is_finite() {
-        return format_float_f(v);
-    }
-    let a = v.abs();
-    if a != 0.0 && !(1e-4..1e21).contains(&a) {
-        let s = format!("{v:e}");
-        // Rust: 1e21, 1.5e-7; Go: 1e+21, 1.5e-07.
-        let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
-        let (sign, digits) = match exp.strip_prefix('-') {
-            Some(d) => ('-', d),
-            None => ('+', exp),
-        };
-        let digits = if digits.len() < 2 { format!("0{digits}") } else { digits.to_string() };
-        return format!("{mant}e{sign}{digits}");
-    }
-    format!("{v}")
+    tessera_model::gofloat::format_g(v)
 }
 
 fn seconds_literal(secs: f64, duration: bool) -> String {

@@ -1,0 +1,171 @@
+//! Float-to-text exactly as Go writes it, for every place where Prometheus turns a float64 into text
+//! that a client sees: sample values in JSON (`strconv.FormatFloat(v, 'f', -1, 64)`), `count_values`
+//! labels (the same), printed PromQL (`%v`), annotation messages (`%g`), JSON numbers
+//! (`encoding/json`) and the text exposition format (`'g'`).
+//!
+//! All of them start from the *shortest* decimal that reads back as the same float. Rust's `{:e}`
+//! finds how many digits that takes, but when two decimals of that length are equally close to the
+//! float (`2520997616570.40625` lies halfway between `…4062` and `…4063`) it may pick the upper one,
+//! where Go picks the correctly rounded one (ties to even: `…4062`). So the digits are re-rounded
+//! with Rust's exact fixed-precision formatting (`{:.Ne}`, exact decimal expansion, ties to even) at
+//! the length `{:e}` found: the correctly rounded value of the shortest length round-trips whenever
+//! any value of that length does, because it is the closest one.
+
+/// Shortest round-trip digits of a finite `v`: (negative, digits without a point, decimal exponent
+/// `dp` such that the value is `0.digits × 10^dp`). Zero is `("0", 1)`.
+fn shortest(v: f64) -> (bool, String, i32) {
+    let neg = v.is_sign_negative();
+    let a = v.abs();
+    if a == 0.0 {
+        return (neg, "0".into(), 1);
+    }
+    let s = format!("{a:e}");
+    let (m, _) = s.split_once('e').unwrap_or((&s, "0"));
+    let n = m.chars().filter(|c| c.is_ascii_digit()).count();
+    let r = format!("{a:.*e}", n.saturating_sub(1));
+    let (m, e) = r.split_once('e').unwrap_or((&r, "0"));
+    let digits: String = m.chars().filter(|c| c.is_ascii_digit()).collect();
+    let e: i32 = e.parse().unwrap_or(0);
+    // Trailing zeros carry nothing in the shortest form (`{:.0e}` of 1e23 is "1e23" already).
+    let digits = digits.trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    (neg, digits.to_string(), e + 1)
+}
+
+fn special(v: f64) -> Option<String> {
+    if v.is_nan() {
+        Some("NaN".into())
+    } else if v.is_infinite() {
+        Some(if v > 0.0 { "+Inf" } else { "-Inf" }.into())
+    } else {
+        None
+    }
+}
+
+/// Go's `strconv.FormatFloat(v, 'f', -1, 64)`: `NaN`, `+Inf`, `-Inf`, else the shortest round-trip
+/// decimal without an exponent.
+pub fn format_f(v: f64) -> String {
+    if let Some(s) = special(v) {
+        return s;
+    }
+    let (neg, d, dp) = shortest(v);
+    let mut out = String::with_capacity(d.len() + 8);
+    if neg {
+        out.push('-');
+    }
+    if dp <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-dp) as usize));
+        out.push_str(&d);
+    } else if dp as usize >= d.len() {
+        out.push_str(&d);
+        out.extend(std::iter::repeat_n('0', dp as usize - d.len()));
+    } else {
+        out.push_str(&d[..dp as usize]);
+        out.push('.');
+        out.push_str(&d[dp as usize..]);
+    }
+    out
+}
+
+/// Go's `strconv.FormatFloat(v, 'e', -1, 64)`: `1e+06`, `1.5e-07` (at least two exponent digits).
+pub fn format_e(v: f64) -> String {
+    if let Some(s) = special(v) {
+        return s;
+    }
+    let (neg, d, dp) = shortest(v);
+    let mut out = String::with_capacity(d.len() + 8);
+    if neg {
+        out.push('-');
+    }
+    out.push_str(&d[..1]);
+    if d.len() > 1 {
+        out.push('.');
+        out.push_str(&d[1..]);
+    }
+    let exp = if d == "0" { 0 } else { dp - 1 };
+    out.push_str(&format!("e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()));
+    out
+}
+
+/// Go's `%v` and `%g` of a float64 (`strconv.FormatFloat(v, 'g', -1, 64)`): the exponent form when
+/// the decimal exponent is below -4 or at least 6 (`1e+06`, `1e-05`), else as [`format_f`].
+pub fn format_g(v: f64) -> String {
+    if let Some(s) = special(v) {
+        return s;
+    }
+    let (_, d, dp) = shortest(v);
+    let exp = if d == "0" { 0 } else { dp - 1 };
+    if !(-4..6).contains(&exp) { format_e(v) } else { format_f(v) }
+}
+
+/// How Go's `encoding/json` writes a float64: as [`format_f`] unless the magnitude is below 1e-6 or
+/// at least 1e21, where it uses the `e` form with a negative two-digit exponent shortened (`1e-7`,
+/// `1e+21`).
+pub fn format_json(v: f64) -> String {
+    let a = v.abs();
+    if a != 0.0 && !(1e-6..1e21).contains(&a) {
+        let s = format_e(v);
+        if let Some(i) = s.find("e-0") {
+            return format!("{}e-{}", &s[..i], &s[i + 3..]);
+        }
+        return s;
+    }
+    format_f(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each row was printed by Go 1.26 (`json.Marshal`, `%v`, `FormatFloat 'f'`, `FormatFloat 'e'`).
+    #[test]
+    fn matches_go() {
+        let rows: &[(f64, &str, &str, &str, &str)] = &[
+            (1e-7, "1e-7", "1e-07", "0.0000001", "1e-07"),
+            (1.5e-7, "1.5e-7", "1.5e-07", "0.00000015", "1.5e-07"),
+            (1e21, "1e+21", "1e+21", "1000000000000000000000", "1e+21"),
+            (1.5e21, "1.5e+21", "1.5e+21", "1500000000000000000000", "1.5e+21"),
+            (2520997616570.40625, "2520997616570.4062", "2.5209976165704062e+12", "2520997616570.4062", "2.5209976165704062e+12"),
+            (1e20, "100000000000000000000", "1e+20", "100000000000000000000", "1e+20"),
+            (123456.0, "123456", "123456", "123456", "1.23456e+05"),
+            (1234567.0, "1234567", "1.234567e+06", "1234567", "1.234567e+06"),
+            (0.0001, "0.0001", "0.0001", "0.0001", "1e-04"),
+            (0.00001, "0.00001", "1e-05", "0.00001", "1e-05"),
+            (0.0, "0", "0", "0", "0e+00"),
+            (5e-324, "5e-324", "5e-324", &format!("0.{}5", "0".repeat(323)), "5e-324"),
+            (1e23, "1e+23", "1e+23", "100000000000000000000000", "1e+23"),
+            (0.1, "0.1", "0.1", "0.1", "1e-01"),
+            (100.0, "100", "100", "100", "1e+02"),
+            (-2.5, "-2.5", "-2.5", "-2.5", "-2.5e+00"),
+            (9223372036854775807.0, "9223372036854776000", "9.223372036854776e+18", "9223372036854776000", "9.223372036854776e+18"),
+            (-0.0, "-0", "-0", "-0", "-0e+00"),
+        ];
+        for (v, json, g, f, e) in rows {
+            assert_eq!(format_json(*v), *json, "json {v:e}");
+            assert_eq!(format_g(*v), *g, "g {v:e}");
+            assert_eq!(format_f(*v), *f, "f {v:e}");
+            assert_eq!(format_e(*v), *e, "e {v:e}");
+        }
+        assert_eq!(format_f(f64::NAN), "NaN");
+        assert_eq!(format_g(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(format_f(-0.0), "-0");
+    }
+
+    /// The re-rounded digits always read back as the same float.
+    #[test]
+    fn round_trips() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = f64::from_bits(x);
+            if !v.is_finite() {
+                continue;
+            }
+            assert_eq!(format_f(v).parse::<f64>().map(f64::to_bits), Ok(v.to_bits()), "{v:e}");
+            assert_eq!(format_g(v).parse::<f64>().map(f64::to_bits), Ok(v.to_bits()), "{v:e}");
+        }
+    }
+}
