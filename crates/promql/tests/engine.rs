@@ -271,3 +271,37 @@ fn aggregation_arithmetic_matches_upstream() {
         assert_eq!(one("avg(k * 1)"), 0.2);
     }
 }
+
+/// Issue 9: a long binary chain (`m or m or …`) is a tree as deep as it is long; every pass over it
+/// recurses. The parser bounds it with every other kind of nesting, so a chain within the bound parses,
+/// prints, evaluates and drops on a 2 MiB thread stack (what a test or a tokio blocking thread gets),
+/// and a longer one is a parse error — never a stack overflow.
+#[test]
+fn long_binary_chains_evaluate_or_fail_cleanly() {
+    let run = || {
+        let st = store(2, 3, 41);
+        let e = Engine::default();
+        for op in ["or", "+", "and", "unless", ">", "* on()", "/ ignoring(id) group_left"] {
+            // Within the bound: it answers (or fails for a PromQL reason), and prints back.
+            let q = vec!["reqs_total"; 390].join(&format!(" {op} "));
+            let _ = e.instant(&st, &q, 60_000);
+            let ast = tessera_promql::parser::parse(&q).expect("a 390-term chain parses");
+            assert!(!ast.to_string().is_empty());
+            assert!(!tessera_promql::parser::pretty(&ast).is_empty());
+            assert!(!tessera_promql::parser::to_json(&ast).to_string().is_empty());
+            // Nested inside calls and parentheses the levels add up.
+            let nested = format!("{}{}{}", "abs(".repeat(200), vec!["reqs_total"; 199].join(&format!(" {op} ")), ")".repeat(200));
+            let _ = e.instant(&st, &nested, 60_000);
+            for n in [3_000, 10_000, 100_000] {
+                let q = vec!["reqs_total"; n].join(&format!(" {op} "));
+                let err = e.instant(&st, &q, 60_000).expect_err("too deep");
+                assert!(err.to_string().contains("expression nesting too deep"), "{op} {n}: {err}");
+                assert!(tessera_promql::parser::parse(&q).is_err());
+            }
+        }
+        // Duration arithmetic chains count too.
+        let d = vec!["1s"; 5_000].join("+");
+        assert!(e.instant(&st, &format!("reqs_total[{d}]"), 60_000).is_err());
+    };
+    std::thread::Builder::new().stack_size(2 << 20).spawn(run).expect("thread").join().expect("no overflow");
+}

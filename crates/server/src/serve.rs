@@ -33,7 +33,12 @@ pub fn init_logging(s: &Settings) {
 }
 
 pub fn run(settings: Settings) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        // Queries are parsed and evaluated recursively on these threads (the blocking pool too); the
+        // parser bounds a tree's height, and 8 MiB leaves room for it even in an unoptimised build.
+        .thread_stack_size(8 << 20)
+        .enable_all()
+        .build().context("starting the async runtime")?;
     rt.block_on(serve(settings))
 }
 

@@ -40,11 +40,26 @@ pub enum RejectReason {
     DuplicateTimestamp,
     /// Before the head's appendable range, i.e. in time already (being) cut into blocks (`storage.ErrOutOfBounds`).
     OutOfBounds,
+    /// More than [`crate::Options::max_future_ms`] ahead of the clock. Prometheus has no such bound (it
+    /// answers a far-future sample with "out of bounds" only once the head has moved); the wording
+    /// starts as Prometheus' so that tools matching on it still do.
+    TooFarInFuture,
+    /// The series is new and the request already created [`Appender::limit_new_series`] series.
+    RequestSeriesLimit,
+    /// The series is new and the database holds [`crate::Options::max_series`] active series.
+    MaxSeries,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 4] =
-        [RejectReason::OutOfOrder, RejectReason::TooOld, RejectReason::DuplicateTimestamp, RejectReason::OutOfBounds];
+    pub const ALL: [RejectReason; 7] = [
+        RejectReason::OutOfOrder,
+        RejectReason::TooOld,
+        RejectReason::DuplicateTimestamp,
+        RejectReason::OutOfBounds,
+        RejectReason::TooFarInFuture,
+        RejectReason::RequestSeriesLimit,
+        RejectReason::MaxSeries,
+    ];
 
     /// Prometheus' error text for this reason.
     pub fn as_str(&self) -> &'static str {
@@ -53,6 +68,9 @@ impl RejectReason {
             RejectReason::TooOld => "too old sample",
             RejectReason::DuplicateTimestamp => "duplicate sample for timestamp",
             RejectReason::OutOfBounds => "out of bounds",
+            RejectReason::TooFarInFuture => "out of bounds: timestamp too far in the future",
+            RejectReason::RequestSeriesLimit => "per-request limit of new series exceeded",
+            RejectReason::MaxSeries => "limit of active series reached",
         }
     }
 
@@ -63,6 +81,9 @@ impl RejectReason {
             RejectReason::TooOld => "too_old",
             RejectReason::DuplicateTimestamp => "duplicate",
             RejectReason::OutOfBounds => "out_of_bounds",
+            RejectReason::TooFarInFuture => "too_far_in_future",
+            RejectReason::RequestSeriesLimit => "request_series_limit",
+            RejectReason::MaxSeries => "max_series",
         }
     }
 
@@ -72,6 +93,9 @@ impl RejectReason {
             RejectReason::TooOld => 1,
             RejectReason::DuplicateTimestamp => 2,
             RejectReason::OutOfBounds => 3,
+            RejectReason::TooFarInFuture => 4,
+            RejectReason::RequestSeriesLimit => 5,
+            RejectReason::MaxSeries => 6,
         }
     }
 }
@@ -177,6 +201,8 @@ pub(crate) struct Batch<'a> {
 pub struct Appender<'a> {
     pub(crate) db: &'a Db,
     pub(crate) batches: Vec<Batch<'a>>,
+    /// How many series this appender's commit may create ([`Appender::limit_new_series`]).
+    pub(crate) new_series_limit: usize,
 }
 
 impl<'a> Appender<'a> {
@@ -235,6 +261,13 @@ impl<'a> Appender<'a> {
         sts.iter().any(|&st| st != 0)
     }
 
+    /// Lets the commit create at most `n` series (default: no limit); the samples of further new series
+    /// are rejected ([`RejectReason::RequestSeriesLimit`]), those of existing series still written. A
+    /// server sets this per request, so one request cannot create a million series.
+    pub fn limit_new_series(&mut self, n: usize) {
+        self.new_series_limit = n;
+    }
+
     /// Number of buffered batches.
     pub fn len(&self) -> usize {
         self.batches.len()
@@ -249,6 +282,8 @@ impl<'a> Appender<'a> {
     pub fn commit(self) -> Result<CommitReport> {
         let db = self.db;
         let n = db.shards.len();
+        let budget = std::sync::atomic::AtomicUsize::new(self.new_series_limit);
+        let budget = &budget;
         let mut per_shard: Vec<Vec<ShardBatch<'_>>> = (0..n).map(|_| Vec::new()).collect();
         for (i, Batch { labels, samples, sts }) in self.batches.into_iter().enumerate() {
             if samples.is_empty() {
@@ -261,7 +296,7 @@ impl<'a> Appender<'a> {
         let busy: Vec<(usize, Vec<ShardBatch<'_>>)> =
             per_shard.into_iter().enumerate().filter(|(_, b)| !b.is_empty()).collect();
         let results: Vec<Result<CommitReport>> = if busy.len() <= 1 {
-            busy.into_iter().map(|(s, b)| db.shards[s].commit(b)).collect()
+            busy.into_iter().map(|(s, b)| db.shards[s].commit(b, budget)).collect()
         } else {
             let shards: Vec<Arc<crate::shard::Shard>> = busy.iter().map(|(s, _)| db.shards[*s].clone()).collect();
             std::thread::scope(|scope| {
@@ -270,11 +305,11 @@ impl<'a> Appender<'a> {
                 // Run the first shard on this thread, the others on scoped threads.
                 let first = iter.next();
                 for ((_, b), sh) in iter {
-                    hs.push(scope.spawn(move || sh.commit(b)));
+                    hs.push(scope.spawn(move || sh.commit(b, budget)));
                 }
                 let mut out = Vec::new();
                 if let Some(((_, b), sh)) = first {
-                    out.push(sh.commit(b));
+                    out.push(sh.commit(b, budget));
                 }
                 for h in hs {
                     out.push(h.join().unwrap_or_else(|_| Err(crate::Error::Other("shard commit panicked".into()))));

@@ -158,7 +158,7 @@ impl Db {
 
     /// A new appender (buffers batches until `commit`).
     pub fn appender(&self) -> Appender<'_> {
-        Appender { db: self, batches: Vec::new() }
+        Appender { db: self, batches: Vec::new(), new_series_limit: usize::MAX }
     }
 
     /// Deletes the samples in `[mint_ms, maxt_ms]` of the series matching `matchers` (tombstones in the

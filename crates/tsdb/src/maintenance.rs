@@ -73,7 +73,7 @@ fn retain(s: &Shard, opts: &Options, metrics: &Metrics) {
     let blocks = s.blocks();
     let metas: Vec<BlockMeta> = blocks.iter().map(|b| b.meta()).collect();
     let sizes: Vec<u64> = blocks.iter().map(|b| b.size_bytes()).collect();
-    let ids = crate::retention::blocks_to_delete(&metas, opts.retention_ms, opts.retention_bytes, &sizes);
+    let ids = crate::retention::blocks_to_delete(&metas, opts.retention_ms, opts.retention_bytes, &sizes, opts.max_valid_time_ms());
     if ids.is_empty() {
         return;
     }

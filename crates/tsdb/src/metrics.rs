@@ -13,7 +13,10 @@ pub struct Metrics {
     pub series_created: AtomicU64,
     pub series_removed: AtomicU64,
     /// Rejected samples, indexed like [`RejectReason::ALL`].
-    pub samples_rejected: [AtomicU64; 4],
+    pub samples_rejected: [AtomicU64; RejectReason::ALL.len()],
+    /// Series in the heads now (created or replayed, not yet removed), kept exactly so that
+    /// [`crate::Options::max_series`] can be checked with one atomic operation.
+    pub active_series: AtomicU64,
     pub out_of_order_samples_appended: AtomicU64,
     pub commits: AtomicU64,
     pub commit_errors: AtomicU64,

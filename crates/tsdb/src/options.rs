@@ -26,6 +26,17 @@ pub struct Options {
     /// How float chunks are encoded when a block is written (head cut or compaction); default
     /// [`ColdCodec::Dense`]. See [`ColdCodec`].
     pub cold_codec: ColdCodec,
+    /// Samples more than this many ms ahead of the machine's clock are rejected
+    /// ([`crate::RejectReason::TooFarInFuture`]), and dropped (with a warning) when a WAL written by an
+    /// older version replays them; 0 = no limit. Default 10 min: senders' clocks are rarely further
+    /// off, and the bound must stay well under half the block range, because the newest sample of
+    /// a shard sets the oldest time it still accepts (`max_t - block_range / 2`): one sample from next
+    /// year would otherwise refuse every real sample after it.
+    pub max_future_ms: i64,
+    /// At most this many active series (in all heads together); a commit that would create more
+    /// rejects the new series' samples ([`crate::RejectReason::MaxSeries`]) and still writes those of
+    /// existing series. 0 = no limit (default, as Prometheus).
+    pub max_series: u64,
 }
 
 /// The encoding of plain float chunks in blocks.
@@ -62,11 +73,25 @@ impl Default for Options {
             wal_segment_bytes: 128 << 20,
             background: true,
             cold_codec: ColdCodec::default(),
+            max_future_ms: 10 * 60 * 1000,
+            max_series: 0,
         }
     }
 }
 
 impl Options {
+    /// The newest sample time accepted now: the clock plus [`Options::max_future_ms`].
+    pub fn max_valid_time_ms(&self) -> i64 {
+        if self.max_future_ms == 0 {
+            return i64::MAX;
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        now.saturating_add(self.max_future_ms)
+    }
+
     pub(crate) fn validate(&self) -> Result<(), crate::Error> {
         let bad = |m: &str| Err(crate::Error::InvalidOptions(m.to_string()));
         if self.shards == 0 || self.shards > 4096 {
@@ -75,8 +100,12 @@ impl Options {
         if self.block_range_ms < 1000 {
             return bad("block_range_ms must be at least 1000");
         }
-        if self.retention_ms < 0 || self.ooo_window_ms < 0 {
-            return bad("retention_ms and ooo_window_ms must not be negative");
+        if self.retention_ms < 0 || self.ooo_window_ms < 0 || self.max_future_ms < 0 {
+            return bad("retention_ms, ooo_window_ms and max_future_ms must not be negative");
+        }
+        if self.max_future_ms > 0 && self.max_future_ms >= self.block_range_ms / 2 {
+            // A sample that far ahead would move the oldest appendable time past the present.
+            return bad("max_future_ms must be below half of block_range_ms (or 0 for no bound)");
         }
         if self.ooo_window_ms > self.block_range_ms / 2 {
             return bad("ooo_window_ms must not exceed half of block_range_ms");

@@ -446,6 +446,7 @@ mod tests {
             retention_ms: 0,
             fsync: crate::FsyncPolicy::Never,
             background: false,
+            max_future_ms: 0,
             ..Options::default()
         }
     }

@@ -33,6 +33,10 @@ use crate::tombstones::Interval;
 use crate::wal_records::{self, BatchEncoder, Record, TombstoneRec};
 
 pub(crate) const WAL_DIR: &str = "wal";
+/// The ref of a batch whose series could not be created (a series limit): its samples are all rejected.
+const NO_SERIES: u32 = u32::MAX;
+/// Where [`Shard::open`] moves blocks that lie wholly beyond [`Options::max_future_ms`] (see there).
+pub(crate) const FUTURE_BLOCKS_DIR: &str = "future-blocks";
 
 /// One `add*()` call routed to this shard (borrowing what the appender borrowed).
 pub(crate) struct ShardBatch<'a> {
@@ -141,12 +145,32 @@ impl Shard {
         for p in crate::compact::cleanup_after_crash(&dir)? {
             tracing::info!(dir = %p.display(), "removed leftover of an interrupted block write/compaction");
         }
-        let blocks = open_blocks(&dir)?;
+        let mut blocks = open_blocks(&dir)?;
+        // A block wholly in the future (samples an older version accepted, cut out of its head) would
+        // make the head refuse the present: it is moved aside, not deleted, with a warning.
+        let max_valid = opts.max_valid_time_ms();
+        blocks.retain(|b| {
+            if b.meta().mint_ms <= max_valid {
+                return true;
+            }
+            let aside = dir.join(FUTURE_BLOCKS_DIR);
+            match std::fs::create_dir_all(&aside).and_then(|_| std::fs::rename(b.dir(), aside.join(b.id()))) {
+                Ok(()) => {
+                    tracing::warn!(block = %b.id(), mint_ms = b.meta().mint_ms, moved_to = %aside.display(), "block lies wholly in the future; moved aside, not loaded");
+                    false
+                }
+                Err(e) => {
+                    tracing::error!(block = %b.id(), error = %e, "block lies wholly in the future and could not be moved aside; loaded");
+                    true
+                }
+            }
+        });
         let min_valid = blocks.iter().map(|b| b.meta().maxt_ms).max().unwrap_or(i64::MIN);
         let mut head = Head::new(opts.block_range_ms, min_valid);
         let wal_dir = dir.join(WAL_DIR);
         std::fs::create_dir_all(&wal_dir).map_err(|e| Error::io(&wal_dir, e))?;
         replay(&wal_dir, &mut head, &opts, &metrics)?;
+        metrics.active_series.fetch_add(head.num_series() as u64, Relaxed);
         let wal_opts = WalOptions { segment_bytes: opts.wal_segment_bytes, fsync: opts.fsync };
         let wal = match wal_fs {
             Some(fs) => Wal::open_with_fs(fs, &wal_dir, wal_opts),
@@ -174,7 +198,7 @@ impl Shard {
     }
 
     /// Validates, logs and applies the batches routed to this shard.
-    pub(crate) fn commit(&self, mut batches: Vec<ShardBatch<'_>>) -> Result<CommitReport> {
+    pub(crate) fn commit(&self, mut batches: Vec<ShardBatch<'_>>, new_series_budget: &std::sync::atomic::AtomicUsize) -> Result<CommitReport> {
         let mut wg = self.writer.lock();
         let w = &mut *wg;
         if let Some(p) = &w.poisoned {
@@ -198,6 +222,7 @@ impl Shard {
             let min_valid = head.appendable_min_valid();
             let block_min_valid = head.min_valid_t;
             let head_max = head.max_t;
+            let max_valid = self.opts.max_valid_time_ms();
             let mut new_by_hash: HashMap<u64, Vec<(u32, usize)>, std::hash::BuildHasherDefault<IdHasher>> =
                 HashMap::default();
             for (bi, b) in batches.iter().enumerate() {
@@ -208,6 +233,16 @@ impl Shard {
                 });
                 let (r, is_new) = match found {
                     Some(r) => (r, false),
+                    None if let Some(reason) = self.reserve_series(new_series_budget) => {
+                        // Every sample of a series that may not be created is rejected; the ref
+                        // `NO_SERIES` makes the later phases pass the batch over.
+                        refs.push((NO_SERIES, false));
+                        let n = b.samples.len();
+                        w.verdicts.resize(w.verdicts.len() + n, Verdict::Reject(reason));
+                        self.metrics.add_rejected(reason, n as u64);
+                        report.rejected.push(Rejected { batch_index: b.index, reason, count: n as u64, first_t_ms: b.samples[0].t });
+                        continue;
+                    }
                     None => {
                         let r = w.next_ref;
                         w.next_ref = w.next_ref.checked_add(1).ok_or_else(|| Error::Other("series refs exhausted".into()))?;
@@ -228,6 +263,7 @@ impl Shard {
                 let last = b.samples[b.samples.len() - 1];
                 if (last_t == i64::MIN || first_t > last_t)
                     && first_t >= min_valid
+                    && last.t <= max_valid
                     && b.samples.windows(2).all(|w| w[0].t < w[1].t)
                 {
                     let n = b.samples.len();
@@ -237,9 +273,13 @@ impl Shard {
                     w.pending.set(r, (last.t, last.v.to_bits()));
                     continue;
                 }
-                let mut rej: [(u64, i64); 4] = [(0, 0); 4];
+                let mut rej = [(0u64, 0i64); RejectReason::ALL.len()];
                 for s in b.samples.iter() {
-                    let mut v = appendable(last_t, last_bits, s.t, s.v, head_max, min_valid, block_min_valid, ooo_window);
+                    let mut v = if s.t > max_valid {
+                        Verdict::Reject(RejectReason::TooFarInFuture)
+                    } else {
+                        appendable(last_t, last_bits, s.t, s.v, head_max, min_valid, block_min_valid, ooo_window)
+                    };
                     match v {
                         Verdict::InOrder => {
                             last_t = s.t;
@@ -332,6 +372,7 @@ impl Shard {
         if has_content {
             let wal = w.wal.as_mut().expect("checked above");
             if let Err(e) = wal.log(&w.buf) {
+                self.metrics.active_series.fetch_sub(new_series.len() as u64, Relaxed);
                 let msg = format!("WAL write failed: {e}");
                 tracing::error!(shard = self.id, error = %e, "WAL write failed; shard poisoned");
                 w.poisoned = Some(msg.clone());
@@ -358,8 +399,11 @@ impl Shard {
             let mut vi = 0;
             for (bi, b) in batches.iter().enumerate() {
                 let n = b.samples.len();
-                let (stored, o) = head.apply_batch_st(refs[bi].0, &b.samples, &b.sts, &w.verdicts[vi..vi + n]);
                 vi += n;
+                if refs[bi].0 == NO_SERIES {
+                    continue;
+                }
+                let (stored, o) = head.apply_batch_st(refs[bi].0, &b.samples, &b.sts, &w.verdicts[vi - n..vi]);
                 appended += stored;
                 ooo += o;
             }
@@ -375,6 +419,22 @@ impl Shard {
         drop(wg);
         self.cut_if_due()?;
         Ok(report)
+    }
+
+    /// Counts one more series against the request's budget and [`Options::max_series`]; `Some(reason)`
+    /// (and nothing counted) when either is exhausted.
+    fn reserve_series(&self, budget: &std::sync::atomic::AtomicUsize) -> Option<RejectReason> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if budget.fetch_update(SeqCst, SeqCst, |b| b.checked_sub(1)).is_err() {
+            return Some(RejectReason::RequestSeriesLimit);
+        }
+        let prev = self.metrics.active_series.fetch_add(1, SeqCst);
+        if self.opts.max_series > 0 && prev >= self.opts.max_series {
+            self.metrics.active_series.fetch_sub(1, SeqCst);
+            budget.fetch_add(1, SeqCst);
+            return Some(RejectReason::MaxSeries);
+        }
+        None
     }
 
     /// Whether the head should be cut now: `Some(true)` for a regular cut (it spans more than 1.5 block
@@ -509,6 +569,7 @@ impl Shard {
         let removed = st.head.truncate_before(w_end);
         drop(st);
         self.metrics.series_removed.fetch_add(removed as u64, Relaxed);
+        self.metrics.active_series.fetch_sub(removed as u64, Relaxed);
         self.metrics.head_cuts.fetch_add(1, Relaxed);
         Ok(())
     }
@@ -698,10 +759,14 @@ fn open_blocks(dir: &Path) -> Result<Vec<Arc<Block>>> {
 fn replay(wal_dir: &Path, head: &mut Head, opts: &Options, metrics: &Metrics) -> Result<()> {
     // WAL series refs that name a label set already in the head under another ref → that ref.
     let mut alias: HashMap<u32, u32> = HashMap::new();
+    // Samples too far in the future, which older versions accepted and which would wedge the shard
+    // (its oldest appendable time follows its newest sample), are dropped here, and said so.
+    let max_valid = opts.max_valid_time_ms();
+    let mut future = (0u64, i64::MIN);
     let mut apply = |rec: &[u8]| -> std::result::Result<(), WalError> {
         metrics.wal_replayed_records.fetch_add(1, Relaxed);
         match wal_records::decode(rec) {
-            Ok(r) => replay_record(head, &mut alias, r, opts),
+            Ok(r) => replay_record(head, &mut alias, r, opts, max_valid, &mut future),
             Err(e) => {
                 metrics.wal_corruptions.fetch_add(1, Relaxed);
                 tracing::error!(dir = %wal_dir.display(), offset = e.offset, reason = e.reason, "undecodable WAL record skipped");
@@ -712,15 +777,31 @@ fn replay(wal_dir: &Path, head: &mut Head, opts: &Options, metrics: &Metrics) ->
     // A corrupt segment is cut at the damage and replay ends there. A corrupt *checkpoint* is cut too, but the
     // segments after it have not been read yet: read again (records already applied are applied idempotently:
     // series definitions are checked, equal samples are deduplicated). Each repair shortens the log, so this ends.
+    let warn_future = |future: (u64, i64)| {
+        if future.0 > 0 {
+            metrics.add_rejected(RejectReason::TooFarInFuture, future.0);
+            tracing::warn!(
+                dir = %wal_dir.display(),
+                samples = future.0,
+                newest_ms = future.1,
+                max_future_ms = opts.max_future_ms,
+                "WAL replay dropped samples too far in the future (written before that bound existed); raise --storage.tsdb.max-future-time to keep them"
+            );
+        }
+    };
     for _ in 0..8 {
         match tessera_wal::read_all(wal_dir, &mut apply) {
-            Ok(_) => return Ok(()),
+            Ok(_) => {
+                warn_future(future);
+                return Ok(());
+            }
             Err(WalError::Corruption(c)) => {
                 metrics.wal_corruptions.fetch_add(1, Relaxed);
                 tracing::error!(file = %c.path.display(), offset = c.offset, kind = %c.kind, "corrupt WAL; repairing (records after it are dropped)");
                 tessera_wal::repair(wal_dir, &c).map_err(wal_err)?;
                 if !c.in_checkpoint() {
                     // Everything before the damage has been applied; the repaired log ends there.
+                    warn_future(future);
                     return Ok(());
                 }
             }
@@ -734,7 +815,14 @@ fn replay(wal_dir: &Path, head: &mut Head, opts: &Options, metrics: &Metrics) ->
 /// written again got a new ref, so the log defines one label set under two refs: the later ref is mapped
 /// onto the series already in the head (`alias`), never made a second head series with the same labels
 /// (upstream `Head.loadWAL` keeps the same mapping, its `multiRef`).
-fn replay_record(head: &mut Head, alias: &mut HashMap<u32, u32>, rec: Record, opts: &Options) {
+fn replay_record(
+    head: &mut Head,
+    alias: &mut HashMap<u32, u32>,
+    rec: Record,
+    opts: &Options,
+    max_valid: i64,
+    future: &mut (u64, i64),
+) {
     let create = |head: &mut Head, alias: &mut HashMap<u32, u32>, defs: Vec<wal_records::SeriesDef>| {
         for d in defs {
             // Idempotent: a checkpoint and the segments after it may both define a series.
@@ -765,6 +853,11 @@ fn replay_record(head: &mut Head, alias: &mut HashMap<u32, u32>, rec: Record, op
                 let Some(ms) = head.series(g.series_ref) else { continue };
                 let (mut last_t, mut last_bits) = (ms.last_t, ms.last_bits);
                 for (i, s) in g.samples.into_iter().enumerate() {
+                    if s.t > max_valid {
+                        future.0 += 1;
+                        future.1 = future.1.max(s.t);
+                        continue;
+                    }
                     let st = g.sts.get(i).copied().unwrap_or(0);
                     let v = appendable(
                         last_t,

@@ -31,6 +31,7 @@ fn opts() -> Options {
         fsync: FsyncPolicy::Never,
         wal_segment_bytes: 8 << 10,
         background: false,
+        max_future_ms: 0,
         ..Options::default()
     }
 }

@@ -303,3 +303,147 @@ fn stats_and_head_cardinality() {
     assert_eq!(c.series_count_by_label_value_pair[0], ("__name__=m".to_string(), 5));
     assert_eq!(c.series_count_by_label_value_pair.len(), 2);
 }
+
+/// The defaults' block range and future bound (2 h, 10 min), one shard, no background work.
+fn future_opts() -> Options {
+    Options { block_range_ms: 2 * 3_600_000, max_future_ms: 10 * 60_000, ..opts(1) }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970").as_millis() as i64
+}
+
+/// Issue 9: one sample from next year used to be accepted, move the shard's newest time, and make it
+/// refuse every real sample afterwards ("out of bounds"), even after a restart. Now it is rejected on
+/// its own, with its own reason, and the shard goes on accepting the present.
+#[test]
+fn a_sample_from_the_future_is_rejected_alone_and_never_wedges_the_shard() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), future_opts()).expect("open");
+    let now = now_ms();
+    for far in [now + 365 * 86_400_000, i64::MAX, now + 11 * 60_000] {
+        let mut app = db.appender();
+        app.add(labels!("__name__" => "real"), &[Sample::new(now - 1000, 1.0)]);
+        app.add(labels!("__name__" => "bogus"), &[Sample::new(now - 1000, 1.0), Sample::new(far, 2.0)]);
+        let rep = app.commit().expect("commit");
+        assert_eq!(rep.rejected.len(), 1, "{far}: {rep:?}");
+        assert_eq!((rep.rejected[0].reason, rep.rejected[0].count, rep.rejected[0].first_t_ms), (RejectReason::TooFarInFuture, 1, far));
+    }
+    // Within the tolerance (clock skew) is fine; the present still goes in afterwards.
+    let mut app = db.appender();
+    app.add(labels!("__name__" => "skewed"), &[Sample::new(now + 5 * 60_000, 1.0)]);
+    app.add(labels!("__name__" => "real"), &[Sample::new(now, 2.0)]);
+    assert!(app.commit().expect("commit").rejected.is_empty());
+    let mut app = db.appender();
+    app.add(labels!("__name__" => "new"), &[Sample::new(now, 3.0)]);
+    assert!(app.commit().expect("commit").rejected.is_empty(), "a new series after the skewed one");
+    // 0 turns the bound off (Prometheus' behaviour).
+    let dir2 = tempfile::tempdir().expect("tmp");
+    let db2 = Db::open(dir2.path(), Options { max_future_ms: 0, ..future_opts() }).expect("open");
+    // The bound must stay under half the block range, where it could still move the present out.
+    assert!(Db::open(dir2.path(), Options { block_range_ms: 10 * 60_000, ..future_opts() }).is_err());
+    let mut app = db2.appender();
+    app.add(labels!("__name__" => "x"), &[Sample::new(now + 365 * 86_400_000, 1.0)]);
+    assert!(app.commit().expect("commit").rejected.is_empty());
+}
+
+/// A WAL written before the bound existed holds a sample from next year: replay drops it (and only
+/// it), so the reopened database accepts the present again and keeps every other sample. (The real
+/// data lies 3 h back, as in a database that ran before the wedge: the old version's inline head cut
+/// moved it into blocks of 2 h cells that are closed now.)
+#[test]
+fn replay_drops_future_samples_of_an_older_wal_and_accepts_writes_again() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let now = now_ms();
+    let past = now - 3 * 3_600_000;
+    {
+        let db = Db::open(dir.path(), Options { max_future_ms: 0, ..future_opts() }).expect("open");
+        let mut app = db.appender();
+        app.add(labels!("__name__" => "real"), &[Sample::new(past, 1.0), Sample::new(past + 1000, 2.0)]);
+        app.add(labels!("__name__" => "bogus"), &[Sample::new(past + 1000, 5.0), Sample::new(now + 365 * 86_400_000, 6.0)]);
+        assert!(app.commit().expect("commit").rejected.is_empty());
+        // Two samples of next year 5 h apart: the old head cut wrote the first into a block of its own.
+        let mut app = db.appender();
+        let far = now + 365 * 86_400_000 + 1000;
+        app.add(labels!("__name__" => "bogus2"), &[Sample::new(far, 7.0), Sample::new(far + 5 * 3_600_000, 8.0)]);
+        assert!(app.commit().expect("commit").rejected.is_empty());
+        // The wedge, as it was: the present is out of bounds now.
+        let mut app = db.appender();
+        app.add(labels!("__name__" => "real"), &[Sample::new(now, 3.0)]);
+        assert_eq!(app.commit().expect("commit").rejected[0].reason, RejectReason::OutOfBounds);
+        db.close().expect("close");
+    }
+    let db = Db::open(dir.path(), future_opts()).expect("reopen with the bound");
+    let mut app = db.appender();
+    app.add(labels!("__name__" => "real"), &[Sample::new(now, 3.0)]);
+    app.add(labels!("__name__" => "fresh"), &[Sample::new(now, 4.0)]);
+    let rep = app.commit().expect("commit");
+    assert!(rep.rejected.is_empty(), "{rep:?}");
+    let got = query(&db, &[eq("__name__", "real")], 0, i64::MAX);
+    assert_eq!(got[0].1, vec![Sample::new(past, 1.0), Sample::new(past + 1000, 2.0), Sample::new(now, 3.0)]);
+    let got = query(&db, &[eq("__name__", "bogus")], 0, i64::MAX);
+    assert_eq!(got[0].1, vec![Sample::new(past + 1000, 5.0)], "only the future sample is gone");
+    // The future block was moved aside, not deleted.
+    let aside: Vec<_> = walk(dir.path()).into_iter().filter(|p| p.parent().is_some_and(|d| d.ends_with("future-blocks"))).collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert!(aside[0].join("meta.json").exists());
+}
+
+fn walk(d: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(d).expect("read_dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Issue 9: one request could create a million series. A per-request budget and a global cap reject
+/// the samples of series that would exceed them, each with its reason, and write everything else.
+#[test]
+fn series_limits_reject_new_series_only() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), Options { max_series: 10, ..opts(3) }).expect("open");
+    // Per request: 4 new series allowed, across shards.
+    let mut app = db.appender();
+    app.limit_new_series(4);
+    for i in 0..6 {
+        app.add(series(i), &[Sample::new(1, 1.0)]);
+    }
+    let rep = app.commit().expect("commit");
+    assert_eq!((rep.series_created, rep.samples_written), (4, 4));
+    let limited: u64 = rep.rejected.iter().filter(|r| r.reason == RejectReason::RequestSeriesLimit).map(|r| r.count).sum();
+    assert_eq!(limited, 2, "{rep:?}");
+    // Existing series are never limited: the 4 created ones take more samples under a zero budget.
+    let created: Vec<usize> = (0..6).filter(|&i| !query(&db, &[eq("i", &i.to_string())], 0, 10).is_empty()).collect();
+    assert_eq!(created.len(), 4);
+    let mut app = db.appender();
+    app.limit_new_series(0);
+    for &i in &created {
+        app.add(series(i), &[Sample::new(2, 2.0)]);
+    }
+    app.add(series(100), &[Sample::new(2, 2.0)]);
+    let rep = app.commit().expect("commit");
+    assert_eq!((rep.series_created, rep.samples_written, rep.rejected_samples()), (0, 4, 1));
+    // Globally: 10 active series at most, whatever the requests.
+    let mut app = db.appender();
+    for i in 200..220 {
+        app.add(series(i), &[Sample::new(3, 3.0)]);
+    }
+    let rep = app.commit().expect("commit");
+    assert_eq!(rep.series_created, 6);
+    assert!(rep.rejected.iter().all(|r| r.reason == RejectReason::MaxSeries));
+    assert_eq!(rep.rejected_samples(), 14);
+    assert_eq!(db.metrics().active_series.load(std::sync::atomic::Ordering::Relaxed), 10);
+    // The count survives a restart (replayed series count too).
+    db.close().expect("close");
+    drop(db);
+    let db = Db::open(dir.path(), Options { max_series: 10, ..opts(3) }).expect("reopen");
+    assert_eq!(db.metrics().active_series.load(std::sync::atomic::Ordering::Relaxed), 10);
+    let mut app = db.appender();
+    app.add(series(300), &[Sample::new(4, 4.0)]);
+    assert_eq!(app.commit().expect("commit").rejected[0].reason, RejectReason::MaxSeries);
+}

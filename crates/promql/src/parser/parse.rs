@@ -422,8 +422,10 @@ fn secs_to_ms(secs: f64) -> i64 {
 }
 
 /// Deepest nesting of expressions accepted. Upstream's yacc parser has an explicit stack and no limit;
-/// ours recurses, so an unbounded `((((...` from an HTTP client must become an error, not a stack
-/// overflow. Real queries nest a few dozen levels at most.
+/// ours recurses, and so do the checker, printer, evaluator and `Drop` over the tree it builds, so an
+/// unbounded `((((...` or `a or a or …` from an HTTP client must become an error, not a stack
+/// overflow. Every level counts: parentheses, calls, unary operators and each operator of a binary
+/// chain, so a tree's height stays below twice this bound. Real queries nest a few dozen levels.
 const MAX_DEPTH: usize = 400;
 
 const RANGE_CTX: (&str, &str) = ("subquery or range selector", "number, duration, step(), or range()");
@@ -563,9 +565,10 @@ impl<'a> Parser<'a> {
 
     /// Binary expressions with operators of at least `min_prec` (precedence climbing).
     fn expr(&mut self, min_prec: u8) -> PResult<(Expr, PosTree)> {
+        let d0 = self.depth;
         self.enter()?;
         let r = self.expr_inner(min_prec);
-        self.depth -= 1;
+        self.depth = d0;
         r
     }
 
@@ -576,6 +579,10 @@ impl<'a> Parser<'a> {
             if prec < min_prec {
                 break;
             }
+            // Each operator of a chain (`a or b or c …`) is one more level of the tree that every
+            // later pass (checker, printer, evaluator, drop) recurses through, although the loop
+            // here does not: it counts toward the nesting bound too. `expr` restores the depth.
+            self.enter()?;
             let op_tok = self.advance();
             let (matching, return_bool) = self.bin_modifiers()?;
             let next_min = if op.is_right_associative() { prec } else { prec + 1 };
@@ -1104,9 +1111,10 @@ impl<'a> Parser<'a> {
 
     /// Duration expressions with the binary precedences of PromQL (`duration_expr`).
     fn duration_expr(&mut self, min_prec: u8) -> PResult<DurationExpr> {
+        let d0 = self.depth;
         self.enter()?;
         let r = self.duration_expr_inner(min_prec);
-        self.depth -= 1;
+        self.depth = d0;
         r
     }
 
@@ -1130,6 +1138,8 @@ impl<'a> Parser<'a> {
             if prec < min_prec {
                 break;
             }
+            // A chain level, as in `expr_inner`; `duration_expr` restores the depth.
+            self.enter()?;
             let op_tok = self.advance();
             let rhs = self.duration_expr(if op == DurationOp::Pow { prec } else { prec + 1 })?;
             self.lookahead_lex_error()?;
