@@ -305,3 +305,42 @@ fn long_binary_chains_evaluate_or_fail_cleanly() {
     };
     std::thread::Builder::new().stack_size(2 << 20).spawn(run).expect("thread").join().expect("no overflow");
 }
+
+/// Issue 9: subqueries with huge step counts used to allocate before counting (an abort on a 6.9 TB
+/// allocation, 17.8 GB of RSS), and ran on after the timeout or a cancel. The step count is checked
+/// against the sample limit before anything is allocated, and long evaluations stop at the deadline
+/// or the cancel within a series.
+#[test]
+fn subqueries_are_bounded_by_the_sample_limit_the_timeout_and_cancellation() {
+    let st = store(2, 20, 2000);
+    let e = Engine::default();
+    let t = 2000 * 15_000;
+    for q in [
+        "count_over_time(vector(1)[10000d:1ms])",
+        "count_over_time(reqs_total[1d:1ms])",
+        "max_over_time(count_over_time(reqs_total[1h:1s])[10000d:1ms])",
+        "reqs_total[100000d:1ms]",
+    ] {
+        let err = e.instant(&st, q, t).expect_err(q);
+        assert!(matches!(err, EngineError::TooManySamples(_)), "{q}: {err:?}");
+    }
+    // Within the step limit but too slow for the timeout: stopped there, as a timeout.
+    let expr = tessera_promql::engine::parse("count_over_time(reqs_total[4h:1ms])").expect("parses");
+    let qo = QueryOptions { timeout: Some(Duration::from_millis(100)), ..Default::default() };
+    let err = e.instant_expr(&st, &expr, t, &qo).expect_err("timed out");
+    assert!(matches!(err, EngineError::Timeout(_) | EngineError::TooManySamples(_)), "{err:?}");
+    // Canceled from another thread while it runs (a client that went away).
+    let cancel = CancelToken::new();
+    let c2 = cancel.clone();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        c2.cancel();
+    });
+    let qo = QueryOptions { cancel, ..Default::default() };
+    let err = e.instant_expr(&st, &expr, t, &qo).expect_err("canceled");
+    h.join().expect("join");
+    assert!(matches!(err, EngineError::Canceled(_) | EngineError::TooManySamples(_)), "{err:?}");
+    // A range selector longer than the limit allows is refused while decoding, not after.
+    let small = Engine::new(EngineOptions { max_samples: 1000, ..Default::default() });
+    assert!(matches!(small.instant(&st, "count_over_time(reqs_total{id=\"1\"}[1000d])", t), Err(EngineError::TooManySamples(_))));
+}

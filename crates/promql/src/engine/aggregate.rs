@@ -253,6 +253,9 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
                 gl.into_iter().map(|labels| Series { labels, vals: vec![None; n], drop_name: false }).collect();
             let mut buf: Vec<Vec<f64>> = vec![Vec::new(); out.len()];
             for i in 0..n {
+                if i % 1024 == 0 {
+                    ctx.check()?;
+                }
                 for b in buf.iter_mut() {
                     b.clear();
                 }
@@ -442,6 +445,9 @@ fn aggregate_k(
     }
     let mut cand: Vec<(usize, f64)> = Vec::new();
     for i in 0..n {
+        if i % 1024 == 0 {
+            ctx.check()?;
+        }
         let p = param[i];
         for (g, mem) in members.iter().enumerate() {
             cand.clear();
@@ -625,6 +631,9 @@ fn count_values(ctx: &QueryCtx<'_>, a: &AggregateExpr, v: Vec<Series>, grid: &Gr
     let mut idx: HashMap<(usize, u64), usize> = HashMap::new();
     let mut by_labels: HashMap<Labels, usize> = HashMap::new();
     for i in 0..n {
+        if i % 1024 == 0 {
+            ctx.check()?;
+        }
         for (s, &g) in v.iter().zip(&ids) {
             let Some(x) = s.vals[i] else { continue };
             let key = (g, if x.is_nan() { f64::NAN.to_bits() } else { x.to_bits() });

@@ -70,7 +70,7 @@ pub fn eval_binary(ctx: &QueryCtx<'_>, b: &BinaryExpr, grid: &Grid) -> Result<Va
             };
             let m = b.matching.as_ref().unwrap_or(&default_matching);
             match op {
-                BinaryOp::And | BinaryOp::Or | BinaryOp::Unless => Ok(Val::Vector(set_op(op, l, r, m, grid.n))),
+                BinaryOp::And | BinaryOp::Or | BinaryOp::Unless => Ok(Val::Vector(set_op(ctx, op, l, r, m, grid.n)?)),
                 _ => Ok(Val::Vector(vector_vector(ctx, op, l, r, m, b.return_bool, grid.n)?)),
             }
         }
@@ -149,13 +149,23 @@ fn sig_ids(l: &[Series], r: &[Series], m: &VectorMatching) -> (Vec<usize>, Vec<u
 }
 
 /// Upstream `VectorAnd`, `VectorOr`, `VectorUnless`.
-fn set_op(op: BinaryOp, l: Vec<Series>, r: Vec<Series>, m: &VectorMatching, steps: usize) -> Vec<Series> {
+fn set_op(
+    ctx: &QueryCtx<'_>,
+    op: BinaryOp,
+    l: Vec<Series>,
+    r: Vec<Series>,
+    m: &VectorMatching,
+    steps: usize,
+) -> Result<Vec<Series>, EngineError> {
     let (li, ri, nsig) = sig_ids(&l, &r, m);
     // present[sig] == step+1 when a series with that signature has a sample at the step.
     let mut present = vec![0usize; nsig];
     let mut out_l = l;
     let mut out_r = r;
     for i in 0..steps {
+        if i % 1024 == 0 {
+            ctx.check()?;
+        }
         let stamp = i + 1;
         match op {
             BinaryOp::And | BinaryOp::Unless => {
@@ -189,7 +199,7 @@ fn set_op(op: BinaryOp, l: Vec<Series>, r: Vec<Series>, m: &VectorMatching, step
         out_l.extend(out_r);
     }
     out_l.retain(|s| s.vals.iter().any(|x| x.is_some()));
-    out_l
+    Ok(out_l)
 }
 
 /// Upstream `resultMetric`.
@@ -232,7 +242,6 @@ fn vector_vector(
     return_bool: bool,
     steps: usize,
 ) -> Result<Vec<Series>, EngineError> {
-    let _ = ctx;
     let swapped = m.card == VectorMatchCardinality::OneToMany;
     let (many, one) = if swapped { (&r, &l) } else { (&l, &r) };
     let (mi, oi, nsig) = sig_ids(many, one, m);
@@ -249,6 +258,9 @@ fn vector_vector(
     let (fill_many, fill_one) = (m.fill_lhs, m.fill_rhs);
     let one_side = if swapped { "left" } else { "right" };
     for i in 0..steps {
+        if i % 1024 == 0 {
+            ctx.check()?;
+        }
         let stamp = i + 1;
         // Upstream `VectorBinop` short-circuits a step where a side is empty (both, when a fill
         // modifier is given) before any duplicate check: `nonexistent * on() up` is empty, not an error.

@@ -439,12 +439,11 @@ pub fn select_map_st<T: Send + Held>(
             let mut buf: Vec<Sample> = Vec::new();
             let mut sts: Vec<i64> = Vec::new();
             let mut out = Vec::new();
-            for (k, s) in set.enumerate() {
-                if k % 256 == 0 {
-                    ctx.check()?;
-                }
+            for s in set {
+                // Every series: one series can take long over a long or fine grid.
+                ctx.check()?;
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-                decode_series(&s.chunks, mint, maxt, want_st, &mut buf, &mut sts)?;
+                decode_series(&s.chunks, mint, maxt, want_st, decode_limit(ctx), &mut buf, &mut sts)?;
                 let held = base + kept.load(Ordering::Relaxed);
                 if let Some((eff, range)) = window {
                     // A window never holds more than the series has; only look closer near the limit.
@@ -485,11 +484,22 @@ fn max_window(samples: &[Sample], eff: &[i64], range: i64) -> usize {
 /// Decodes a series' chunks in `[mint, maxt]` into `buf` (cleared first). With `want_st`, `sts` gets the
 /// aligned start timestamps, or is left empty when every one is 0 (no chunk carries them), so that
 /// consumers can tell "no start timestamps" by an empty slice.
+/// How many samples one series' decode buffer may hold: the sample limit, but never below 1 Mi samples
+/// (16 MiB), since an instant selector's buffer is not held as output (upstream walks it without
+/// holding it) and a small limit must not refuse a lookback window.
+fn decode_limit(ctx: &QueryCtx<'_>) -> usize {
+    ctx.opts.max_samples.max(1 << 20)
+}
+
+/// Decodes a series' samples in `[mint, maxt]` into `buf` (and its start timestamps into `sts`), chunk by
+/// chunk, failing as soon as more than `limit` samples are buffered: a range selector over a long range
+/// (`m[10000d]`) holds at most the query's sample limit (plus one chunk) before it is refused.
 fn decode_series(
     chunks: &[tessera_model::ChunkRef],
     mint: i64,
     maxt: i64,
     want_st: bool,
+    limit: usize,
     buf: &mut Vec<Sample>,
     sts: &mut Vec<i64>,
 ) -> Result<(), EngineError> {
@@ -502,6 +512,9 @@ fn decode_series(
         } else {
             tessera_encoding::decode_chunk_range_into(c, mint, maxt, buf)
                 .map_err(|e| EngineError::Storage(e.to_string()))?;
+        }
+        if buf.len() > limit {
+            return Err(EngineError::TooManySamples("query execution".into()));
         }
     }
     if with_st && sts.iter().all(|t| *t == 0) {
@@ -683,12 +696,11 @@ pub fn select_fold<S: Send>(
             let mut buf: Vec<Sample> = Vec::new();
             let mut sts: Vec<i64> = Vec::new();
             let mut state = init();
-            for (k, s) in set.enumerate() {
-                if k % 256 == 0 {
-                    ctx.check()?;
-                }
+            for s in set {
+                // Every series: one series can take long over a long or fine grid.
+                ctx.check()?;
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-                decode_series(&s.chunks, mint, maxt, false, &mut buf, &mut sts)?;
+                decode_series(&s.chunks, mint, maxt, false, decode_limit(ctx), &mut buf, &mut sts)?;
                 let n = f(&mut state, &s.labels, &buf);
                 ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
             }
@@ -745,6 +757,14 @@ fn eval_subquery(ctx: &QueryCtx<'_>, sq: &SubqueryExpr, grid: &Grid) -> Result<R
     if start > hi {
         return Ok(RangeArg { series: vec![], range_ms: range, eff, is_subquery: true });
     }
+    // Every step of the inner grid is a column of every series it yields: a grid with more steps
+    // than the query may hold samples is refused before anything is allocated
+    // (`count_over_time(vector(1)[10000d:1ms])` would be 8.6e11 steps).
+    let steps = ((hi as i128 - start as i128) / step as i128 + 1) as u128;
+    if steps > ctx.opts.max_samples.saturating_sub(ctx.held_samples()) as u128 {
+        return Err(EngineError::TooManySamples("query execution".into()));
+    }
+    ctx.check()?;
     let inner = Grid::new(start, hi, step);
     let v = eval(ctx, &sq.expr, &inner)?;
     let series = match v {
