@@ -42,20 +42,13 @@ pub fn run(settings: Settings) -> anyhow::Result<()> {
     rt.block_on(serve(settings))
 }
 
-/// The shard count to open with: the flag, else what the directory records, else the core count.
-fn shard_count(s: &Settings) -> usize {
+/// The shard count to open with: the flag, else what the directory records (validated: a damaged or
+/// edited `tessera.json` stops the start), else the core count.
+fn shard_count(s: &Settings) -> anyhow::Result<usize> {
     if let Some(n) = s.shards {
-        return n;
+        return Ok(n);
     }
-    #[derive(serde::Deserialize)]
-    struct Meta {
-        shards: usize,
-    }
-    std::fs::read(s.data_dir.join(tessera_tsdb::db::META_FILE))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Meta>(&b).ok())
-        .map(|m| m.shards)
-        .unwrap_or_else(|| tessera_tsdb::Options::default().shards)
+    Ok(tessera_tsdb::db::recorded_shards(&s.data_dir)?.unwrap_or_else(|| tessera_tsdb::Options::default().shards))
 }
 
 async fn serve(s: Settings) -> anyhow::Result<()> {
@@ -90,7 +83,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     let (fatal_tx, mut fatal_rx) = watch::channel::<Option<String>>(None);
     std::fs::create_dir_all(&s.data_dir).with_context(|| format!("creating {}", s.data_dir.display()))?;
     let opts = Options {
-        shards: shard_count(&s),
+        shards: shard_count(&s).context("checking the data directory")?,
         retention_ms: s.retention_ms,
         retention_bytes: s.retention_bytes,
         ooo_window_ms: s.ooo_window_ms,

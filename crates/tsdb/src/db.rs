@@ -68,10 +68,132 @@ impl std::fmt::Debug for Db {
     }
 }
 
+/// `tessera.json`: the database's identity. `crc32c` (hex, of [`DbMeta::signed_text`]) catches a hand
+/// edit; files written before it existed have none and are checked against the shard directories, then
+/// rewritten with one.
 #[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct DbMeta {
     version: u32,
     shards: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    crc32c: Option<String>,
+}
+
+/// The only `tessera.json` version this build reads and writes.
+const DB_META_VERSION: u32 = 1;
+
+impl DbMeta {
+    fn new(shards: usize) -> DbMeta {
+        let mut m = DbMeta { version: DB_META_VERSION, shards, crc32c: None };
+        m.crc32c = Some(m.checksum());
+        m
+    }
+
+    fn signed_text(&self) -> String {
+        format!("tessera version={} shards={}", self.version, self.shards)
+    }
+
+    fn checksum(&self) -> String {
+        format!("{:08x}", crc32c::crc32c(self.signed_text().as_bytes()))
+    }
+
+    fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(META_FILE);
+        let tmp = dir.join(format!("{META_FILE}.tmp"));
+        let data = serde_json::to_vec_pretty(self).map_err(|e| Error::Other(e.to_string()))?;
+        std::fs::write(&tmp, data).map_err(|e| Error::io(&tmp, e))?;
+        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+        std::fs::File::open(dir).and_then(|f| f.sync_all()).map_err(|e| Error::io(dir, e))
+    }
+}
+
+/// Numbers of the `shard-NNN` directories in `dir`.
+fn shard_dirs(dir: &Path) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    for ent in rd {
+        let ent = ent.map_err(|e| Error::io(dir, e))?;
+        let name = ent.file_name().to_string_lossy().into_owned();
+        if let Some(n) = name.strip_prefix("shard-").and_then(|n| n.parse::<usize>().ok())
+            && ent.path().is_dir()
+        {
+            out.push(n);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// The shard count a database directory records, after checking that `tessera.json` is intact (known
+/// version, checksum) and agrees with the shard directories on disk. `None`: no database there yet.
+/// Nothing is created or changed.
+pub fn recorded_shards(dir: &Path) -> Result<Option<usize>> {
+    Ok(read_identity(dir)?.map(|(m, _)| m.shards))
+}
+
+/// [`recorded_shards`], with whether the file lacks a checksum (an older version wrote it).
+fn read_identity(dir: &Path) -> Result<Option<(DbMeta, bool)>> {
+    let meta_path = dir.join(META_FILE);
+    let on_disk = shard_dirs(dir)?;
+    let b = match std::fs::read(&meta_path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if !on_disk.is_empty() {
+                return Err(Error::corruption(
+                    meta_path.display(),
+                    0,
+                    format!(
+                        "{META_FILE} is missing but {} holds {} shard directories; restore it (it records the shard count) rather than start over",
+                        dir.display(),
+                        on_disk.len()
+                    ),
+                ));
+            }
+            return Ok(None);
+        }
+        Err(e) => return Err(Error::io(&meta_path, e)),
+    };
+    let bad = |reason: String| Error::corruption(meta_path.display(), 0, reason);
+    let m: DbMeta = serde_json::from_slice(&b).map_err(|e| bad(format!("bad {META_FILE}: {e}")))?;
+    if m.version != DB_META_VERSION {
+        return Err(bad(format!(
+            "{META_FILE} has version {}, this build reads version {DB_META_VERSION} (written by a newer Tessera, or edited)",
+            m.version
+        )));
+    }
+    let legacy = m.crc32c.is_none();
+    if let Some(c) = &m.crc32c
+        && *c != m.checksum()
+    {
+        return Err(bad(format!("{META_FILE} fails its checksum (edited by hand?): recorded {c}, computed {}", m.checksum())));
+    }
+    if m.shards == 0 || m.shards > 4096 {
+        return Err(bad(format!("{META_FILE} records {} shards", m.shards)));
+    }
+    // Every directory is a shard below the count; missing ones are fine (a shard that never got data
+    // before a crash at creation), extra ones are not: the count would route series elsewhere.
+    if let Some(&extra) = on_disk.iter().find(|&&n| n >= m.shards) {
+        return Err(bad(format!(
+            "{META_FILE} records {} shards but {} holds shard-{extra:03}: the file does not describe this directory",
+            m.shards,
+            dir.display()
+        )));
+    }
+    if !on_disk.is_empty() && on_disk.len() < m.shards {
+        return Err(bad(format!(
+            "{META_FILE} records {} shards but {} holds only {} shard directories: the file does not describe this directory",
+            m.shards,
+            dir.display(),
+            on_disk.len()
+        )));
+    }
+    Ok(Some((m, legacy)))
 }
 
 impl Db {
@@ -90,11 +212,8 @@ impl Db {
         opts.validate()?;
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let meta_path = dir.join(META_FILE);
-        match std::fs::read(&meta_path) {
-            Ok(b) => {
-                let m: DbMeta = serde_json::from_slice(&b)
-                    .map_err(|e| Error::corruption(meta_path.display(), 0, format!("bad {META_FILE}: {e}")))?;
+        match read_identity(&dir)? {
+            Some((m, legacy)) => {
                 if m.shards != opts.shards {
                     return Err(Error::InvalidOptions(format!(
                         "database in {} was created with {} shards, cannot open it with {} (resharding is not supported)",
@@ -103,17 +222,11 @@ impl Db {
                         opts.shards
                     )));
                 }
+                if legacy {
+                    DbMeta::new(m.shards).write(&dir)?;
+                }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let m = DbMeta { version: 1, shards: opts.shards };
-                let tmp = dir.join(format!("{META_FILE}.tmp"));
-                let data = serde_json::to_vec_pretty(&m).map_err(|e| Error::Other(e.to_string()))?;
-                std::fs::write(&tmp, data).map_err(|e| Error::io(&tmp, e))?;
-                std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| Error::io(&tmp, e))?;
-                std::fs::rename(&tmp, &meta_path).map_err(|e| Error::io(&meta_path, e))?;
-                std::fs::File::open(&dir).and_then(|f| f.sync_all()).map_err(|e| Error::io(&dir, e))?;
-            }
-            Err(e) => return Err(Error::io(&meta_path, e)),
+            None => DbMeta::new(opts.shards).write(&dir)?,
         }
         let metrics = Arc::new(Metrics::default());
         let results: Vec<Result<Shard>> = std::thread::scope(|s| {

@@ -447,3 +447,43 @@ fn series_limits_reject_new_series_only() {
     app.add(series(300), &[Sample::new(4, 4.0)]);
     assert_eq!(app.commit().expect("commit").rejected[0].reason, RejectReason::MaxSeries);
 }
+
+/// Issue 9: `tessera.json` was trusted blindly: version 99 opened, and shards 2 → 7 created five new
+/// shards and routed existing series elsewhere. Now the file is checksummed and checked against the
+/// shard directories before anything is created, and an older file without a checksum still opens.
+#[test]
+fn the_identity_file_is_validated_before_anything_is_created() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(2)).expect("open");
+    fill(&db, 100);
+    let before = query(&db, &[eq("__name__", "m")], 0, 5000);
+    db.close().expect("close");
+    drop(db);
+    let meta = dir.path().join("tessera.json");
+    let good = std::fs::read_to_string(&meta).expect("read");
+    assert!(good.contains("crc32c"), "{good}");
+    assert_eq!(tessera_tsdb::db::recorded_shards(dir.path()).expect("valid"), Some(2));
+    let shard_dirs = || std::fs::read_dir(dir.path()).expect("ls").flatten().filter(|e| e.file_name().to_string_lossy().starts_with("shard-")).count();
+    let refuse = |text: &str, shards: usize, what: &str| {
+        std::fs::write(&meta, text).expect("write");
+        let err = Db::open(dir.path(), opts(shards)).expect_err(what);
+        assert!(err.to_string().contains(what), "{err}");
+        assert!(tessera_tsdb::db::recorded_shards(dir.path()).is_err());
+        assert_eq!(shard_dirs(), 2, "nothing created");
+    };
+    refuse(&good.replace("\"version\": 1", "\"version\": 99"), 2, "version 99");
+    refuse(&good.replace("\"shards\": 2", "\"shards\": 7"), 7, "checksum");
+    // Without a checksum (as older versions wrote it), the directories still tell.
+    refuse("{\"version\": 1, \"shards\": 7}", 7, "holds only 2 shard directories");
+    refuse("{\"version\": 1, \"shards\": 1}", 1, "holds shard-001");
+    refuse("{\"version\": 1, \"shards\": 2, \"extra\": true}", 2, "unknown field");
+    refuse("not json", 2, "bad tessera.json");
+    std::fs::remove_file(&meta).expect("rm");
+    let err = Db::open(dir.path(), opts(2)).expect_err("missing");
+    assert!(err.to_string().contains("missing"), "{err}");
+    // An older file without a checksum opens, and is rewritten with one.
+    std::fs::write(&meta, "{\"version\": 1, \"shards\": 2}").expect("write");
+    let db = Db::open(dir.path(), opts(2)).expect("legacy file opens");
+    assert_eq!(query(&db, &[eq("__name__", "m")], 0, 5000), before);
+    assert!(std::fs::read_to_string(&meta).expect("read").contains("crc32c"));
+}
