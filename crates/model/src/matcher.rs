@@ -42,6 +42,54 @@ pub enum MatcherError {
     InvalidRegex { pattern: String, reason: String },
 }
 
+/// Go's RE2 syntax as the regex crate's: braces that start no repetition become literals
+/// ([`go_literal_braces`]), and capture group names that begin with a digit (`(?P<1>…)`, which Go
+/// accepts and the regex crate does not) are renamed `_go_<name>`. Returns the pattern and the renamed
+/// groups' original names; a group keeps its index, so `$1` in a `label_replace` replacement still
+/// refers to it.
+pub fn go_regex_to_rust(v: &str) -> (std::borrow::Cow<'_, str>, Vec<String>) {
+    let braces = go_literal_braces(v);
+    if !braces.contains("(?P<") && !braces.contains("(?<") {
+        return (braces, Vec::new());
+    }
+    let mut out = String::with_capacity(braces.len() + 8);
+    let mut renamed = Vec::new();
+    let b = braces.as_ref();
+    let mut i = 0;
+    let mut in_class = false;
+    while i < b.len() {
+        let rest = &b[i..];
+        let c = rest.chars().next().unwrap_or('\0');
+        if c == '\\' {
+            let n = rest.chars().nth(1).map_or(0, char::len_utf8);
+            out.push_str(&rest[..1 + n]);
+            i += 1 + n;
+            continue;
+        }
+        if c == '[' {
+            in_class = true;
+        } else if c == ']' {
+            in_class = false;
+        }
+        let open = if in_class { None } else { ["(?P<", "(?<"].into_iter().find(|o| rest.starts_with(o)) };
+        if let Some(o) = open {
+            let name_end = rest[o.len()..].find('>').map(|e| o.len() + e);
+            if let Some(e) = name_end {
+                let name = &rest[o.len()..e];
+                if name.starts_with(|ch: char| ch.is_ascii_digit()) && name.bytes().all(|ch| ch.is_ascii_alphanumeric() || ch == b'_') {
+                    out.push_str(&format!("(?P<_go_{name}>"));
+                    renamed.push(name.to_string());
+                    i += e + 1;
+                    continue;
+                }
+            }
+        }
+        out.push(c);
+        i += c.len_utf8();
+    }
+    (std::borrow::Cow::Owned(out), renamed)
+}
+
 /// Go's RE2 syntax treats a `{` that does not start a valid repetition (`{n}`, `{n,}`, `{n,m}`) as a
 /// literal character (`=~"{foo}"`, `=~"a{,2}"`), where the regex crate reports an error; escape such
 /// braces so both accept and match the same strings. Escapes and character classes are left alone.
@@ -147,7 +195,7 @@ impl Matcher {
         if matches!(op, MatchOp::Regex | MatchOp::NotRegex) {
             // Validate the value on its own first (as upstream does): inside the `^(?s:...)$` wrapper an
             // unbalanced `)` could close the wrapper's group and silently un-anchor the regex (`a)|(b`).
-            let pattern = go_literal_braces(&m.value);
+            let (pattern, _) = go_regex_to_rust(&m.value);
             let parsed = regex_syntax::ParserBuilder::new().dot_matches_new_line(true).build().parse(&pattern);
             if let Err(e) = &parsed {
                 return Err(MatcherError::InvalidRegex { pattern: m.value.clone(), reason: e.to_string() });
@@ -426,6 +474,17 @@ mod tests {
         // Wrapped as ^(?s:a)|(b)$ this would compile and match "xb"; the value alone is invalid.
         assert!(Matcher::new(MatchOp::Regex, "a", "a)|(b").is_err());
         assert!(Matcher::new(MatchOp::NotRegex, "a", "exp_)oot_log(_hr?").is_err());
+    }
+
+    /// Go accepts capture names that start with a digit; so do we (renamed for the regex crate).
+    #[test]
+    fn digit_group_names_as_in_go() {
+        assert!(re("(?P<1>a)b").matches("ab"));
+        assert!(re("(?<2x>a|c)[(?P<3>]").matches("c("));
+        assert_eq!(go_regex_to_rust("(?P<1>.*)").0, "(?P<_go_1>.*)");
+        assert_eq!(go_regex_to_rust("\\(?P<1>.*)").0, "\\(?P<1>.*)", "an escaped parenthesis opens no group");
+        assert_eq!(go_regex_to_rust("[(?P<1>]").0, "[(?P<1>]");
+        assert_eq!(go_regex_to_rust("(?P<name>x)").0, "(?P<name>x)");
     }
 
     #[test]

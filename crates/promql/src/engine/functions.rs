@@ -976,8 +976,12 @@ fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
     let repl = string_arg(ctx, &c.args[2], grid)?;
     let src = string_arg(ctx, &c.args[3], grid)?;
     let re_s = string_arg(ctx, &c.args[4], grid)?;
-    let re = regex::Regex::new(&format!("^(?s:{re_s})$"))
+    // Go's RE2 syntax: literal braces, digit-led group names (renamed; a replacement's `$1a` or
+    // `${1a}` follows the rename, a purely numeric `$1` is the index and needs nothing).
+    let (re_rust, renamed) = tessera_model::matcher::go_regex_to_rust(&re_s);
+    let re = regex::Regex::new(&format!("^(?s:{re_rust})$"))
         .map_err(|e| EngineError::Execution(format!("invalid regular expression in label_replace(): {e}")))?;
+    let repl = rename_template_groups(&repl, &renamed);
     if dst.is_empty() {
         return Err(EngineError::Execution(format!("invalid destination label name in label_replace(): {dst}")));
     }
@@ -997,6 +1001,44 @@ fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
         out.push(Series { labels, drop_name, ..s });
     }
     Ok(Val::Vector(merge_same_labels(out)?))
+}
+
+/// Rewrites `$name` and `${name}` in a `label_replace` replacement for the groups
+/// [`tessera_model::matcher::go_regex_to_rust`] renamed (names that begin with a digit and are not a
+/// plain index). Names follow Go's `Regexp.Expand`: the longest run of letters, digits and `_`.
+fn rename_template_groups(repl: &str, renamed: &[String]) -> String {
+    if renamed.is_empty() || !repl.contains('$') {
+        return repl.to_string();
+    }
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(repl.len() + 8);
+    let mut rest = repl;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let (name, used) = if let Some(b) = after.strip_prefix('{') {
+            match b.find('}') {
+                Some(e) => (&b[..e], e + 2),
+                None => ("", 0),
+            }
+        } else if after.starts_with('$') {
+            out.push_str("$$");
+            rest = &after[1..];
+            continue;
+        } else {
+            let e = after.find(|c: char| !is_name(c)).unwrap_or(after.len());
+            (&after[..e], e)
+        };
+        if !name.is_empty() && !name.bytes().all(|b| b.is_ascii_digit()) && renamed.iter().any(|r| r == name) {
+            out.push_str(&format!("${{_go_{name}}}"));
+        } else {
+            out.push('$');
+            out.push_str(&after[..used]);
+        }
+        rest = &after[used..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn label_join(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
