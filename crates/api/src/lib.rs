@@ -64,6 +64,15 @@ pub struct ApiOptions {
     pub promql: PromqlFeatures,
     /// Samples one `SAMPLES` remote-read query may return (`--storage.remote.read-sample-limit`).
     pub remote_read_sample_limit: usize,
+    /// Series one remote-write request may create; the samples of further new series are rejected
+    /// (`--web.remote-write.max-new-series-per-request`, 0 = no limit).
+    pub max_new_series_per_request: usize,
+    /// PromQL queries evaluated at once; more wait in a queue, inside their timeout
+    /// (`--query.max-concurrency`, as Prometheus').
+    pub query_max_concurrency: usize,
+    /// The most entries the series, labels and label-values APIs return; a request's `limit` can only
+    /// lower it (`--web.api.result-limit`, 0 = no limit).
+    pub api_result_limit: usize,
 }
 
 impl Default for ApiOptions {
@@ -81,6 +90,9 @@ impl Default for ApiOptions {
             remote_read_concurrent_limit: 10,
             remote_read_sample_limit: 50_000_000,
             promql: PromqlFeatures::default(),
+            max_new_series_per_request: 100_000,
+            query_max_concurrency: 20,
+            api_result_limit: 1_000_000,
         }
     }
 }
@@ -157,6 +169,8 @@ pub struct AppState {
     pub(crate) write_budget: Arc<tokio::sync::Semaphore>,
     /// Remote read's concurrency gate (permits: requests).
     pub(crate) remote_read_gate: Arc<tokio::sync::Semaphore>,
+    /// PromQL's concurrency gate (permits: queries being evaluated).
+    pub(crate) query_gate: Arc<tokio::sync::Semaphore>,
     /// When the process started serving, unix ms.
     pub start_time_ms: i64,
     /// Flag name → effective value, for `/api/v1/status/flags`.
@@ -167,17 +181,23 @@ pub struct AppState {
 impl AppState {
     pub fn new(options: ApiOptions, flags: BTreeMap<String, String>) -> Arc<Self> {
         let budget = options.max_inflight_write_bytes.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
-        let read_gate = match options.remote_read_concurrent_limit {
-            0 => tokio::sync::Semaphore::MAX_PERMITS,
-            n => n.min(tokio::sync::Semaphore::MAX_PERMITS),
+        // A concurrency gate of `n` permits; 0 = no limit.
+        let gate = |n: usize| {
+            Arc::new(tokio::sync::Semaphore::new(if n == 0 {
+                tokio::sync::Semaphore::MAX_PERMITS
+            } else {
+                n.min(tokio::sync::Semaphore::MAX_PERMITS)
+            }))
         };
+        let (remote_read_gate, query_gate) = (gate(options.remote_read_concurrent_limit), gate(options.query_max_concurrency));
         Arc::new(AppState {
             options,
             db: OnceLock::new(),
             metadata: metadata::MetadataStore::new(),
             metrics: metrics::ApiMetrics::new(),
             write_budget: Arc::new(tokio::sync::Semaphore::new(budget)),
-            remote_read_gate: Arc::new(tokio::sync::Semaphore::new(read_gate)),
+            remote_read_gate,
+            query_gate,
             start_time_ms: now_ms(),
             flags,
             build: BuildInfo::default(),

@@ -177,6 +177,15 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let _guard = CancelOnDrop(cancel.clone());
     let qo = QueryOptions { lookback_delta_ms: r.lookback_ms, cancel, timeout };
     let started = Instant::now();
+    // Upstream's `--query.max-concurrency`: beyond it a query waits for a slot, and the wait counts
+    // toward its timeout (upstream's query queue, "query timed out in query queue").
+    let wait = timeout.unwrap_or(engine.opts.timeout);
+    let _slot = match tokio::time::timeout(wait, st.query_gate.clone().acquire_owned()).await {
+        Ok(Ok(permit)) => permit,
+        Ok(Err(_)) => return Err(ApiError::new(ErrorType::Unavailable, "query engine is shutting down")),
+        Err(_) => return Err(engine_error(EngineError::Timeout("query queue".into()))),
+    };
+    let qo = QueryOptions { timeout: Some(wait.saturating_sub(started.elapsed())), ..qo };
     let query = r.query.clone();
     let (start, end, step) = (r.start_ms, r.end_ms, r.step_ms);
     let res = tokio::task::spawn_blocking(move || -> Result<QueryResult, EngineError> {

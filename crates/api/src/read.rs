@@ -18,6 +18,15 @@ const MAX_FORM_BYTES: usize = 10 << 20;
 
 const TRUNCATED: &str = "results truncated due to limit";
 
+/// A request's `limit` within the server's `--web.api.result-limit` (either 0: the other; both 0: none).
+fn effective_limit(st: &AppState, requested: usize) -> usize {
+    match (requested, st.options.api_result_limit) {
+        (0, s) => s,
+        (r, 0) => r,
+        (r, s) => r.min(s),
+    }
+}
+
 /// Cuts `v` to `limit` entries (0 = no limit) and adds Prometheus' truncation warning when it did.
 fn truncate_to_limit<T>(v: &mut Vec<T>, limit: usize, warnings: &mut Vec<String>) -> bool {
     if limit > 0 && v.len() > limit {
@@ -94,7 +103,7 @@ async fn series_inner(st: Arc<AppState>, req: Request) -> Result<(Vec<Labels>, V
     if matches.is_empty() {
         return Err(ApiError::bad_data("no match[] parameter provided"));
     }
-    let limit = parse_limit(p.get("limit")).map_err(|e| ApiError::invalid_param("limit", e))?;
+    let limit = effective_limit(&st, parse_limit(p.get("limit")).map_err(|e| ApiError::invalid_param("limit", e))?);
     let start = parse_time_param(&p, "start", MIN_TIME_MS).map_err(|e| ApiError::invalid_param("start", e))?;
     let end = parse_time_param(&p, "end", MAX_TIME_MS).map_err(|e| ApiError::invalid_param("end", e))?;
     let sets = parse_matchers_param(&matches).map_err(|e| ApiError::invalid_param("match[]", e))?;
@@ -117,10 +126,15 @@ async fn series_inner(st: Arc<AppState>, req: Request) -> Result<(Vec<Labels>, V
                 }
             }
         } else {
+            // Merged in label order, holding at most `limit` + 1 (the first `limit` are the answer; one
+            // more says it was truncated).
             let mut all = BTreeSet::new();
             for set in &sets {
                 for s in q.select(set, &hints)? {
                     all.insert(s?.labels);
+                    if limit > 0 && all.len() > limit + 1 {
+                        all.pop_last();
+                    }
                 }
             }
             out = all.into_iter().collect();
@@ -138,7 +152,7 @@ pub async fn label_names(State(st): State<Arc<AppState>>, req: Request) -> Respo
 
 async fn label_names_inner(st: Arc<AppState>, req: Request) -> Result<(Vec<String>, Vec<String>), ApiError> {
     let p = form(req).await?;
-    let limit = parse_limit(p.get("limit")).map_err(|e| ApiError::invalid_param("limit", e))?;
+    let limit = effective_limit(&st, parse_limit(p.get("limit")).map_err(|e| ApiError::invalid_param("limit", e))?);
     let start = parse_time_param(&p, "start", MIN_TIME_MS).map_err(|e| ApiError::invalid_param("start", e))?;
     let end = parse_time_param(&p, "end", MAX_TIME_MS).map_err(|e| ApiError::invalid_param("end", e))?;
     let sets = parse_matchers_param(&p.all("match[]")).map_err(ApiError::bad_data)?;
@@ -173,7 +187,7 @@ async fn label_values_inner(st: Arc<AppState>, name: String, req: Request) -> Re
         return Err(ApiError::bad_data(format!("invalid label name: {}", tessera_model::labels::go_quote(&name))));
     }
     let p = form(req).await?;
-    let limit = parse_limit(p.get("limit")).map_err(|e| ApiError::invalid_param("limit", e))?;
+    let limit = effective_limit(&st, parse_limit(p.get("limit")).map_err(|e| ApiError::invalid_param("limit", e))?);
     let start = parse_time_param(&p, "start", MIN_TIME_MS).map_err(|e| ApiError::invalid_param("start", e))?;
     let end = parse_time_param(&p, "end", MAX_TIME_MS).map_err(|e| ApiError::invalid_param("end", e))?;
     let sets = parse_matchers_param(&p.all("match[]")).map_err(ApiError::bad_data)?;

@@ -201,6 +201,9 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
         pairs.extend(s.labels.iter().map(|l| (l.name, l.value)));
     }
     let mut app = db.appender();
+    if st.options.max_new_series_per_request > 0 {
+        app.limit_new_series(st.options.max_new_series_per_request);
+    }
     let mut at = 0;
     for s in dec.series() {
         let n = s.labels.len();

@@ -67,6 +67,31 @@ pub struct ServeArgs {
     #[arg(long = "storage.tsdb.cold-codec", value_name = "CODEC")]
     pub storage_tsdb_cold_codec: Option<String>,
 
+    /// Samples more than this far ahead of the server's clock are rejected (400, "out of bounds:
+    /// timestamp too far in the future"); 0s = no bound, as Prometheus. Must stay below half the 2h
+    /// block range: the newest sample sets the oldest time the head still accepts. [default: 10m]
+    #[arg(long = "storage.tsdb.max-future-time", value_name = "DURATION")]
+    pub storage_tsdb_max_future_time: Option<String>,
+
+    /// Maximum active series in the head; samples of further new series are rejected (400, "limit of
+    /// active series reached"), those of existing series written; 0 = no limit. [default: 0]
+    #[arg(long = "storage.tsdb.max-series", value_name = "N")]
+    pub storage_tsdb_max_series: Option<String>,
+
+    /// Maximum series one remote-write request may create; samples of further new series are
+    /// rejected (400); 0 = no limit. [default: 100000]
+    #[arg(long = "web.remote-write.max-new-series-per-request", value_name = "N")]
+    pub web_remote_write_max_new_series_per_request: Option<String>,
+
+    /// Maximum number of queries evaluated at once; more wait, within their timeout. [default: 20]
+    #[arg(long = "query.max-concurrency", value_name = "N")]
+    pub query_max_concurrency: Option<String>,
+
+    /// Maximum entries the series, labels and label values APIs return (a request's `limit` can only
+    /// lower it; truncated answers carry Prometheus' warning); 0 = no limit. [default: 1000000]
+    #[arg(long = "web.api.result-limit", value_name = "N")]
+    pub web_api_result_limit: Option<String>,
+
     /// Maximum lookback for instant vector selectors. [default: 5m]
     #[arg(long = "query.lookback-delta", value_name = "DURATION")]
     pub query_lookback_delta: Option<String>,
@@ -143,6 +168,11 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("storage.tsdb.shards", ""),
     ("storage.tsdb.wal-fsync", "interval:1s"),
     ("storage.tsdb.cold-codec", "dense"),
+    ("storage.tsdb.max-future-time", "10m"),
+    ("storage.tsdb.max-series", "0"),
+    ("web.remote-write.max-new-series-per-request", "100000"),
+    ("query.max-concurrency", "20"),
+    ("web.api.result-limit", "1000000"),
     ("query.lookback-delta", "5m"),
     ("query.timeout", "2m"),
     ("query.max-samples", "50000000"),
@@ -164,7 +194,7 @@ impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
         let features = (!self.enable_feature.is_empty()).then(|| self.enable_feature.join(","));
-        let pairs: [(&str, &Option<String>); 22] = [
+        let pairs: [(&str, &Option<String>); 27] = [
             ("storage.tsdb.path", &self.storage_tsdb_path),
             ("web.listen-address", &self.web_listen_address),
             ("storage.tsdb.retention.time", &self.storage_tsdb_retention_time),
@@ -173,6 +203,11 @@ impl ServeArgs {
             ("storage.tsdb.shards", &self.storage_tsdb_shards),
             ("storage.tsdb.wal-fsync", &self.storage_tsdb_wal_fsync),
             ("storage.tsdb.cold-codec", &self.storage_tsdb_cold_codec),
+            ("storage.tsdb.max-future-time", &self.storage_tsdb_max_future_time),
+            ("storage.tsdb.max-series", &self.storage_tsdb_max_series),
+            ("web.remote-write.max-new-series-per-request", &self.web_remote_write_max_new_series_per_request),
+            ("query.max-concurrency", &self.query_max_concurrency),
+            ("web.api.result-limit", &self.web_api_result_limit),
             ("query.lookback-delta", &self.query_lookback_delta),
             ("query.timeout", &self.query_timeout),
             ("query.max-samples", &self.query_max_samples),
@@ -216,6 +251,11 @@ pub struct Settings {
     pub shards: Option<usize>,
     pub fsync: FsyncPolicy,
     pub cold_codec: ColdCodec,
+    pub max_future_ms: i64,
+    pub max_series: u64,
+    pub max_new_series_per_request: usize,
+    pub query_max_concurrency: usize,
+    pub api_result_limit: usize,
     pub lookback_delta_ms: i64,
     pub query_timeout_ms: i64,
     pub query_max_samples: usize,
@@ -295,6 +335,11 @@ impl Settings {
             fsync: parse_fsync(get("storage.tsdb.wal-fsync")).map_err(|e| anyhow::anyhow!("--storage.tsdb.wal-fsync: {e}"))?,
             cold_codec: parse_cold_codec(get("storage.tsdb.cold-codec"))
                 .map_err(|e| anyhow::anyhow!("--storage.tsdb.cold-codec: {e}"))?,
+            max_future_ms: dur("storage.tsdb.max-future-time")?,
+            max_series: num("storage.tsdb.max-series")? as u64,
+            max_new_series_per_request: num("web.remote-write.max-new-series-per-request")?,
+            query_max_concurrency: num("query.max-concurrency")?,
+            api_result_limit: num("web.api.result-limit")?,
             lookback_delta_ms: dur("query.lookback-delta")?,
             query_timeout_ms: dur("query.timeout")?,
             query_max_samples: num("query.max-samples")?,
@@ -314,6 +359,9 @@ impl Settings {
         };
         if s.data_dir.as_os_str().is_empty() {
             bail!("--storage.tsdb.path must not be empty");
+        }
+        if s.max_future_ms >= 3_600_000 {
+            bail!("--storage.tsdb.max-future-time must be below 1h (half the 2h block range), or 0s for no bound");
         }
         if s.max_request_bytes == 0 || s.max_request_bytes > u32::MAX as usize {
             bail!("--web.max-request-bytes must be between 1 byte and 4GB");

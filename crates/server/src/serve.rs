@@ -70,6 +70,9 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         remote_read_concurrent_limit: s.remote_read_concurrent_limit,
         remote_read_sample_limit: s.remote_read_sample_limit,
         promql: s.features.promql,
+        max_new_series_per_request: s.max_new_series_per_request,
+        query_max_concurrency: s.query_max_concurrency,
+        api_result_limit: s.api_result_limit,
     };
     s.features.log_notes();
     let state = AppState::new(api_opts, s.flags.clone());
@@ -89,6 +92,8 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         ooo_window_ms: s.ooo_window_ms,
         fsync: s.fsync,
         cold_codec: s.cold_codec,
+        max_future_ms: s.max_future_ms,
+        max_series: s.max_series,
         ..Options::default()
     };
     {
