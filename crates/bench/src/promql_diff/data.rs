@@ -221,6 +221,10 @@ pub fn dataset(end_ms: i64) -> Vec<(Labels, Vec<Sample>)> {
             .collect();
         out.push((labels("tdiff_odd", &[("job", "node"), ("instance", inst), ("kind", kind)]), s));
     }
+    // Prometheus' head hands series to PromQL in creation order (its querier is asked for unsorted
+    // series), and what `limitk` keeps, or which of tied values `topk` keeps, follows that order.
+    // Creating the series in label order makes that order the sorted one Tessera uses.
+    out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
 
@@ -237,6 +241,7 @@ mod tests {
             assert_eq!(la, lb);
             assert_eq!(sa.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>(), sb.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>());
             assert!(sa.windows(2).all(|w| w[0].t < w[1].t), "{la} in time order");
+            assert!(a.windows(2).all(|w| w[0].0 < w[1].0), "series in label order");
             assert!(sa.last().is_some_and(|s| s.t <= 1_000_000_000));
             let name = la.get("__name__");
             let fam = FAMILIES.iter().find(|f| f.name == name).expect("family in the catalogue");
