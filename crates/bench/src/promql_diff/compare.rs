@@ -20,8 +20,10 @@ pub struct Outcome {
     pub hard: Vec<String>,
     /// Both failed with the same type but different messages.
     pub message: Option<String>,
-    /// Warnings or infos differ.
+    /// Warnings or infos differ (beyond Prometheus' positions).
     pub annotations: Option<String>,
+    /// Warnings or infos differ only by Prometheus' ` (line:col)` positions and repetitions.
+    pub positions_only: bool,
 }
 
 /// One parsed answer.
@@ -36,6 +38,12 @@ impl Answer {
     pub fn parse(http_status: u16, body: &[u8]) -> Answer {
         let raw = String::from_utf8_lossy(body).into_owned();
         Answer { http_status, json: serde_json::from_slice(body).ok(), raw }
+    }
+
+    /// A success whose result is an empty vector or matrix.
+    pub fn is_empty_result(&self) -> bool {
+        self.field("data").and_then(|d| d.get("result")).and_then(Value::as_array).is_some_and(Vec::is_empty)
+            && self.str_field("status") == "success"
     }
 
     fn field(&self, name: &str) -> Option<&Value> {
@@ -53,23 +61,53 @@ impl Answer {
             "success" => {
                 let data = self.field("data");
                 let ty = data.and_then(|d| d.get("resultType")).and_then(Value::as_str).unwrap_or("?");
-                let n = data.and_then(|d| d.get("result")).and_then(Value::as_array).map_or(0, Vec::len);
-                format!("{ty} of {n}")
+                let result = data.and_then(|d| d.get("result"));
+                match ty {
+                    "scalar" | "string" => format!("{ty} {}", result.map_or(String::new(), |r| r.to_string())),
+                    _ => format!("{ty} of {}", result.and_then(Value::as_array).map_or(0, Vec::len)),
+                }
             }
             _ => format!("HTTP {} (not an API answer) {}", self.http_status, self.raw.chars().take(200).collect::<String>()),
         }
     }
 
-    fn annotations(&self) -> Vec<String> {
+    /// Warnings and infos, sorted; with `positions == false`, without Prometheus' ` (line:col)` suffix,
+    /// deduplicated and without its "N more … annotations omitted" line (Tessera's annotations carry
+    /// no position, so the same message from several places is one annotation there).
+    fn annotations(&self, positions: bool) -> Vec<String> {
         let mut out = Vec::new();
         for key in ["warnings", "infos"] {
             if let Some(a) = self.field(key).and_then(Value::as_array) {
-                out.extend(a.iter().map(|w| format!("{key}: {}", w.as_str().unwrap_or(""))));
+                for w in a {
+                    let w = w.as_str().unwrap_or("");
+                    if !positions && w.contains(" annotations omitted") {
+                        continue;
+                    }
+                    let w = if positions { w } else { strip_position(w) };
+                    out.push(format!("{key}: {w}"));
+                }
             }
         }
         out.sort();
+        if !positions {
+            out.dedup();
+        }
         out
     }
+}
+
+/// `msg (1:23)` → `msg`.
+fn strip_position(w: &str) -> &str {
+    if let Some(i) = w.rfind(" (") {
+        let tail = &w[i + 2..];
+        if let Some(pos) = tail.strip_suffix(')')
+            && pos.split(':').count() == 2
+            && pos.split(':').all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return &w[..i];
+        }
+    }
+    w
 }
 
 /// A float as the API writes it (`"1.5"`, `"NaN"`, `"+Inf"`).
@@ -161,9 +199,11 @@ pub fn compare(t: &Answer, p: &Answer, order: Order, instant: bool) -> Outcome {
         out.hard.push(format!("tessera: {}\n      prometheus: {}", t.summary(), p.summary()));
         return out;
     }
-    let (ta, pa) = (t.annotations(), p.annotations());
+    let (ta, pa) = (t.annotations(false), p.annotations(false));
     if ta != pa {
         out.annotations = Some(format!("tessera {ta:?} vs prometheus {pa:?}"));
+    } else if t.annotations(true) != p.annotations(true) {
+        out.positions_only = true;
     }
     if ts == "error" {
         if t.str_field("errorType") != p.str_field("errorType") {
@@ -351,6 +391,10 @@ mod tests {
         let y = a(r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1.0000000001"],[2,"NaN"]]}]},"warnings":["w"]}"#);
         let o = compare(&x, &y, Order::Unordered, false);
         assert!(o.hard.is_empty() && o.annotations.is_some(), "{o:?}");
+        let w1 = a(r#"{"status":"success","data":{"resultType":"scalar","result":[1,"1"]},"warnings":["w (1:5)","w (1:9)","1 more warning annotations omitted"]}"#);
+        let w2 = a(r#"{"status":"success","data":{"resultType":"scalar","result":[1,"1"]},"warnings":["w"]}"#);
+        let o = compare(&w2, &w1, Order::Unordered, true);
+        assert!(o.annotations.is_none() && o.positions_only, "{o:?}");
         let z = a(r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"],[3,"NaN"]]}]}}"#);
         assert!(!compare(&x, &z, Order::Unordered, false).hard.is_empty());
         let s = a(r#"{"status":"success","data":{"resultType":"scalar","result":[1,"+Inf"]}}"#);

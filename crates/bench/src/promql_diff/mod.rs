@@ -86,6 +86,11 @@ pub struct Report {
     pub messages: Vec<Disagreement>,
     /// Warnings/infos differ (values agree).
     pub annotations: Vec<Disagreement>,
+    /// Queries whose warnings/infos differ only by Prometheus' positions (and so repetitions).
+    pub positions_only: usize,
+    /// Agreements where both answers were empty (a vector or matrix of no series): a measure of how
+    /// much of the run exercised only the empty path.
+    pub both_empty: usize,
     pub command: String,
 }
 
@@ -248,7 +253,10 @@ pub fn run_diff(args: &Args) -> anyhow::Result<Report> {
                 known: case.expr.known.clone(),
             };
             if !o.hard.is_empty() {
-                let dis = d(o.hard.join("\n      "));
+                let mut dis = d(o.hard.join("\n      "));
+                if dis.known.is_empty() && prometheus_is_nondeterministic(&mut pc, path, &case.expr.text, &params, &p, case.expr.order, instant)? {
+                    dis.known.push(Known::UpstreamNondeterministic);
+                }
                 if dis.known.is_empty() {
                     println!("HARD #{} [{}] {}\n      {}", dis.n, dis.query, dis.expr, dis.diff);
                     report.hard.push(dis);
@@ -261,6 +269,8 @@ pub fn run_diff(args: &Args) -> anyhow::Result<Report> {
                 continue;
             }
             report.agreements += 1;
+            report.positions_only += usize::from(o.positions_only);
+            report.both_empty += usize::from(t.is_empty_result() && p.is_empty_result());
             if let Some(m) = o.message {
                 report.messages.push(d(m));
             }
@@ -271,6 +281,26 @@ pub fn run_diff(args: &Args) -> anyhow::Result<Report> {
     }
     println!("promql-diff: {} queries in {:.1} s", report.queries, started.elapsed().as_secs_f64());
     Ok(report)
+}
+
+/// Asks Prometheus the same query a few more times: true when one of its answers differs from `first`
+/// (then the disagreement says nothing about Tessera).
+fn prometheus_is_nondeterministic(
+    pc: &mut Client,
+    path: &str,
+    expr: &str,
+    params: &[(&str, String)],
+    first: &Answer,
+    order: Order,
+    instant: bool,
+) -> anyhow::Result<bool> {
+    for _ in 0..5 {
+        let again = query(pc, path, expr, params)?;
+        if !compare(&again, first, order, instant).hard.is_empty() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The order semantics of a hand-written expression (outermost call only).
@@ -341,15 +371,17 @@ pub fn print_report(r: &Report, verbose: bool) {
     println!("\n=== promql-diff summary ===");
     println!("command: {}", r.command);
     println!(
-        "expressions: {}, queries: {} (instant + range), agreements: {}, hard disagreements: {}, known (allow-listed): {}, \
-         error-message differences: {}, annotation differences: {}",
+        "expressions: {}, queries: {} (instant + range), agreements: {} (of which both empty: {}), hard disagreements: {}, \
+         known (allow-listed): {}, error-message differences: {}, annotation differences: {} (+{} by Prometheus' positions only)",
         r.expressions,
         r.queries,
         r.agreements,
+        r.both_empty,
         r.hard.len(),
         r.known.len(),
         r.messages.len(),
-        r.annotations.len()
+        r.annotations.len(),
+        r.positions_only
     );
     let section = |title: &str, ds: &[Disagreement], limit: usize| {
         if ds.is_empty() {

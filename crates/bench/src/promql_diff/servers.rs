@@ -80,10 +80,10 @@ impl Server {
             if let Some(status) = self.child.try_wait()? {
                 anyhow::bail!("{} exited with {status} before it was ready; its log:\n{}", self.name, self.log_tail());
             }
-            if let Ok(r) = client.request("GET", "/-/ready", &[], &[]) {
-                if r.status == 200 {
-                    return Ok(());
-                }
+            if let Ok(r) = client.request("GET", "/-/ready", &[], &[])
+                && r.status == 200
+            {
+                return Ok(());
             }
             if Instant::now() > deadline {
                 anyhow::bail!("{} not ready after {timeout:?}; its log:\n{}", self.name, self.log_tail());
