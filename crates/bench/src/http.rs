@@ -73,19 +73,27 @@ impl Client {
     /// POSTs `body` with the given extra headers. On an I/O error the connection is dropped (the next
     /// call reconnects) and the error returned; the caller decides about retrying.
     pub fn post(&mut self, headers: &[(&str, &str)], body: &[u8]) -> std::io::Result<Response> {
-        let r = self.post_once(headers, body);
+        let path = std::mem::take(&mut self.url.path);
+        let r = self.request("POST", &path, headers, body);
+        self.url.path = path;
+        r
+    }
+
+    /// Sends `method` to `path` (instead of the URL's own path) on the same host and connection, with the
+    /// same error handling as [`Client::post`].
+    pub fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> std::io::Result<Response> {
+        let r = self.request_once(method, path, headers, body);
         if r.is_err() {
             self.conn = None;
         }
         r
     }
 
-    fn post_once(&mut self, headers: &[(&str, &str)], body: &[u8]) -> std::io::Result<Response> {
+    fn request_once(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> std::io::Result<Response> {
         self.head.clear();
         write!(
             self.head,
-            "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tessera-bench\r\nContent-Length: {}\r\n",
-            self.url.path,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tessera-bench\r\nContent-Length: {}\r\n",
             self.url.host_port,
             body.len()
         )?;

@@ -6,5 +6,6 @@ pub mod billions;
 pub mod disk_usage;
 pub mod http;
 pub mod nodegen;
+pub mod promql_diff;
 pub mod remote_read;
 pub mod remote_write;

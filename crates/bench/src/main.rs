@@ -18,6 +18,8 @@ enum Cmd {
     RemoteRead(tessera_bench::remote_read::Args),
     /// Bytes on disk of a data directory and RSS of a process (B2's per-sample and per-series figures).
     DiskUsage(tessera_bench::disk_usage::Args),
+    /// Randomised differential test of PromQL: the same data and queries against Tessera and Prometheus.
+    PromqlDiff(tessera_bench::promql_diff::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -27,5 +29,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::RemoteWrite(a) => tessera_bench::remote_write::run(a),
         Cmd::RemoteRead(a) => tessera_bench::remote_read::run(a),
         Cmd::DiskUsage(a) => tessera_bench::disk_usage::run(a),
+        Cmd::PromqlDiff(a) => tessera_bench::promql_diff::run(a),
     }
 }
