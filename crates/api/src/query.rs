@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tessera_promql::engine::{
-    CancelToken, Engine, EngineError, EngineOptions, QueryOptions, QueryResult, Value,
+    CancelToken, Engine, EngineError, EngineOptions, QueryOptions, QueryResult, QueryStats, Value,
 };
 
 /// Upstream's cap on points per series of a range query (`queryRange`).
@@ -66,6 +66,38 @@ pub async fn parse_query(State(st): State<Arc<AppState>>, req: Request) -> Respo
     match st.options.promql.parse(p.get("query")) {
         Ok(e) => crate::response::success(&tessera_promql::parser::to_json(&e), &[], &[]),
         Err(e) => ApiError::invalid_param("query", e).into_response(),
+    }
+}
+
+/// `GET|POST /api/v1/query_exemplars` (upstream `queryExemplars`): the parameters are checked as
+/// upstream checks them; exemplars are not stored yet, so the answer is `[]` (or `null` for a query
+/// without selectors, as upstream).
+pub async fn query_exemplars(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    let p = match form(req).await {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    let start = match crate::params::parse_time_param(&p, "start", crate::params::MIN_TIME_MS) {
+        Ok(t) => t,
+        Err(e) => return ApiError::invalid_param("start", e).into_response(),
+    };
+    let end = match crate::params::parse_time_param(&p, "end", crate::params::MAX_TIME_MS) {
+        Ok(t) => t,
+        Err(e) => return ApiError::invalid_param("end", e).into_response(),
+    };
+    if end < start {
+        return ApiError::bad_data("end timestamp must not be before start timestamp").into_response();
+    }
+    match st.options.promql.parse(p.get("query")) {
+        Ok(e) => {
+            let mut selectors = false;
+            e.walk(&mut |n| {
+                selectors |= matches!(n, tessera_promql::parser::Expr::VectorSelector(_) | tessera_promql::parser::Expr::MatrixSelector(_))
+            });
+            let data: Option<[(); 0]> = selectors.then_some([]);
+            crate::response::success(&data, &[], &[])
+        }
+        Err(e) => ApiError::bad_data(e.to_string()).into_response(),
     }
 }
 
@@ -122,7 +154,12 @@ fn parse_request(p: &Params, range: bool, now_ms: i64) -> Result<QueryParams, Ap
         "" => None,
         to => {
             let ms = parse_api_duration_ms(to).map_err(|e| ApiError::invalid_param("timeout", e))?;
-            Some(Duration::from_millis(ms.max(0) as u64))
+            if ms <= 0 {
+                // Upstream's deadline has passed before `NewInstantQuery`/`NewRangeQuery` runs, whose
+                // context error becomes `invalidParamError(err, "query")`.
+                return Err(ApiError::invalid_param("query", "context deadline exceeded"));
+            }
+            Some(Duration::from_millis(ms as u64))
         }
     };
     // Upstream `extractQueryOpts`: a bad lookback delta is bad_data without the "invalid parameter" prefix.
@@ -202,7 +239,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     .map_err(engine_error)?;
     let elapsed = started.elapsed();
 
-    let QueryResult { mut value, mut warnings, infos } = res;
+    let QueryResult { mut value, mut warnings, infos, stats: samples } = res;
     if r.limit > 0 {
         let truncated = match &mut value {
             Value::Vector(v) if v.len() > r.limit => {
@@ -226,7 +263,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
             tessera_model::labels::go_quote(s)
         )),
     }
-    let stats = r.stats.then_some(elapsed);
+    let stats = r.stats.then_some((elapsed, samples));
     let mut body = Vec::with_capacity(256);
     body.extend_from_slice(br#"{"status":"success","data":"#);
     write_query_data(&mut body, &value, stats);
@@ -245,7 +282,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
 }
 
 /// Upstream `QueryData`: `{"resultType":…,"result":…[,"stats":…]}`.
-pub fn write_query_data(out: &mut Vec<u8>, value: &Value, stats: Option<Duration>) {
+pub fn write_query_data(out: &mut Vec<u8>, value: &Value, stats: Option<(Duration, QueryStats)>) {
     let typ = match value {
         Value::Scalar { .. } => "scalar",
         Value::String { .. } => "string",
@@ -256,12 +293,14 @@ pub fn write_query_data(out: &mut Vec<u8>, value: &Value, stats: Option<Duration
     out.extend_from_slice(typ.as_bytes());
     out.extend_from_slice(br#"","result":"#);
     write_value(out, value);
-    if let Some(d) = stats {
-        // A minimal `stats` object: the timings section of upstream `stats.QueryStats` (seconds).
+    if let Some((d, s)) = stats {
+        // Upstream `stats.BuiltinStats`: timings (seconds) and samples (see `QueryStats`; no per-step
+        // series, which upstream gives only with --enable-feature=promql-per-step-stats).
         let secs = format_go_float_json(d.as_secs_f64());
         out.extend_from_slice(
             format!(
-                r#","stats":{{"timings":{{"evalTotalTime":{secs},"resultSortTime":0,"queryPreparationTime":0,"innerEvalTime":{secs},"execQueueTime":0,"execTotalTime":{secs}}}}}"#
+                r#","stats":{{"timings":{{"evalTotalTime":{secs},"resultSortTime":0,"queryPreparationTime":0,"innerEvalTime":{secs},"execQueueTime":0,"execTotalTime":{secs}}},"samples":{{"totalQueryableSamples":{},"samplesRead":{},"peakSamples":{}}}}}"#,
+                s.total_queryable_samples, s.samples_read, s.peak_samples
             )
             .as_bytes(),
         );
@@ -384,7 +423,8 @@ mod tests {
     fn go_json_floats() {
         assert_eq!(format_go_float_json(1435781451.78), "1435781451.78");
         assert_eq!(format_go_float_json(0.0), "0");
-        assert_eq!(format_go_float_json(1e-7), "1e-07");
+        // Go 1.26 json.Marshal(1e-7) is "1e-7": encoding/json shortens a negative two-digit exponent.
+        assert_eq!(format_go_float_json(1e-7), "1e-7");
         assert_eq!(format_go_float_json(1.5e21), "1.5e+21");
         assert_eq!(format_go_float_json(1e100), "1e+100");
     }
@@ -580,11 +620,14 @@ mod http_tests {
         let (s, b) = get(&app, "/api/v1/query?query=up*on()up&time=1435781451.781").await;
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
         assert!(b.starts_with(r#"{"status":"error","errorType":"execution","error":""#), "{b}");
+        // Issue 9: as Prometheus 3.14 answers it.
         let (s, b) = get(&app, "/api/v1/query?query=up&time=1435781451.781&timeout=0").await;
         assert_eq!(
             (s, b.as_str()),
-            (StatusCode::SERVICE_UNAVAILABLE, r#"{"status":"error","errorType":"timeout","error":"query timed out in query execution"}"#)
+            (StatusCode::BAD_REQUEST, r#"{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": context deadline exceeded"}"#)
         );
+        let (s, _) = get(&app, "/api/v1/query?query=up&time=1435781451.781&timeout=-1").await;
+        assert_eq!(s, StatusCode::BAD_REQUEST);
         let (app, _d) = app_with(ApiOptions { query_max_samples: 1, ..Default::default() });
         let (s, b) = get(&app, "/api/v1/query?query=up&time=1435781451.781").await;
         assert_eq!(

@@ -6,7 +6,7 @@
 use crate::params::{parse_limit, parse_time_param, Params, MAX_TIME_MS, MIN_TIME_MS};
 use crate::response::{success, ApiError, LabelsJson};
 use crate::AppState;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{header, Method};
 use axum::response::{IntoResponse, Response};
 use std::collections::BTreeSet;
@@ -176,8 +176,41 @@ async fn label_names_inner(st: Arc<AppState>, req: Request) -> Result<(Vec<Strin
 }
 
 /// `GET /api/v1/label/<name>/values`; `<name>` may be `U__`-escaped (UTF-8 names).
-pub async fn label_values(State(st): State<Arc<AppState>>, Path(name): Path<String>, req: Request) -> Response {
-    respond(label_values_inner(st, name, req).await)
+///
+/// The name is taken from the raw path and percent-decoded here (not by axum's `Path<String>`, which
+/// answers a name that is not UTF-8 in plain text): such a name gets Prometheus' JSON error,
+/// `invalid label name: "\xff\xfe"`.
+pub async fn label_values(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    let path = req.uri().path();
+    let enc = path.strip_prefix("/api/v1/label/").and_then(|p| p.strip_suffix("/values")).unwrap_or("");
+    let bytes: Vec<u8> = percent_decode(enc);
+    match String::from_utf8(bytes) {
+        Ok(name) => respond(label_values_inner(st, name, req).await),
+        Err(e) => respond::<Vec<String>>(Err(ApiError::bad_data(format!(
+            "invalid label name: {}",
+            tessera_promql::parser::go_quote_bytes(e.as_bytes())
+        )))),
+    }
+}
+
+/// `%XX` escapes of a URL path segment decoded to bytes (a bad escape is kept as written).
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = ((b[i + 1] as char).to_digit(16), (b[i + 2] as char).to_digit(16))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
 }
 
 async fn label_values_inner(st: Arc<AppState>, name: String, req: Request) -> Result<(Vec<String>, Vec<String>), ApiError> {

@@ -24,6 +24,16 @@ pub struct QueryCtx<'a> {
     /// Samples currently held, for the max-samples limit (upstream `evaluator.currentSamples`): the
     /// outputs of the nodes whose parent is still being evaluated. See [`eval`] and [`select_map_st`].
     pub samples: AtomicUsize,
+    /// For `stats`: see [`super::QueryStats`].
+    pub stats: StatsCounters,
+}
+
+/// The counters behind [`super::QueryStats`], updated from the parallel shard loops.
+#[derive(Debug, Default)]
+pub struct StatsCounters {
+    pub total_queryable: AtomicUsize,
+    pub read: AtomicUsize,
+    pub peak: AtomicUsize,
 }
 
 /// Warnings and infos, deduplicated, in the order first seen.
@@ -70,7 +80,13 @@ impl QueryCtx<'_> {
         if total > self.opts.max_samples {
             return Err(EngineError::TooManySamples("query execution".into()));
         }
+        self.stats.peak.fetch_max(total, Ordering::Relaxed);
         Ok(())
+    }
+    /// Counts `n` samples a selector hands to evaluation (upstream `TotalSamples`: a point picked by
+    /// the lookback, or every sample of a window).
+    pub fn count_queryable(&self, n: usize) {
+        self.stats.total_queryable.fetch_add(n, Ordering::Relaxed);
     }
 }
 
@@ -177,7 +193,12 @@ pub fn run(ctx: &QueryCtx<'_>, expr: &Expr, start: i64, end: i64, step: i64) -> 
     };
     let value = to_value(val, &grid, step == 0)?;
     let a = std::mem::take(&mut *ctx.annotations.lock());
-    Ok(QueryResult { value, warnings: a.warnings, infos: a.infos })
+    let stats = super::QueryStats {
+        total_queryable_samples: ctx.stats.total_queryable.load(Ordering::Relaxed) as u64,
+        samples_read: ctx.stats.read.load(Ordering::Relaxed) as u64,
+        peak_samples: ctx.stats.peak.load(Ordering::Relaxed) as u64,
+    };
+    Ok(QueryResult { value, warnings: a.warnings, infos: a.infos, stats })
 }
 
 /// Applies delayed `__name__` removal; the type-and-unit metadata labels go with the name.
@@ -444,6 +465,7 @@ pub fn select_map_st<T: Send + Held>(
                 ctx.check()?;
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
                 decode_series(&s.chunks, mint, maxt, want_st, decode_limit(ctx), &mut buf, &mut sts)?;
+                ctx.stats.read.fetch_add(buf.len(), Ordering::Relaxed);
                 let held = base + kept.load(Ordering::Relaxed);
                 if let Some((eff, range)) = window {
                     // A window never holds more than the series has; only look closer near the limit.
@@ -569,6 +591,9 @@ pub fn eval_vector_selector(
     let mut out = select_map(ctx, vs, lo - lb + 1, hi, hints, None, |labels, samples| {
         let mut vals = vec![None; n];
         let any = lookback_values(samples, &eff, lb, timestamps, &mut vals);
+        if any {
+            ctx.count_queryable(vals.iter().filter(|v| v.is_some()).count());
+        }
         any.then(|| Series { labels: labels.clone(), vals, drop_name: false })
     })?;
     // Shards come back one after the other; keep the storage's label order, as upstream's series sets.
@@ -701,6 +726,7 @@ pub fn select_fold<S: Send>(
                 ctx.check()?;
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
                 decode_series(&s.chunks, mint, maxt, false, decode_limit(ctx), &mut buf, &mut sts)?;
+                ctx.stats.read.fetch_add(buf.len(), Ordering::Relaxed);
                 let n = f(&mut state, &s.labels, &buf);
                 ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
             }

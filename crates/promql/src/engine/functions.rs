@@ -868,6 +868,7 @@ fn eval_range_function(
         let mut any = false;
         let mut pbuf = vec![0.0; params.len()];
         let mut overlap_warned = false;
+        let mut window_samples = 0usize;
         for_each_window_idx(samples, eff, range_ms, |lo, hi, i| {
             if lo == hi {
                 return;
@@ -898,11 +899,13 @@ fn eval_range_function(
                 params: &pbuf,
                 sts: w_sts,
             };
+            window_samples += hi - lo;
             if let Some(v) = k(&win) {
                 vals[i] = Some(v);
                 any = true;
             }
         });
+        ctx.count_queryable(window_samples);
         if !any {
             return None;
         }

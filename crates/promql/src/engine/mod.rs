@@ -136,6 +136,19 @@ pub struct QueryResult {
     pub value: Value,
     pub warnings: Vec<String>,
     pub infos: Vec<String>,
+    pub stats: QueryStats,
+}
+
+/// The `samples` part of upstream's query statistics (`stats=all`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueryStats {
+    /// Samples selectors handed to evaluation: one per series and step picked by the lookback, every
+    /// sample of each step's window for a range (upstream `TotalSamples`).
+    pub total_queryable_samples: u64,
+    /// Samples decoded from storage.
+    pub samples_read: u64,
+    /// The most samples held at once (upstream `PeakSamples`, what `--query.max-samples` limits).
+    pub peak_samples: u64,
 }
 
 /// A cancellation flag: set it (e.g. when the HTTP client goes away) and the query stops at its next check.
@@ -256,6 +269,7 @@ impl Engine {
             deadline,
             annotations: Default::default(),
             samples: Default::default(),
+            stats: Default::default(),
         };
         eval::run(&ctx, &expr, start_ms, end_ms, step_ms)
     }
