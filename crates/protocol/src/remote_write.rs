@@ -648,10 +648,14 @@ impl<'a> WriteRequestRef<'a> {
 }
 
 /// The checks of Prometheus' write handler (`labels.IsValid`, `HasDuplicateLabelNames`, a present
-/// metric name) plus strict sorting and the size limits, on raw bytes. Valid non-empty pairs are
-/// appended to `out` (the caller truncates on error). Returns the reason on failure.
+/// metric name) plus the size limits, on raw bytes. Valid non-empty pairs are appended to `out`
+/// sorted by name (the caller truncates on error): labels that arrive unsorted are sorted, as
+/// upstream's `labelProtosToLabels` and `desymbolizeLabels` do for 1.0 and 2.0, not refused.
+/// Returns the reason on failure.
 fn validate_labels<'a>(pairs: &[(&'a [u8], &'a [u8])], limits: &Limits, out: &mut Vec<LabelRef<'a>>) -> Result<(), String> {
     let n = pairs.len();
+    let start = out.len();
+    let mut sorted = true;
     if n > limits.max_labels_per_series {
         return Err(format!("too many labels ({n} > {})", limits.max_labels_per_series));
     }
@@ -685,9 +689,7 @@ fn validate_labels<'a>(pairs: &[(&'a [u8], &'a [u8])], limits: &Limits, out: &mu
         if let Some(p) = prev {
             match name.cmp(p) {
                 std::cmp::Ordering::Equal => return Err(format!("duplicate label name {name_str:?}")),
-                std::cmp::Ordering::Less => {
-                    return Err(format!("label names not sorted: {name_str:?} after {:?}", shorten(p)));
-                }
+                std::cmp::Ordering::Less => sorted = false,
                 std::cmp::Ordering::Greater => {}
             }
         }
@@ -705,6 +707,14 @@ fn validate_labels<'a>(pairs: &[(&'a [u8], &'a [u8])], limits: &Limits, out: &mu
     }
     if !has_name {
         return Err(format!("missing metric name (no {METRIC_NAME} label)"));
+    }
+    if !sorted {
+        let mut names: Vec<&[u8]> = pairs.iter().map(|&(name, _)| name).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("duplicate label name {:?}", String::from_utf8_lossy(w[0])));
+        }
+        out[start..].sort_unstable_by(|a, b| a.name.cmp(b.name));
     }
     Ok(())
 }

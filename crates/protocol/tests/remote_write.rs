@@ -280,7 +280,7 @@ fn raw_v1(series: &[(RawPairs<'_>, usize)]) -> Vec<u8> {
 fn invalid_series_are_reported_and_the_rest_kept() {
     let good: RawPairs<'_> = vec![(b"__name__", b"ok"), (b"job", b"a")];
     let cases: Vec<(RawPairs<'_>, &str)> = vec![
-        (vec![(b"__name__", b"x"), (b"c", b"1"), (b"b", b"2")], "label names not sorted: \"b\" after \"c\""),
+        (vec![(b"__name__", b"x"), (b"job", b"1"), (b"a", b"0"), (b"job", b"2")], "duplicate label name \"job\""),
         (vec![(b"__name__", b"x"), (b"job", b"1"), (b"job", b"2")], "duplicate label name \"job\""),
         (vec![(b"__name__", b""), (b"job", b"1")], "empty metric name"),
         (vec![(b"job", b"1")], "missing metric name"),
@@ -301,7 +301,19 @@ fn invalid_series_are_reported_and_the_rest_kept() {
         assert!(inv.reason.contains(want), "{:?} should contain {want:?}", inv.reason);
         assert!(inv.labels_text.starts_with('{'));
     }
-    assert!(d.invalid[0].labels_text.contains("c=\"1\""), "{}", d.invalid[0].labels_text);
+    assert!(d.invalid[0].labels_text.contains("a=\"0\""), "{}", d.invalid[0].labels_text);
+}
+
+/// Issue 9: labels that arrive unsorted are sorted and written, as upstream's `labelProtosToLabels`
+/// (1.0) and `desymbolizeLabels` (2.0) do; the remote-write compliance test `TestRW1BasicCompatibility`
+/// sends them so.
+#[test]
+fn unsorted_labels_are_sorted_not_refused() {
+    let buf = raw_v1(&[(vec![(b"job", b"a"), (b"__name__", b"m"), (b"empty", b""), (b"instance", b"i")], 2)]);
+    let d = decode(ProtoVersion::V1, &buf, &Limits::default()).expect("decodes");
+    assert!(d.invalid.is_empty(), "{:?}", d.invalid);
+    let got: Vec<(&str, &str)> = d.series[0].labels.iter().map(|l| (l.name.as_str(), l.value.as_str())).collect();
+    assert_eq!(got, vec![("__name__", "m"), ("instance", "i"), ("job", "a")]);
 }
 
 #[test]

@@ -205,7 +205,7 @@ fn bad_inputs_get_the_right_status_and_a_reason_and_do_no_harm() {
         c("truncated protobuf", rw::compress(&good_pb[..good_pb.len() - 3]), Some(CT_V1), Some("snappy"), 400, "protobuf"),
         c("snappy bomb", bomb, Some(CT_V1), Some("snappy"), 400, "snappy"),
         c("huge body", vec![0u8; 2 << 20], Some(CT_V1), Some("snappy"), 413, "exceeds the limit"),
-        c("unsorted labels", raw_v1(vec![(vec![("job", "a"), ("__name__", "m")], vec![(T0, 1.0)])]), Some(CT_V1), Some("snappy"), 400, "label names not sorted"),
+        c("unsorted duplicate labels", raw_v1(vec![(vec![("job", "a"), ("__name__", "m"), ("job", "b")], vec![(T0, 1.0)])]), Some(CT_V1), Some("snappy"), 400, "duplicate label name \"job\""),
         c("duplicate labels", raw_v1(vec![(vec![("__name__", "m"), ("job", "a"), ("job", "b")], vec![(T0, 1.0)])]), Some(CT_V1), Some("snappy"), 400, "duplicate label name \"job\""),
         c("empty metric name", raw_v1(vec![(vec![("__name__", ""), ("job", "a")], vec![(T0, 1.0)])]), Some(CT_V1), Some("snappy"), 400, "empty metric name"),
         c("no metric name", raw_v1(vec![(vec![("job", "a")], vec![(T0, 1.0)])]), Some(CT_V1), Some("snappy"), 400, "missing metric name"),
