@@ -728,6 +728,7 @@ pub fn select_fold<S: Send>(
                 decode_series(&s.chunks, mint, maxt, false, decode_limit(ctx), &mut buf, &mut sts)?;
                 ctx.stats.read.fetch_add(buf.len(), Ordering::Relaxed);
                 let n = f(&mut state, &s.labels, &buf);
+                ctx.count_queryable(n);
                 ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
             }
             Ok(state)
