@@ -90,10 +90,13 @@ fn from_wire(ls: &[prompb::Label]) -> Labels {
     Labels::from_pairs(ls.iter().map(|l| (l.name.clone(), l.value.clone())))
 }
 
+/// Per query index, the series with their samples.
+type PerQuery = Vec<Vec<(Labels, Vec<Sample>)>>;
+
 /// Decodes a streamed body: every frame's CRC, every chunk; consecutive frames of one series are joined.
 /// Returns per query index the series with their in-range samples, and the number of frames.
-fn decode_streamed(body: &[u8], queries: &[prompb::Query], max_frame: usize) -> (Vec<Vec<(Labels, Vec<Sample>)>>, usize) {
-    let mut out: Vec<Vec<(Labels, Vec<Sample>)>> = vec![Vec::new(); queries.len()];
+fn decode_streamed(body: &[u8], queries: &[prompb::Query], max_frame: usize) -> (PerQuery, usize) {
+    let mut out: PerQuery = vec![Vec::new(); queries.len()];
     let mut r = FrameReader::new(body, max_frame + 64 * 1024);
     let mut frames = 0;
     let mut last_index = 0;
