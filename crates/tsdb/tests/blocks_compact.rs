@@ -211,7 +211,7 @@ fn single_block_rewrite_drops_deleted_samples_and_raises_level() {
     let b = open(dir.path(), &m);
     b.delete(&[(0, Interval::new(0, H2 / 2)), (1, Interval::new(i64::MIN, i64::MAX))]).expect("delete");
     let opts = tessera_tsdb::block::WriteOptions { max_segment_bytes: 4096, ..Default::default() };
-    let mc = compact_with(&[b.clone()], dir.path(), &opts).expect("compact").expect("block");
+    let mc = compact_with(std::slice::from_ref(&b), dir.path(), &opts).expect("compact").expect("block");
     assert_eq!(mc.compaction.sources, m.compaction.sources);
     assert_eq!(mc.compaction.level, 2);
     let got = read_all(&open(dir.path(), &mc));

@@ -139,7 +139,7 @@ fn flipped_chunk_byte_is_reported_when_that_chunk_is_read() {
             Err(Error::Corruption { file, offset, .. }) => {
                 assert_eq!(file, seg.display().to_string());
                 assert_eq!(offset, off, "offset of the damaged chunk record");
-                assert!(good[r as usize].1.len() >= 1);
+                assert!(!good[r as usize].1.is_empty());
             }
             Err(e) => panic!("unexpected {e}"),
         }

@@ -11,7 +11,7 @@ fn series(i: usize) -> tessera_model::Labels {
     tessera_model::Labels::from_pairs([
         ("__name__", "m".to_string()),
         ("i", i.to_string()),
-        ("parity", if i % 2 == 0 { "even" } else { "odd" }.to_string()),
+        ("parity", if i.is_multiple_of(2) { "even" } else { "odd" }.to_string()),
     ])
 }
 
@@ -140,7 +140,7 @@ fn fill(db: &std::sync::Arc<Db>, upto: i64) {
     for t0 in (0..upto).step_by(250) {
         let mut app = db.appender();
         for i in 0..12 {
-            if (i + t0 as usize / 250) % 5 == 0 {
+            if (i + t0 as usize / 250).is_multiple_of(5) {
                 continue; // a gap
             }
             let s: Vec<Sample> = (t0..t0 + 250).step_by(10).map(|t| Sample::new(t, (t * i as i64) as f64 / 7.0)).collect();

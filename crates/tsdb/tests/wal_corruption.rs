@@ -69,7 +69,7 @@ fn flipped_byte_is_detected_repaired_and_earlier_data_kept() {
     let db = Db::open(dir.path(), opts(1)).expect("opens despite corruption");
     assert_eq!(db.metrics().wal_corruptions.load(Relaxed), 1, "corruption reported");
     let n = count(&db);
-    assert!(n > 0 && n < 200 && n % 10 == 0, "a prefix of whole batches survives: {n}");
+    assert!(n > 0 && n < 200 && n.is_multiple_of(10), "a prefix of whole batches survives: {n}");
     let mut app = db.appender();
     app.add(labels!("__name__" => "w"), &[Sample::new(1000, 1.0)]);
     app.commit().expect("writes again");
@@ -132,5 +132,5 @@ fn corrupt_checkpoint_keeps_the_segments_after_it() {
     let newer = samples.iter().filter(|s| s.t >= 10_000).count();
     assert_eq!(newer, 50, "every sample written after the checkpoint survives");
     let older = samples.len() - newer;
-    assert!(older <= 200 && older % 10 == 0, "only whole checkpointed batches survive: {older}");
+    assert!(older <= 200 && older.is_multiple_of(10), "only whole checkpointed batches survive: {older}");
 }
