@@ -14,6 +14,7 @@
 //! each series exactly once with the iterators of `tessera-encoding`.
 #![forbid(unsafe_code)]
 
+pub mod fixtures;
 pub mod gofloat;
 pub mod labels;
 pub mod matcher;

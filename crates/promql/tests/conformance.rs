@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use tessera_promql::promqltest::run_file;
 
-const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/promqltest");
 const OWN_SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata");
 const KNOWN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/promqltest-known-failures.txt");
 
@@ -63,11 +62,9 @@ fn scripts_without_delayed_name_removal() {
 
 #[test]
 fn prometheus_conformance_scripts() {
-    let files = scripts(SCRIPTS);
-    if files.is_empty() {
-        eprintln!("no scripts found in {SCRIPTS}; skipping");
-        return;
-    }
+    let Some(dir) = tessera_model::fixtures::shared("promqltest", "prometheus_conformance_scripts") else { return };
+    let files = scripts(&dir.to_string_lossy());
+    assert!(!files.is_empty(), "no .test scripts in {}", dir.display());
     let known_text = std::fs::read_to_string(KNOWN).unwrap_or_default();
     let known: BTreeMap<String, String> = known_text
         .lines()

@@ -6,9 +6,9 @@ use super::*;
 
 /// Every `eval` command of the conformance scripts: (file, line, expression, expected failure message).
 fn conformance_evals() -> Vec<(String, usize, String, Option<String>)> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/promqltest");
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else { return out };
+    let Some(dir) = tessera_model::fixtures::shared("promqltest", "parser conformance sweep") else { return out };
+    let Ok(rd) = std::fs::read_dir(&dir) else { return out };
     let mut files: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
     files.sort();
     for path in files {
