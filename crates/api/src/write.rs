@@ -19,7 +19,10 @@
 //! a plain-text body saying what was not written and why (invalid series, samples rejected by storage
 //! by reason with counts, native histograms and exemplars that storage does not support yet) — the valid
 //! rest of the request is written all the same; 5xx only when storage failed in a way worth a retry.
-//! The `X-Prometheus-Remote-Write-*-Written` headers are set on every answer, 1.0 included.
+//! The `X-Prometheus-Remote-Write-*-Written` headers are set on every answer to a 2.0 request that was
+//! read, and on none to 1.0, as Prometheus' handler does (1.0 defines no such headers; the compliance
+//! suite's `TestRW1BasicCompatibility` checks that a 1.0 answer reports nothing; a missing header means
+//! 0 written).
 
 use crate::metadata::MetricMetadata;
 use crate::AppState;
@@ -45,16 +48,20 @@ struct Outcome {
     status: u16,
     samples_written: u64,
     body: String,
+    /// A 2.0 request: the answer carries the Written headers.
+    v2: bool,
 }
 
 fn answer(o: Outcome) -> Response {
     let status = StatusCode::from_u16(o.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut r = if o.body.is_empty() { status.into_response() } else { (status, o.body).into_response() };
     let h = r.headers_mut();
-    h.insert(HEADER_SAMPLES_WRITTEN, HeaderValue::from(o.samples_written));
-    // Storage has no native histograms or exemplars yet: none is ever written.
-    h.insert(HEADER_HISTOGRAMS_WRITTEN, HeaderValue::from(0u64));
-    h.insert(HEADER_EXEMPLARS_WRITTEN, HeaderValue::from(0u64));
+    if o.v2 {
+        h.insert(HEADER_SAMPLES_WRITTEN, HeaderValue::from(o.samples_written));
+        // Storage has no native histograms or exemplars yet: none is ever written.
+        h.insert(HEADER_HISTOGRAMS_WRITTEN, HeaderValue::from(0u64));
+        h.insert(HEADER_EXEMPLARS_WRITTEN, HeaderValue::from(0u64));
+    }
     if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
         h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
@@ -66,7 +73,7 @@ fn plain(status: u16, body: impl Into<String>) -> Response {
     if !body.ends_with('\n') {
         body.push('\n');
     }
-    answer(Outcome { status, samples_written: 0, body })
+    answer(Outcome { status, samples_written: 0, body, v2: false })
 }
 
 /// Marks an answer given without reading the request body: the server closes that connection afterwards
@@ -136,7 +143,7 @@ pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, b
     let outcome = tokio::task::spawn_blocking(move || process(&st2, &db, version, &bytes)).await;
     drop(permit);
     match outcome {
-        Ok(o) => answer(o),
+        Ok(o) => answer(Outcome { v2: version == ProtoVersion::V2, ..o }),
         Err(e) => plain(500, format!("internal error: remote-write task failed: {e}")),
     }
 }
@@ -160,6 +167,7 @@ fn process(st: &AppState, db: &Db, version: ProtoVersion, body: &[u8]) -> Outcom
         status: 400,
         samples_written: 0,
         body: format!("cannot decode remote-write request: {e}\n"),
+        v2: false,
     };
     let buf = match rw::decompress(body, limits.max_decoded_bytes) {
         Ok(b) => b,
@@ -218,7 +226,7 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
                 tessera_tsdb::Error::Closed => 503,
                 _ => 500,
             };
-            return Outcome { status, samples_written: 0, body: format!("storage error, nothing written: {e}\n") };
+            return Outcome { status, samples_written: 0, body: format!("storage error, nothing written: {e}\n"), v2: false };
         }
     };
     m.rw_samples_written.fetch_add(report.samples_written, Relaxed);
@@ -273,7 +281,7 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
         problems.push(s);
     }
     if problems.is_empty() {
-        return Outcome { status: 204, samples_written: report.samples_written, body: String::new() };
+        return Outcome { status: 204, samples_written: report.samples_written, body: String::new(), v2: false };
     }
     let total = valid_samples + invalid_samples;
     let mut body = format!(
@@ -284,7 +292,7 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
         body.push_str(&p);
         body.push('\n');
     }
-    Outcome { status: 400, samples_written: report.samples_written, body }
+    Outcome { status: 400, samples_written: report.samples_written, body, v2: false }
 }
 
 /// Reads and discards up to `limit` bytes of `body` without holding them.

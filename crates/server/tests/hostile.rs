@@ -38,7 +38,7 @@ fn a_sample_from_the_future_is_refused_alone() {
     let s = Server::start(dir.path(), &[]);
     let now = now_ms();
     for far in [now + 365 * 86_400_000, i64::MAX] {
-        let (status, written, body) = s.write_v1(
+        let (status, written, body) = s.write_v2(
             &[series(labels!("__name__" => "bogus"), &[(now - 1000, 1.0), (far, 2.0)]), series(labels!("__name__" => "real"), &[(now - 1000, 1.0)])],
             &[],
         );
@@ -47,9 +47,9 @@ fn a_sample_from_the_future_is_refused_alone() {
     }
     // Every shard still takes the present: 20 new series and the old ones.
     let fresh: Vec<WriteSeries> = (0..20).map(|i| series(labels!("__name__" => "fresh", "i" => &i.to_string()), &[(now, 1.0)])).collect();
-    assert_eq!(s.write_v1(&fresh, &[]).0, 204);
+    assert_eq!(s.write_v2(&fresh, &[]).0, 204);
     let s = s.restart(false);
-    let (status, written, body) = s.write_v1(&[series(labels!("__name__" => "real"), &[(now_ms(), 2.0)])], &[]);
+    let (status, written, body) = s.write_v2(&[series(labels!("__name__" => "real"), &[(now_ms(), 2.0)])], &[]);
     assert_eq!((status, written), (204, Some(1)), "{body}");
     let (_, body) = s.get("/api/v1/query?query=count(fresh)");
     assert!(body.contains(r#""value":["#) && body.contains(r#","20"]"#), "{body}");
@@ -89,7 +89,7 @@ fn huge_subqueries_are_refused_or_stopped() {
     let data: Vec<WriteSeries> = (0..20)
         .map(|i| series(labels!("__name__" => "m", "i" => &i.to_string()), &[(now - 60_000, 1.0), (now - 30_000, 2.0), (now - 1000, 3.0)]))
         .collect();
-    assert_eq!(s.write_v1(&data, &[]).0, 204);
+    assert_eq!(s.write_v2(&data, &[]).0, 204);
     for q in ["count_over_time(vector(1)[10000d:1ms])", "count_over_time(m[1d:1ms])"] {
         let (status, body) = s.post_form("/api/v1/query", &form(q));
         assert_eq!(status, 422, "{q}: {body}");
@@ -114,7 +114,7 @@ fn huge_subqueries_are_refused_or_stopped() {
 fn an_edited_identity_file_stops_the_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(dir.path(), &[]);
-    assert_eq!(s.write_v1(&[series(labels!("__name__" => "m"), &[(now_ms(), 1.0)])], &[]).0, 204);
+    assert_eq!(s.write_v2(&[series(labels!("__name__" => "m"), &[(now_ms(), 1.0)])], &[]).0, 204);
     s.terminate();
     let meta = dir.path().join("tessera.json");
     let good = std::fs::read_to_string(&meta).expect("tessera.json");
@@ -153,10 +153,10 @@ fn series_limits_refuse_new_series_only() {
     let s = Server::start(dir.path(), &["--web.remote-write.max-new-series-per-request=1000", "--storage.tsdb.max-series=1500"]);
     let now = now_ms();
     let many: Vec<WriteSeries> = (0..5000).map(|i| series(labels!("__name__" => "card", "i" => &i.to_string()), &[(now, 1.0)])).collect();
-    let (status, written, body) = s.write_v1(&many, &[]);
+    let (status, written, body) = s.write_v2(&many, &[]);
     assert_eq!((status, written), (400, Some(1000)), "{body}");
     assert!(body.contains("per-request limit of new series exceeded: 4000 samples not written"), "{body}");
-    let (status, written, body) = s.write_v1(&many, &[]);
+    let (status, written, body) = s.write_v2(&many, &[]);
     assert_eq!((status, written), (400, Some(1500)), "{body}");
     assert!(body.contains("limit of active series reached"), "{body}");
     // Existing series keep being written (which ones were created depends on the shards' order).
@@ -165,7 +165,7 @@ fn series_limits_refuse_new_series_only() {
     let created: Vec<String> = v["data"].as_array().expect("array").iter().map(|l| l["i"].as_str().expect("i").to_string()).collect();
     assert_eq!(created.len(), 1500);
     let again: Vec<WriteSeries> = created.iter().map(|i| series(labels!("__name__" => "card", "i" => i.as_str()), &[(now + 1000, 2.0)])).collect();
-    let (status, written, body) = s.write_v1(&again, &[]);
+    let (status, written, body) = s.write_v2(&again, &[]);
     assert_eq!((status, written), (204, Some(1500)), "{body}");
     let (_, m) = s.get("/metrics");
     assert!(m.contains("reason=\"request_series_limit\""), "{m}");
@@ -178,7 +178,7 @@ fn queries_beyond_the_concurrency_limit_wait_in_a_queue() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(dir.path(), &["--query.max-concurrency=1"]);
     let now = now_ms();
-    assert_eq!(s.write_v1(&[series(labels!("__name__" => "m"), &[(now - 1000, 1.0)])], &[]).0, 204);
+    assert_eq!(s.write_v2(&[series(labels!("__name__" => "m"), &[(now - 1000, 1.0)])], &[]).0, 204);
     let base = s.base.clone();
     let slow = std::thread::spawn(move || {
         let c = reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build().expect("client");
@@ -203,7 +203,7 @@ fn answers_as_prometheus_gives_them() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(dir.path(), &[]);
     let now = now_ms();
-    assert_eq!(s.write_v1(&[series(labels!("__name__" => "m", "i" => "1"), &[(now - 1000, 1.0)])], &[]).0, 204);
+    assert_eq!(s.write_v2(&[series(labels!("__name__" => "m", "i" => "1"), &[(now - 1000, 1.0)])], &[]).0, 204);
     let cases: &[(&str, u16, &str)] = &[
         ("/api/v1/query?query=topk(1e300,m)", 422, "Scalar value 1e+300 overflows int64"),
         ("/api/v1/query?query=bottomk(9223372036854775807,m)", 422, "Scalar value 9.223372036854776e+18 overflows int64"),
@@ -234,7 +234,7 @@ fn answers_as_prometheus_gives_them() {
         ..Default::default()
     };
     let (status, written, body) = s.write_raw(rw::compress(&req.encode_to_vec()), Some(CT_V1), Some("snappy"));
-    assert_eq!((status, written), (204, Some(1)), "{body}");
+    assert_eq!((status, written), (204, None), "{body}");
     let (_, body) = s.get("/api/v1/series?match[]=unsorted");
     assert!(body.contains(r#"{"__name__":"unsorted","job":"a"}"#), "{body}");
     let started = Instant::now();
