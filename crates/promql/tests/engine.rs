@@ -344,3 +344,15 @@ fn subqueries_are_bounded_by_the_sample_limit_the_timeout_and_cancellation() {
     let small = Engine::new(EngineOptions { max_samples: 1000, ..Default::default() });
     assert!(matches!(small.instant(&st, "count_over_time(reqs_total{id=\"1\"}[1000d])", t), Err(EngineError::TooManySamples(_))));
 }
+
+/// count_values makes one output series of every step per distinct value: their number is bounded by
+/// the sample limit before one more is allocated.
+#[test]
+fn count_values_output_is_bounded() {
+    let st = store(2, 20, 200);
+    let small = Engine::new(EngineOptions { max_samples: 5_000, ..Default::default() });
+    // 20 series with distinct values at every step, over 1,001 steps: far more distinct values than fit.
+    let err = small.range(&st, "count_values(\"v\", reqs_total)", 0, 3_000_000, 3_000).expect_err("bounded");
+    assert!(matches!(err, EngineError::TooManySamples(_)), "{err:?}");
+    assert!(small.instant(&st, "count_values(\"v\", reqs_total)", 1_500_000).is_ok());
+}

@@ -637,6 +637,11 @@ fn count_values(ctx: &QueryCtx<'_>, a: &AggregateExpr, v: Vec<Series>, grid: &Gr
         for (s, &g) in v.iter().zip(&ids) {
             let Some(x) = s.vals[i] else { continue };
             let key = (g, if x.is_nan() { f64::NAN.to_bits() } else { x.to_bits() });
+            // Each distinct value is an output series of `n` steps: their number is bounded by the
+            // sample limit before one more is allocated (a range query over many distinct values).
+            if !idx.contains_key(&key) && (out.len() + 1).saturating_mul(n) > ctx.opts.max_samples {
+                return Err(EngineError::TooManySamples("query execution".into()));
+            }
             let o = *idx.entry(key).or_insert_with(|| {
                 let mut b = LabelsBuilder::from_labels(&gl[g]);
                 // Upstream `aggregationCountValues` sets the value label on the series, then groups:
