@@ -9,21 +9,28 @@
 //! among more than 12 topk/bottomk results) are reported by the run as known, not as hard
 //! disagreements; the assertion below is on the hard ones only.
 
+use std::io::Write as _;
 use tessera_bench::promql_diff::{default_tessera_bin, print_report, run_diff, Args};
+
+/// Says why the test was skipped on stderr directly: `eprintln!` is captured (and hidden) for a
+/// passing test.
+fn skipped(why: &str) {
+    let _ = writeln!(std::io::stderr(), "\n!!! SKIPPED promql_diff: {why}\n");
+}
 
 #[test]
 fn tessera_agrees_with_prometheus_on_a_seeded_run() {
     let Some(prometheus_bin) = std::env::var_os("PROMETHEUS_BIN").filter(|v| !v.is_empty()) else {
-        eprintln!(
-            "\n!!! SKIPPED promql_diff: PROMETHEUS_BIN is not set. To run this differential test, build Tessera \
-             (cargo build -p tessera-server) and run\n!!!     PROMETHEUS_BIN=/path/to/prometheus cargo test -p tessera-bench --test promql_diff\n"
+        skipped(
+            "PROMETHEUS_BIN is not set. To run this differential test, build Tessera (cargo build -p tessera-server) \
+             and run\n!!!     PROMETHEUS_BIN=/path/to/prometheus cargo test -p tessera-bench --test promql_diff",
         );
         return;
     };
     let Some(tessera_bin) = default_tessera_bin() else {
-        eprintln!(
-            "\n!!! SKIPPED promql_diff: PROMETHEUS_BIN is set but no tessera binary next to the test binary (target/<profile>/tessera); \
-             build it first with cargo build -p tessera-server (same profile as the test)\n"
+        skipped(
+            "PROMETHEUS_BIN is set but no tessera binary next to the test binary (target/<profile>/tessera); \
+             build it first with cargo build -p tessera-server (same profile as the test)",
         );
         return;
     };
