@@ -9,6 +9,7 @@ use super::eval::{
     Grid, QueryCtx, RangeArg, Series, Val, eval, eval_range_arg, eval_scalar, eval_vector, eval_vector_selector,
     for_each_window, for_each_window_idx, merge_same_labels,
 };
+use crate::gomath::{go_max, go_min};
 use crate::parser::{Call, Expr};
 use tessera_model::MatchOp;
 use tessera_model::{Labels, LabelsBuilder, Sample};
@@ -421,23 +422,12 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
         "end" => Ok(Val::Scalar(vec![ctx.query_end_ms as f64 / 1000.0; n])),
         "range" => Ok(Val::Scalar(vec![(ctx.query_end_ms - ctx.query_start_ms) as f64 / 1000.0; n])),
         "step" => Ok(Val::Scalar(vec![if n > 1 { grid.step as f64 / 1000.0 } else { 0.0 }; n])),
+        // Upstream `funcMaxOf`/`funcMinOf`: Go's math.Max/math.Min, so an infinity wins over NaN.
         "min_of" | "max_of" => {
             let a = eval_scalar(ctx, &c.args[0], grid)?;
             let b = eval_scalar(ctx, &c.args[1], grid)?;
-            Ok(Val::Scalar(
-                a.iter()
-                    .zip(&b)
-                    .map(|(x, y)| {
-                        if x.is_nan() || y.is_nan() {
-                            f64::NAN
-                        } else if name == "max_of" {
-                            x.max(*y)
-                        } else {
-                            x.min(*y)
-                        }
-                    })
-                    .collect(),
-            ))
+            let f = if name == "max_of" { go_max } else { go_min };
+            Ok(Val::Scalar(a.iter().zip(&b).map(|(x, y)| f(*x, *y)).collect()))
         }
         "vector" => {
             let s = eval_scalar(ctx, &c.args[0], grid)?;
@@ -557,13 +547,16 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
             let v = eval_vector(ctx, &c.args[0], grid)?;
             let p1 = eval_scalar(ctx, &c.args[1], grid)?;
             let p2 = if name == "clamp" { eval_scalar(ctx, &c.args[2], grid)? } else { vec![] };
-            map_vals(v, true, |x, i| match name {
-                "clamp" => {
-                    let (lo, hi) = (p1[i], p2[i]);
-                    if hi < lo { None } else { Some(go_max(lo, go_min(hi, x))) }
-                }
-                "clamp_min" => Some(go_max(p1[i], x)),
-                _ => Some(go_min(p1[i], x)),
+            // Upstream `clamp` (behind `funcClamp`, `funcClampMin`, `funcClampMax`): clamp_min's upper bound
+            // is +Inf and clamp_max's lower bound -Inf; nothing when max < min; then
+            // math.Max(min, math.Min(max, v)), Go's, where an infinity wins over NaN.
+            map_vals(v, true, |x, i| {
+                let (lo, hi) = match name {
+                    "clamp" => (p1[i], p2[i]),
+                    "clamp_min" => (p1[i], f64::INFINITY),
+                    _ => (f64::NEG_INFINITY, p1[i]),
+                };
+                if hi < lo { None } else { Some(go_max(lo, go_min(hi, x))) }
             })
         }
         "round" => {
@@ -605,12 +598,6 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
     }
 }
 
-fn go_max(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) }
-}
-fn go_min(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) }
-}
 
 fn simple_fn(name: &str) -> Option<fn(f64) -> f64> {
     Some(match name {

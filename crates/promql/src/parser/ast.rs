@@ -446,8 +446,8 @@ impl DurationExpr {
     pub fn eval_secs(&self, step_ms: i64, range_ms: i64) -> Result<f64, String> {
         Ok(match self {
             DurationExpr::Number { secs, .. } => *secs,
-            DurationExpr::Step { .. } => step_ms as f64 / 1000.0,
-            DurationExpr::Range { .. } => range_ms as f64 / 1000.0,
+            DurationExpr::Step { .. } => crate::gomath::go_duration_secs(step_ms),
+            DurationExpr::Range { .. } => crate::gomath::go_duration_secs(range_ms),
             DurationExpr::Unary { neg, expr, .. } => {
                 let v = expr.eval_secs(step_ms, range_ms)?;
                 if *neg { -v } else { v }
@@ -455,14 +455,8 @@ impl DurationExpr {
             DurationExpr::Paren { expr, .. } => expr.eval_secs(step_ms, range_ms)?,
             DurationExpr::MinMaxOf { max, lhs, rhs, .. } => {
                 let (l, r) = (lhs.eval_secs(step_ms, range_ms)?, rhs.eval_secs(step_ms, range_ms)?);
-                // Go's math.Min/Max propagate NaN.
-                if l.is_nan() || r.is_nan() {
-                    f64::NAN
-                } else if *max {
-                    l.max(r)
-                } else {
-                    l.min(r)
-                }
+                // Upstream `durationVisitor.evaluateDurationExpr`: Go's math.Max/math.Min.
+                if *max { crate::gomath::go_max(l, r) } else { crate::gomath::go_min(l, r) }
             }
             DurationExpr::Binary { op, lhs, rhs, pos } => {
                 let (l, r) = (lhs.eval_secs(step_ms, range_ms)?, rhs.eval_secs(step_ms, range_ms)?);
