@@ -418,10 +418,8 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
     match name {
         "time" => Ok(Val::Scalar((0..n).map(|i| grid.t(i) as f64 / 1000.0).collect())),
         "pi" => Ok(Val::Scalar(vec![std::f64::consts::PI; n])),
-        "start" => Ok(Val::Scalar(vec![ctx.query_start_ms as f64 / 1000.0; n])),
-        "end" => Ok(Val::Scalar(vec![ctx.query_end_ms as f64 / 1000.0; n])),
-        "range" => Ok(Val::Scalar(vec![(ctx.query_end_ms - ctx.query_start_ms) as f64 / 1000.0; n])),
-        "step" => Ok(Val::Scalar(vec![if n > 1 { grid.step as f64 / 1000.0 } else { 0.0 }; n])),
+        // start(), end(), range() and step() never get here: `Engine::exec` folds them into numbers first
+        // (`parser::fold_query_context_functions`), since inside a subquery they still mean the query's.
         // Upstream `funcMaxOf`/`funcMinOf`: Go's math.Max/math.Min, so an infinity wins over NaN.
         "min_of" | "max_of" => {
             let a = eval_scalar(ctx, &c.args[0], grid)?;

@@ -542,6 +542,44 @@ pub fn resolve_durations(expr: &mut Expr, step_ms: i64, range_ms: i64) -> Result
     }
 }
 
+/// Replaces every call of `start()`, `end()`, `range()` and `step()` by a number: the query's start and end
+/// (unix seconds), its length, and its step (0 when start equals end), whatever subquery the call sits in
+/// (upstream `foldQueryContextFunctions`, run by `PreprocessExpr` before anything is evaluated).
+/// `step_ms` is 0 for an instant query.
+pub fn fold_query_context_functions(expr: &mut Expr, start_ms: i64, end_ms: i64, step_ms: i64) {
+    if let Expr::Call(c) = expr {
+        let val = match c.func.name {
+            "start" => Some(start_ms as f64 / 1000.0),
+            "end" => Some(end_ms as f64 / 1000.0),
+            "range" => Some(crate::gomath::go_duration_secs(end_ms - start_ms)),
+            "step" => Some(if start_ms != end_ms { crate::gomath::go_duration_secs(step_ms) } else { 0.0 }),
+            _ => None,
+        };
+        if let Some(val) = val {
+            *expr = Expr::NumberLiteral(NumberLiteral { val, duration: false });
+            return;
+        }
+    }
+    let fold = |e: &mut Expr| fold_query_context_functions(e, start_ms, end_ms, step_ms);
+    match expr {
+        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::VectorSelector(_) | Expr::MatrixSelector(_) => {}
+        Expr::Subquery(sq) => fold(&mut sq.expr),
+        Expr::Call(c) => c.args.iter_mut().for_each(fold),
+        Expr::Aggregate(a) => {
+            fold(&mut a.expr);
+            if let Some(p) = &mut a.param {
+                fold(p);
+            }
+        }
+        Expr::Binary(b) => {
+            fold(&mut b.lhs);
+            fold(&mut b.rhs);
+        }
+        Expr::Unary(u) => fold(&mut u.expr),
+        Expr::Paren(p) => fold(&mut p.expr),
+    }
+}
+
 fn resolve_vs(vs: &mut VectorSelector, step_ms: i64, range_ms: i64) -> Result<(), String> {
     if let Some(e) = &vs.offset_expr {
         vs.original_offset_ms = e.eval_ms(step_ms, range_ms, true)?;
