@@ -753,19 +753,29 @@ pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     (ab.len() - i).cmp(&(bb.len() - j))
 }
 
-/// Labels of `absent`'s output, upstream `createLabelsForAbsentFunction` step by step: matchers in
-/// their written order; an equality matcher sets its label unless an earlier equality already named
-/// it, every other matcher (and a repeated equality) deletes it. So `{job=~"a", job="b"}` keeps
-/// `job="b"`, and `{job="a", job=~"b"}` keeps nothing.
+/// Labels of `absent`'s output, upstream `createLabelsForAbsentFunction` step by step: an equality matcher
+/// sets its label unless an earlier equality already named it, every other matcher (and a repeated
+/// equality) deletes it. The matchers are walked in the order upstream sees them: by then tsdb
+/// `PostingsForMatchers` has stable-sorted the selector's own matcher slice in place so that the
+/// "subtracting" matchers come last (one on a label that no matcher requires to be set, or a `!=`/`!~`
+/// that matches the empty string). So `{job=~"a", job="b"}` keeps `job="b"` and `{job="a", job=~"b"}`
+/// keeps nothing (both intersecting: written order), but `{kind!="one", kind="negative"}` walks
+/// `kind="negative"` first and then deletes `kind`: `{}`.
 fn absent_labels(e: &Expr) -> Labels {
     let ms = match e.unwrap_parens() {
         Expr::VectorSelector(vs) => &vs.matchers,
         Expr::MatrixSelector(m) => &m.vs.matchers,
         _ => return Labels::empty(),
     };
+    // `labelMustBeSet` and `isSubtractingMatcher` of upstream `PostingsForMatchers`.
+    let must_be_set = |name: &str| ms.iter().any(|m| m.name == name && !m.matches_empty());
+    let subtracting = |m: &tessera_model::Matcher| {
+        !must_be_set(&m.name) || (matches!(m.op, MatchOp::NotEqual | MatchOp::NotRegex) && m.matches_empty())
+    };
+    let (intersecting, rest): (Vec<_>, Vec<_>) = ms.iter().partition(|m| !subtracting(m));
     let mut b = LabelsBuilder::new();
     let mut has: Vec<&str> = Vec::new();
-    for m in ms {
+    for m in intersecting.into_iter().chain(rest) {
         if m.name == "__name__" {
             continue;
         }
