@@ -288,11 +288,8 @@ fn vector_vector(
             }
             if one_at[sid].0 == stamp {
                 let prev = &one[one_at[sid].1];
-                // Upstream orders the two series' texts so the message is the same between runs.
-                let (mut d1, mut d2) = (s.labels.to_string(), prev.labels.to_string());
-                if d1 > d2 {
-                    std::mem::swap(&mut d1, &mut d2);
-                }
+                // Upstream `VectorBinop` names the series it is at, then the one it met first.
+                let (d1, d2) = (s.labels.to_string(), prev.labels.to_string());
                 return Err(EngineError::Execution(format!(
                     "found duplicate series for the match group {} on the {one_side} hand-side of the operation: [{d1}, {d2}];many-to-many matching not allowed: matching labels must be unique on one side",
                     match_labels(&s.labels, m),
