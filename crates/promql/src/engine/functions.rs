@@ -975,7 +975,8 @@ fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
     // `${1a}` follows the rename, a purely numeric `$1` is the index and needs nothing).
     let (re_rust, renamed) = tessera_model::matcher::go_regex_to_rust(&re_s);
     let re = regex::Regex::new(&format!("^(?s:{re_rust})$"))
-        .map_err(|e| EngineError::Execution(format!("invalid regular expression in label_replace(): {e}")))?;
+        // Upstream `evalLabelReplace` names the regex as written, not the compiler's complaint.
+        .map_err(|_| EngineError::Execution(format!("invalid regular expression in label_replace(): {re_s}")))?;
     let repl = rename_template_groups(&repl, &renamed);
     if dst.is_empty() {
         return Err(EngineError::Execution(format!("invalid destination label name in label_replace(): {dst}")));
