@@ -255,10 +255,10 @@ impl Matcher {
         if let Some(p) = &self.prefix_all {
             return v.starts_with(p.as_str());
         }
-        if let Some(p) = &self.prefix {
-            if !v.starts_with(p.as_str()) {
-                return false;
-            }
+        if let Some(p) = &self.prefix
+            && !v.starts_with(p.as_str())
+        {
+            return false;
         }
         self.re.as_ref().is_some_and(|re| re.is_match(v))
     }

@@ -326,7 +326,7 @@ pub fn range_kernel(name: &str) -> Option<fn(&Window<'_>) -> Option<f64>> {
                 if s.is_infinite() { s } else { s + c }
             })
         },
-        "count_over_time" => |w| (!w.s.is_empty()).then(|| w.s.len() as f64),
+        "count_over_time" => |w| (!w.s.is_empty()).then_some(w.s.len() as f64),
         "min_over_time" => |w| {
             (!w.s.is_empty()).then(|| {
                 let mut m = w.s[0].v;
@@ -822,19 +822,19 @@ fn eval_range_function(
         "double_exponential_smoothing" => (0, vec![&c.args[1], &c.args[2]]),
         _ => (0, vec![]),
     };
-    if let Expr::MatrixSelector(ms) = c.args[m_idx].unwrap_parens() {
-        if ms.vs.anchored || ms.vs.smoothed {
-            return eval_extended_range_function(ctx, c, ms, grid);
-        }
+    if let Expr::MatrixSelector(ms) = c.args[m_idx].unwrap_parens()
+        && (ms.vs.anchored || ms.vs.smoothed)
+    {
+        return eval_extended_range_function(ctx, c, ms, grid);
     }
     let mut params: Vec<Vec<f64>> = Vec::new();
     for p in &param_exprs {
         params.push(eval_scalar(ctx, p, grid)?);
     }
-    if name == "quantile_over_time" {
-        if let Some(q) = params[0].iter().find(|q| q.is_nan() || **q < 0.0 || **q > 1.0) {
-            ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*q)));
-        }
+    if name == "quantile_over_time"
+        && let Some(q) = params[0].iter().find(|q| q.is_nan() || **q < 0.0 || **q > 1.0)
+    {
+        ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*q)));
     }
     // Upstream `funcDoubleExponentialSmoothing` validates its factors only when it is called, and
     // `rangeEval` calls it only for a window holding samples: invalid factors at steps where every
@@ -959,13 +959,13 @@ pub fn fmt_g(f: f64) -> String {
 
 fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
     let v = eval_vector(ctx, &c.args[0], grid)?;
-    if let Expr::StringLiteral(sl) = c.args[1].unwrap_parens() {
-        if let Some(raw) = &sl.raw {
-            return Err(EngineError::Execution(format!(
-                "invalid destination label name in label_replace(): {}",
-                String::from_utf8_lossy(raw)
-            )));
-        }
+    if let Expr::StringLiteral(sl) = c.args[1].unwrap_parens()
+        && let Some(raw) = &sl.raw
+    {
+        return Err(EngineError::Execution(format!(
+            "invalid destination label name in label_replace(): {}",
+            String::from_utf8_lossy(raw)
+        )));
     }
     let dst = string_arg(ctx, &c.args[1], grid)?;
     let repl = string_arg(ctx, &c.args[2], grid)?;
@@ -993,7 +993,7 @@ fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
         } else {
             s.labels.clone()
         };
-        let drop_name = s.drop_name && !(dst == "__name__");
+        let drop_name = s.drop_name && dst != "__name__";
         out.push(Series { labels, drop_name, ..s });
     }
     Ok(Val::Vector(merge_same_labels(out)?))
@@ -1017,9 +1017,9 @@ fn rename_template_groups(repl: &str, renamed: &[String]) -> String {
                 Some(e) => (&b[..e], e + 2),
                 None => ("", 0),
             }
-        } else if after.starts_with('$') {
+        } else if let Some(tail) = after.strip_prefix('$') {
             out.push_str("$$");
-            rest = &after[1..];
+            rest = tail;
             continue;
         } else {
             let e = after.find(|c: char| !is_name(c)).unwrap_or(after.len());
@@ -1295,10 +1295,10 @@ fn eval_info(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineErr
                     if l.name == "__name__" || IDENTIFYING_LABELS.contains(&l.name.as_str()) && include.is_none() {
                         continue;
                     }
-                    if let Some(inc) = &include {
-                        if !inc.contains(&l.name.as_str()) {
-                            continue;
-                        }
+                    if let Some(inc) = &include
+                        && !inc.contains(&l.name.as_str())
+                    {
+                        continue;
                     }
                     if b.labels.has(&l.name) {
                         continue;
