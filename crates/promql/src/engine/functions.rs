@@ -957,16 +957,21 @@ pub fn fmt_g(f: f64) -> String {
     tessera_model::gofloat::format_g(f)
 }
 
-fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
-    let v = eval_vector(ctx, &c.args[0], grid)?;
-    if let Expr::StringLiteral(sl) = c.args[1].unwrap_parens()
+/// A string argument that upstream's `model.UTF8Validation.IsValidLabelName` rejects (empty, or bytes
+/// that are not UTF-8), as upstream prints it; `None` when it is a valid label name.
+fn invalid_label_name_arg(ctx: &QueryCtx<'_>, e: &Expr, grid: &Grid) -> Result<Option<String>, EngineError> {
+    if let Expr::StringLiteral(sl) = e.unwrap_parens()
         && let Some(raw) = &sl.raw
     {
-        return Err(EngineError::Execution(format!(
-            "invalid destination label name in label_replace(): {}",
-            String::from_utf8_lossy(raw)
-        )));
+        return Ok(Some(String::from_utf8_lossy(raw).into_owned()));
     }
+    let name = string_arg(ctx, e, grid)?;
+    Ok(name.is_empty().then_some(name))
+}
+
+/// Upstream `evalLabelReplace`: the regex, then the destination name are checked before the vector is
+/// evaluated, so their errors win over the vector's.
+fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
     let dst = string_arg(ctx, &c.args[1], grid)?;
     let repl = string_arg(ctx, &c.args[2], grid)?;
     let src = string_arg(ctx, &c.args[3], grid)?;
@@ -975,12 +980,13 @@ fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
     // `${1a}` follows the rename, a purely numeric `$1` is the index and needs nothing).
     let (re_rust, renamed) = tessera_model::matcher::go_regex_to_rust(&re_s);
     let re = regex::Regex::new(&format!("^(?s:{re_rust})$"))
-        // Upstream `evalLabelReplace` names the regex as written, not the compiler's complaint.
+        // Upstream names the regex as written, not the compiler's complaint.
         .map_err(|_| EngineError::Execution(format!("invalid regular expression in label_replace(): {re_s}")))?;
     let repl = rename_template_groups(&repl, &renamed);
-    if dst.is_empty() {
-        return Err(EngineError::Execution(format!("invalid destination label name in label_replace(): {dst}")));
+    if let Some(bad) = invalid_label_name_arg(ctx, &c.args[1], grid)? {
+        return Err(EngineError::Execution(format!("invalid destination label name in label_replace(): {bad}")));
     }
+    let v = eval_vector(ctx, &c.args[0], grid)?;
     let mut out = Vec::with_capacity(v.len());
     for s in v {
         let val = s.labels.get(&src).to_string();
@@ -1037,14 +1043,22 @@ fn rename_template_groups(repl: &str, renamed: &[String]) -> String {
     out
 }
 
+/// Upstream `evalLabelJoin`: every source name, then the destination name are checked before the vector
+/// is evaluated.
 fn label_join(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
-    let v = eval_vector(ctx, &c.args[0], grid)?;
     let dst = string_arg(ctx, &c.args[1], grid)?;
     let sep = string_arg(ctx, &c.args[2], grid)?;
     let mut srcs = Vec::new();
     for a in &c.args[3..] {
+        if let Some(bad) = invalid_label_name_arg(ctx, a, grid)? {
+            return Err(EngineError::Execution(format!("invalid source label name in label_join(): {bad}")));
+        }
         srcs.push(string_arg(ctx, a, grid)?);
     }
+    if let Some(bad) = invalid_label_name_arg(ctx, &c.args[1], grid)? {
+        return Err(EngineError::Execution(format!("invalid destination label name in label_join(): {bad}")));
+    }
+    let v = eval_vector(ctx, &c.args[0], grid)?;
     let mut out = Vec::with_capacity(v.len());
     for s in v {
         let joined: Vec<&str> = srcs.iter().map(|n| s.labels.get(n)).collect();
