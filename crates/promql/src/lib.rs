@@ -5,5 +5,6 @@
 #![forbid(unsafe_code)]
 
 pub mod engine;
+pub(crate) mod gomath;
 pub mod parser;
 pub mod promqltest;

@@ -356,3 +356,36 @@ fn count_values_output_is_bounded() {
     assert!(matches!(err, EngineError::TooManySamples(_)), "{err:?}");
     assert!(small.instant(&st, "count_values(\"v\", reqs_total)", 1_500_000).is_ok());
 }
+
+/// Deliberately unlike Prometheus 3.14, which answers nothing for both subquery queries below: its
+/// `preprocessExprHelper` wraps an `@`-pinned subquery argument in a `StepInvariantExpr` whenever the
+/// call itself is not step-invariant (predict_linear is in `AtModifierUnsafeFunctions`; quantile_over_time
+/// here has a parameter that changes per step), and the `*parser.Call` case of `evaluator.eval` then no
+/// longer recognises the wrapped subquery as the range argument, so the function is handed no matrix.
+/// We answer as for the equivalent range selector, where upstream does too.
+#[test]
+fn at_pinned_subquery_arguments_behave_like_pinned_range_selectors() {
+    let st = store(1, 2, 41);
+    let e = Engine::default();
+    let run = |q: &str| e.range(&st, q, 300_000, 600_000, 60_000).expect(q).value;
+    // predict_linear predicts from each step's evaluation time even over a pinned window (upstream lists
+    // it as @-unsafe), so it changes per step, exactly as over the pinned range selector.
+    let sel = run("predict_linear(reqs_total[2m] @ 300, 0)");
+    let sub = run("predict_linear((reqs_total)[2m:15s] @ 300, 0)");
+    assert!(same(&sel, &sub), "{sel:?} vs {sub:?}");
+    match &sub {
+        Value::Matrix(m) => {
+            assert_eq!(m.len(), 2);
+            assert!(m.iter().all(|s| s.points.len() == 6 && s.points[0].1 != s.points[5].1), "{m:?}");
+        }
+        other => panic!("matrix expected, got {other:?}"),
+    }
+    // A pinned window with a per-step parameter that stays the same: the same answer at every step.
+    match run("quantile_over_time(time() - time() + 0.5, (reqs_total)[2m:15s] @ 300)") {
+        Value::Matrix(m) => {
+            assert_eq!(m.len(), 2);
+            assert!(m.iter().all(|s| s.points.len() == 6 && s.points.iter().all(|p| p.1 == s.points[0].1)), "{m:?}");
+        }
+        other => panic!("matrix expected, got {other:?}"),
+    }
+}

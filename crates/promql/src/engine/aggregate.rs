@@ -68,16 +68,8 @@ impl AggAcc {
                 let q = (self.count - 1.0) / self.count;
                 (self.mean, self.c) = kahan_inc(v / self.count, q * self.mean, q * self.c);
             }
-            AggregateOp::Min => {
-                if self.count == 1.0 || v < self.min || self.min.is_nan() {
-                    self.min = v;
-                }
-            }
-            AggregateOp::Max => {
-                if self.count == 1.0 || v > self.max || self.max.is_nan() {
-                    self.max = v;
-                }
-            }
+            AggregateOp::Min if self.count == 1.0 || v < self.min || self.min.is_nan() => self.min = v,
+            AggregateOp::Max if self.count == 1.0 || v > self.max || self.max.is_nan() => self.max = v,
             AggregateOp::Stddev | AggregateOp::Stdvar => {
                 // Upstream `aggregation` for STDVAR/STDDEV: plain Welford; the first sample sets the mean
                 // and a NaN or infinite first sample makes the variance NaN.
@@ -108,16 +100,8 @@ impl AggAcc {
                 (self.sum, self.c) = kahan_inc(o.sum, self.sum, self.c);
                 self.c += o.c;
             }
-            AggregateOp::Min => {
-                if o.min < self.min || self.min.is_nan() {
-                    self.min = o.min
-                }
-            }
-            AggregateOp::Max => {
-                if o.max > self.max || self.max.is_nan() {
-                    self.max = o.max
-                }
-            }
+            AggregateOp::Min if o.min < self.min || self.min.is_nan() => self.min = o.min,
+            AggregateOp::Max if o.max > self.max || self.max.is_nan() => self.max = o.max,
             AggregateOp::Avg => {
                 // While neither side overflowed, merge the compensated sums (keeps Kahan's precision);
                 // otherwise the weighted mean of the two partial means, in incremental-mean form.
@@ -232,10 +216,11 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
         (Some(p), _) => Some(eval_scalar(ctx, p, grid)?),
         _ => None,
     };
-    if let (Expr::VectorSelector(vs), None) = (a.expr.unwrap_parens(), &a.param) {
-        if !vs.smoothed && is_decomposable(op) {
-            return pushed_down(ctx, a, vs, grid);
-        }
+    if let (Expr::VectorSelector(vs), None) = (a.expr.unwrap_parens(), &a.param)
+        && !vs.smoothed
+        && is_decomposable(op)
+    {
+        return pushed_down(ctx, a, vs, grid);
     }
     let v = eval_vector(ctx, &a.expr, grid)?;
     match op {
@@ -252,7 +237,7 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
             let mut out: Vec<Series> =
                 gl.into_iter().map(|labels| Series { labels, vals: vec![None; n], drop_name: false }).collect();
             let mut buf: Vec<Vec<f64>> = vec![Vec::new(); out.len()];
-            for i in 0..n {
+            for (i, &qi) in q.iter().enumerate().take(n) {
                 if i % 1024 == 0 {
                     ctx.check()?;
                 }
@@ -266,7 +251,7 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
                 }
                 for (g, b) in buf.iter_mut().enumerate() {
                     if !b.is_empty() {
-                        out[g].vals[i] = Some(quantile(q[i], b));
+                        out[g].vals[i] = Some(quantile(qi, b));
                     }
                 }
             }

@@ -202,9 +202,17 @@ fn set_op(
     Ok(out_l)
 }
 
-/// Upstream `resultMetric`.
-fn result_labels(many: &Labels, one: &Labels, m: &VectorMatching) -> Labels {
+/// Upstream `resultMetric`: the "many" side's labels; without `__name__`, `__type__` and `__unit__` when
+/// `drop_name` (an arithmetic operator, or `bool` without delayed name removal); only the `on` labels or
+/// without the `ignoring` ones for one-to-one matching; then the `group_x` labels copied from the "one"
+/// side, *after* the name went: `a * on() group_right(__name__) b` keeps `a`'s name.
+fn result_labels(many: &Labels, one: &Labels, m: &VectorMatching, drop_name: bool) -> Labels {
     let mut b = LabelsBuilder::from_labels(many);
+    if drop_name {
+        for n in ["__name__", "__type__", "__unit__"] {
+            b.del(n);
+        }
+    }
     if m.card == VectorMatchCardinality::OneToOne {
         if m.on {
             let keep: Vec<String> = many
@@ -245,7 +253,13 @@ fn vector_vector(
     let swapped = m.card == VectorMatchCardinality::OneToMany;
     let (many, one) = if swapped { (&r, &l) } else { (&l, &r) };
     let (mi, oi, nsig) = sig_ids(many, one, m);
-    let drop_op = is_arith(op) || return_bool;
+    // Upstream `VectorBinop`: `resultMetric` removes the name at once for arithmetic (whatever the
+    // delayed-removal setting) and for `bool` without delayed removal; with delayed removal, a `bool`
+    // result is marked (`DropName: returnBool`) and loses its name when the query ends, even one a
+    // `group_x` copied.
+    let delayed = ctx.opts.delayed_name_removal;
+    let name_now = is_arith(op) || (return_bool && !delayed);
+    let name_later = return_bool && delayed;
     // Per step: which `one`-side series holds each signature; which signatures were matched (one-to-one).
     let mut one_at = vec![(0usize, 0usize); nsig];
     let mut matched = vec![0usize; nsig];
@@ -274,11 +288,8 @@ fn vector_vector(
             }
             if one_at[sid].0 == stamp {
                 let prev = &one[one_at[sid].1];
-                // Upstream orders the two series' texts so the message is the same between runs.
-                let (mut d1, mut d2) = (s.labels.to_string(), prev.labels.to_string());
-                if d1 > d2 {
-                    std::mem::swap(&mut d1, &mut d2);
-                }
+                // Upstream `VectorBinop` names the series it is at, then the one it met first.
+                let (d1, d2) = (s.labels.to_string(), prev.labels.to_string());
                 return Err(EngineError::Execution(format!(
                     "found duplicate series for the match group {} on the {one_side} hand-side of the operation: [{d1}, {d2}];many-to-many matching not allowed: matching labels must be unique on one side",
                     match_labels(&s.labels, m),
@@ -325,9 +336,12 @@ fn vector_vector(
             let o = match pair_out.get(&key) {
                 Some(o) => *o,
                 None => {
-                    let empty = Labels::empty();
-                    let one_labels = j.map(|j| &one[j].labels).unwrap_or(&empty);
-                    let lbls = result_labels(&s.labels, one_labels, m);
+                    // A filled-in "one" side carries the "many" series' match-group labels (upstream
+                    // `VectorBinop`: `ls.Metric.MatchLabels(...)`), which `group_x` labels may copy.
+                    let lbls = match j {
+                        Some(j) => result_labels(&s.labels, &one[j].labels, m, name_now),
+                        None => result_labels(&s.labels, &match_labels(&s.labels, m), m, name_now),
+                    };
                     let o = *out_idx.entry(lbls.clone()).or_insert_with(|| {
                         out.push(Series { labels: lbls, vals: vec![None; steps], drop_name: false });
                         out.len() - 1
@@ -344,7 +358,8 @@ fn vector_vector(
                 }));
             }
             out[o].vals[i] = Some(v);
-            out[o].drop_name |= drop_op || s.drop_name;
+            // Upstream's result sample is `DropName: returnBool`, whatever its inputs were marked.
+            out[o].drop_name |= name_later;
         }
         // fill for the "many" side: one-side series without a partner.
         if let Some(f) = fill_many {
@@ -366,9 +381,10 @@ fn vector_vector(
                 let o = match pair_out.get(&key) {
                     Some(o) => *o,
                     None => {
-                        // A filled-in "many" side has no labels of its own: the result carries the
-                        // match-group labels of the present side.
-                        let lbls = match_labels(&s.labels, m);
+                        // A filled-in "many" side has no labels of its own but the match-group labels
+                        // of the present side (upstream `VectorBinop`: `rs.Metric.MatchLabels(...)`), then
+                        // `resultMetric` as for any pair.
+                        let lbls = result_labels(&match_labels(&s.labels, m), &s.labels, m, name_now);
                         let o = *out_idx.entry(lbls.clone()).or_insert_with(|| {
                             out.push(Series { labels: lbls, vals: vec![None; steps], drop_name: false });
                             out.len() - 1
@@ -383,7 +399,7 @@ fn vector_vector(
                     ));
                 }
                 out[o].vals[i] = Some(v);
-                out[o].drop_name |= drop_op || s.drop_name;
+                out[o].drop_name |= name_later;
             }
         }
     }

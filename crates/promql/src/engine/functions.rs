@@ -9,6 +9,7 @@ use super::eval::{
     Grid, QueryCtx, RangeArg, Series, Val, eval, eval_range_arg, eval_scalar, eval_vector, eval_vector_selector,
     for_each_window, for_each_window_idx, merge_same_labels,
 };
+use crate::gomath::{go_max, go_min};
 use crate::parser::{Call, Expr};
 use tessera_model::MatchOp;
 use tessera_model::{Labels, LabelsBuilder, Sample};
@@ -325,7 +326,7 @@ pub fn range_kernel(name: &str) -> Option<fn(&Window<'_>) -> Option<f64>> {
                 if s.is_infinite() { s } else { s + c }
             })
         },
-        "count_over_time" => |w| (!w.s.is_empty()).then(|| w.s.len() as f64),
+        "count_over_time" => |w| (!w.s.is_empty()).then_some(w.s.len() as f64),
         "min_over_time" => |w| {
             (!w.s.is_empty()).then(|| {
                 let mut m = w.s[0].v;
@@ -417,27 +418,14 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
     match name {
         "time" => Ok(Val::Scalar((0..n).map(|i| grid.t(i) as f64 / 1000.0).collect())),
         "pi" => Ok(Val::Scalar(vec![std::f64::consts::PI; n])),
-        "start" => Ok(Val::Scalar(vec![ctx.query_start_ms as f64 / 1000.0; n])),
-        "end" => Ok(Val::Scalar(vec![ctx.query_end_ms as f64 / 1000.0; n])),
-        "range" => Ok(Val::Scalar(vec![(ctx.query_end_ms - ctx.query_start_ms) as f64 / 1000.0; n])),
-        "step" => Ok(Val::Scalar(vec![if n > 1 { grid.step as f64 / 1000.0 } else { 0.0 }; n])),
+        // start(), end(), range() and step() never get here: `Engine::exec` folds them into numbers first
+        // (`parser::fold_query_context_functions`), since inside a subquery they still mean the query's.
+        // Upstream `funcMaxOf`/`funcMinOf`: Go's math.Max/math.Min, so an infinity wins over NaN.
         "min_of" | "max_of" => {
             let a = eval_scalar(ctx, &c.args[0], grid)?;
             let b = eval_scalar(ctx, &c.args[1], grid)?;
-            Ok(Val::Scalar(
-                a.iter()
-                    .zip(&b)
-                    .map(|(x, y)| {
-                        if x.is_nan() || y.is_nan() {
-                            f64::NAN
-                        } else if name == "max_of" {
-                            x.max(*y)
-                        } else {
-                            x.min(*y)
-                        }
-                    })
-                    .collect(),
-            ))
+            let f = if name == "max_of" { go_max } else { go_min };
+            Ok(Val::Scalar(a.iter().zip(&b).map(|(x, y)| f(*x, *y)).collect()))
         }
         "vector" => {
             let s = eval_scalar(ctx, &c.args[0], grid)?;
@@ -557,13 +545,16 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
             let v = eval_vector(ctx, &c.args[0], grid)?;
             let p1 = eval_scalar(ctx, &c.args[1], grid)?;
             let p2 = if name == "clamp" { eval_scalar(ctx, &c.args[2], grid)? } else { vec![] };
-            map_vals(v, true, |x, i| match name {
-                "clamp" => {
-                    let (lo, hi) = (p1[i], p2[i]);
-                    if hi < lo { None } else { Some(go_max(lo, go_min(hi, x))) }
-                }
-                "clamp_min" => Some(go_max(p1[i], x)),
-                _ => Some(go_min(p1[i], x)),
+            // Upstream `clamp` (behind `funcClamp`, `funcClampMin`, `funcClampMax`): clamp_min's upper bound
+            // is +Inf and clamp_max's lower bound -Inf; nothing when max < min; then
+            // math.Max(min, math.Min(max, v)), Go's, where an infinity wins over NaN.
+            map_vals(v, true, |x, i| {
+                let (lo, hi) = match name {
+                    "clamp" => (p1[i], p2[i]),
+                    "clamp_min" => (p1[i], f64::INFINITY),
+                    _ => (f64::NEG_INFINITY, p1[i]),
+                };
+                if hi < lo { None } else { Some(go_max(lo, go_min(hi, x))) }
             })
         }
         "round" => {
@@ -605,12 +596,6 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
     }
 }
 
-fn go_max(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) }
-}
-fn go_min(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) }
-}
 
 fn simple_fn(name: &str) -> Option<fn(f64) -> f64> {
     Some(match name {
@@ -768,19 +753,29 @@ pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     (ab.len() - i).cmp(&(bb.len() - j))
 }
 
-/// Labels of `absent`'s output, upstream `createLabelsForAbsentFunction` step by step: matchers in
-/// their written order; an equality matcher sets its label unless an earlier equality already named
-/// it, every other matcher (and a repeated equality) deletes it. So `{job=~"a", job="b"}` keeps
-/// `job="b"`, and `{job="a", job=~"b"}` keeps nothing.
+/// Labels of `absent`'s output, upstream `createLabelsForAbsentFunction` step by step: an equality matcher
+/// sets its label unless an earlier equality already named it, every other matcher (and a repeated
+/// equality) deletes it. The matchers are walked in the order upstream sees them: by then tsdb
+/// `PostingsForMatchers` has stable-sorted the selector's own matcher slice in place so that the
+/// "subtracting" matchers come last (one on a label that no matcher requires to be set, or a `!=`/`!~`
+/// that matches the empty string). So `{job=~"a", job="b"}` keeps `job="b"` and `{job="a", job=~"b"}`
+/// keeps nothing (both intersecting: written order), but `{kind!="one", kind="negative"}` walks
+/// `kind="negative"` first and then deletes `kind`: `{}`.
 fn absent_labels(e: &Expr) -> Labels {
     let ms = match e.unwrap_parens() {
         Expr::VectorSelector(vs) => &vs.matchers,
         Expr::MatrixSelector(m) => &m.vs.matchers,
         _ => return Labels::empty(),
     };
+    // `labelMustBeSet` and `isSubtractingMatcher` of upstream `PostingsForMatchers`.
+    let must_be_set = |name: &str| ms.iter().any(|m| m.name == name && !m.matches_empty());
+    let subtracting = |m: &tessera_model::Matcher| {
+        !must_be_set(&m.name) || (matches!(m.op, MatchOp::NotEqual | MatchOp::NotRegex) && m.matches_empty())
+    };
+    let (intersecting, rest): (Vec<_>, Vec<_>) = ms.iter().partition(|m| !subtracting(m));
     let mut b = LabelsBuilder::new();
     let mut has: Vec<&str> = Vec::new();
-    for m in ms {
+    for m in intersecting.into_iter().chain(rest) {
         if m.name == "__name__" {
             continue;
         }
@@ -827,19 +822,19 @@ fn eval_range_function(
         "double_exponential_smoothing" => (0, vec![&c.args[1], &c.args[2]]),
         _ => (0, vec![]),
     };
-    if let Expr::MatrixSelector(ms) = c.args[m_idx].unwrap_parens() {
-        if ms.vs.anchored || ms.vs.smoothed {
-            return eval_extended_range_function(ctx, c, ms, grid);
-        }
+    if let Expr::MatrixSelector(ms) = c.args[m_idx].unwrap_parens()
+        && (ms.vs.anchored || ms.vs.smoothed)
+    {
+        return eval_extended_range_function(ctx, c, ms, grid);
     }
     let mut params: Vec<Vec<f64>> = Vec::new();
     for p in &param_exprs {
         params.push(eval_scalar(ctx, p, grid)?);
     }
-    if name == "quantile_over_time" {
-        if let Some(q) = params[0].iter().find(|q| q.is_nan() || **q < 0.0 || **q > 1.0) {
-            ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*q)));
-        }
+    if name == "quantile_over_time"
+        && let Some(q) = params[0].iter().find(|q| q.is_nan() || **q < 0.0 || **q > 1.0)
+    {
+        ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*q)));
     }
     // Upstream `funcDoubleExponentialSmoothing` validates its factors only when it is called, and
     // `rangeEval` calls it only for a window holding samples: invalid factors at steps where every
@@ -965,16 +960,21 @@ pub fn fmt_g(f: f64) -> String {
     tessera_model::gofloat::format_g(f)
 }
 
-fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
-    let v = eval_vector(ctx, &c.args[0], grid)?;
-    if let Expr::StringLiteral(sl) = c.args[1].unwrap_parens() {
-        if let Some(raw) = &sl.raw {
-            return Err(EngineError::Execution(format!(
-                "invalid destination label name in label_replace(): {}",
-                String::from_utf8_lossy(raw)
-            )));
-        }
+/// A string argument that upstream's `model.UTF8Validation.IsValidLabelName` rejects (empty, or bytes
+/// that are not UTF-8), as upstream prints it; `None` when it is a valid label name.
+fn invalid_label_name_arg(ctx: &QueryCtx<'_>, e: &Expr, grid: &Grid) -> Result<Option<String>, EngineError> {
+    if let Expr::StringLiteral(sl) = e.unwrap_parens()
+        && let Some(raw) = &sl.raw
+    {
+        return Ok(Some(String::from_utf8_lossy(raw).into_owned()));
     }
+    let name = string_arg(ctx, e, grid)?;
+    Ok(name.is_empty().then_some(name))
+}
+
+/// Upstream `evalLabelReplace`: the regex, then the destination name are checked before the vector is
+/// evaluated, so their errors win over the vector's.
+fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
     let dst = string_arg(ctx, &c.args[1], grid)?;
     let repl = string_arg(ctx, &c.args[2], grid)?;
     let src = string_arg(ctx, &c.args[3], grid)?;
@@ -983,11 +983,13 @@ fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
     // `${1a}` follows the rename, a purely numeric `$1` is the index and needs nothing).
     let (re_rust, renamed) = tessera_model::matcher::go_regex_to_rust(&re_s);
     let re = regex::Regex::new(&format!("^(?s:{re_rust})$"))
-        .map_err(|e| EngineError::Execution(format!("invalid regular expression in label_replace(): {e}")))?;
+        // Upstream names the regex as written, not the compiler's complaint.
+        .map_err(|_| EngineError::Execution(format!("invalid regular expression in label_replace(): {re_s}")))?;
     let repl = rename_template_groups(&repl, &renamed);
-    if dst.is_empty() {
-        return Err(EngineError::Execution(format!("invalid destination label name in label_replace(): {dst}")));
+    if let Some(bad) = invalid_label_name_arg(ctx, &c.args[1], grid)? {
+        return Err(EngineError::Execution(format!("invalid destination label name in label_replace(): {bad}")));
     }
+    let v = eval_vector(ctx, &c.args[0], grid)?;
     let mut out = Vec::with_capacity(v.len());
     for s in v {
         let val = s.labels.get(&src).to_string();
@@ -1000,7 +1002,7 @@ fn label_replace(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
         } else {
             s.labels.clone()
         };
-        let drop_name = s.drop_name && !(dst == "__name__");
+        let drop_name = s.drop_name && dst != "__name__";
         out.push(Series { labels, drop_name, ..s });
     }
     Ok(Val::Vector(merge_same_labels(out)?))
@@ -1024,9 +1026,9 @@ fn rename_template_groups(repl: &str, renamed: &[String]) -> String {
                 Some(e) => (&b[..e], e + 2),
                 None => ("", 0),
             }
-        } else if after.starts_with('$') {
+        } else if let Some(tail) = after.strip_prefix('$') {
             out.push_str("$$");
-            rest = &after[1..];
+            rest = tail;
             continue;
         } else {
             let e = after.find(|c: char| !is_name(c)).unwrap_or(after.len());
@@ -1044,14 +1046,22 @@ fn rename_template_groups(repl: &str, renamed: &[String]) -> String {
     out
 }
 
+/// Upstream `evalLabelJoin`: every source name, then the destination name are checked before the vector
+/// is evaluated.
 fn label_join(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
-    let v = eval_vector(ctx, &c.args[0], grid)?;
     let dst = string_arg(ctx, &c.args[1], grid)?;
     let sep = string_arg(ctx, &c.args[2], grid)?;
     let mut srcs = Vec::new();
     for a in &c.args[3..] {
+        if let Some(bad) = invalid_label_name_arg(ctx, a, grid)? {
+            return Err(EngineError::Execution(format!("invalid source label name in label_join(): {bad}")));
+        }
         srcs.push(string_arg(ctx, a, grid)?);
     }
+    if let Some(bad) = invalid_label_name_arg(ctx, &c.args[1], grid)? {
+        return Err(EngineError::Execution(format!("invalid destination label name in label_join(): {bad}")));
+    }
+    let v = eval_vector(ctx, &c.args[0], grid)?;
     let mut out = Vec::with_capacity(v.len());
     for s in v {
         let joined: Vec<&str> = srcs.iter().map(|n| s.labels.get(n)).collect();
@@ -1302,10 +1312,10 @@ fn eval_info(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineErr
                     if l.name == "__name__" || IDENTIFYING_LABELS.contains(&l.name.as_str()) && include.is_none() {
                         continue;
                     }
-                    if let Some(inc) = &include {
-                        if !inc.contains(&l.name.as_str()) {
-                            continue;
-                        }
+                    if let Some(inc) = &include
+                        && !inc.contains(&l.name.as_str())
+                    {
+                        continue;
                     }
                     if b.labels.has(&l.name) {
                         continue;

@@ -256,6 +256,7 @@ impl Engine {
             check_experimental(expr)?;
         }
         let mut expr = expr.clone();
+        crate::parser::fold_query_context_functions(&mut expr, start_ms, end_ms, step_ms);
         let range_ms = if step_ms == 0 { 0 } else { end_ms - start_ms };
         crate::parser::resolve_durations(&mut expr, step_ms, range_ms).map_err(EngineError::BadData)?;
         let deadline = Instant::now() + qo.timeout.unwrap_or(self.opts.timeout);

@@ -446,8 +446,8 @@ impl DurationExpr {
     pub fn eval_secs(&self, step_ms: i64, range_ms: i64) -> Result<f64, String> {
         Ok(match self {
             DurationExpr::Number { secs, .. } => *secs,
-            DurationExpr::Step { .. } => step_ms as f64 / 1000.0,
-            DurationExpr::Range { .. } => range_ms as f64 / 1000.0,
+            DurationExpr::Step { .. } => crate::gomath::go_duration_secs(step_ms),
+            DurationExpr::Range { .. } => crate::gomath::go_duration_secs(range_ms),
             DurationExpr::Unary { neg, expr, .. } => {
                 let v = expr.eval_secs(step_ms, range_ms)?;
                 if *neg { -v } else { v }
@@ -455,14 +455,8 @@ impl DurationExpr {
             DurationExpr::Paren { expr, .. } => expr.eval_secs(step_ms, range_ms)?,
             DurationExpr::MinMaxOf { max, lhs, rhs, .. } => {
                 let (l, r) = (lhs.eval_secs(step_ms, range_ms)?, rhs.eval_secs(step_ms, range_ms)?);
-                // Go's math.Min/Max propagate NaN.
-                if l.is_nan() || r.is_nan() {
-                    f64::NAN
-                } else if *max {
-                    l.max(r)
-                } else {
-                    l.min(r)
-                }
+                // Upstream `durationVisitor.evaluateDurationExpr`: Go's math.Max/math.Min.
+                if *max { crate::gomath::go_max(l, r) } else { crate::gomath::go_min(l, r) }
             }
             DurationExpr::Binary { op, lhs, rhs, pos } => {
                 let (l, r) = (lhs.eval_secs(step_ms, range_ms)?, rhs.eval_secs(step_ms, range_ms)?);
@@ -545,6 +539,44 @@ pub fn resolve_durations(expr: &mut Expr, step_ms: i64, range_ms: i64) -> Result
         }
         Expr::Unary(u) => resolve_durations(&mut u.expr, step_ms, range_ms),
         Expr::Paren(p) => resolve_durations(&mut p.expr, step_ms, range_ms),
+    }
+}
+
+/// Replaces every call of `start()`, `end()`, `range()` and `step()` by a number: the query's start and end
+/// (unix seconds), its length, and its step (0 when start equals end), whatever subquery the call sits in
+/// (upstream `foldQueryContextFunctions`, run by `PreprocessExpr` before anything is evaluated).
+/// `step_ms` is 0 for an instant query.
+pub fn fold_query_context_functions(expr: &mut Expr, start_ms: i64, end_ms: i64, step_ms: i64) {
+    if let Expr::Call(c) = expr {
+        let val = match c.func.name {
+            "start" => Some(start_ms as f64 / 1000.0),
+            "end" => Some(end_ms as f64 / 1000.0),
+            "range" => Some(crate::gomath::go_duration_secs(end_ms - start_ms)),
+            "step" => Some(if start_ms != end_ms { crate::gomath::go_duration_secs(step_ms) } else { 0.0 }),
+            _ => None,
+        };
+        if let Some(val) = val {
+            *expr = Expr::NumberLiteral(NumberLiteral { val, duration: false });
+            return;
+        }
+    }
+    let fold = |e: &mut Expr| fold_query_context_functions(e, start_ms, end_ms, step_ms);
+    match expr {
+        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::VectorSelector(_) | Expr::MatrixSelector(_) => {}
+        Expr::Subquery(sq) => fold(&mut sq.expr),
+        Expr::Call(c) => c.args.iter_mut().for_each(fold),
+        Expr::Aggregate(a) => {
+            fold(&mut a.expr);
+            if let Some(p) = &mut a.param {
+                fold(p);
+            }
+        }
+        Expr::Binary(b) => {
+            fold(&mut b.lhs);
+            fold(&mut b.rhs);
+        }
+        Expr::Unary(u) => fold(&mut u.expr),
+        Expr::Paren(p) => fold(&mut p.expr),
     }
 }
 

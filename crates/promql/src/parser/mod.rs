@@ -3,7 +3,8 @@
 //! fill modifiers, experimental functions and aggregators).
 //!
 //! - [`ast`]: the syntax tree ([`Expr`]) mirroring upstream `promql/parser/ast.go`, plus
-//!   [`resolve_durations`] which folds duration expressions for one query.
+//!   [`resolve_durations`] which folds duration expressions for one query, and
+//!   [`fold_query_context_functions`] which turns `start()`, `end()`, `range()`, `step()` into numbers.
 //! - [`functions`]: the function table (signatures, experimental flags).
 //! - `lexer`: a port of upstream's lexer state machine (`lex.go`) so the same inputs lex the same way.
 //! - `parse`: precedence-climbing parser plus upstream's `checkAST` type checks; [`parse`] is the entry.

@@ -541,7 +541,7 @@ fn upstream_golden() {
 #[test]
 fn disabled_experimental_features_are_rejected_like_upstream() {
     let none = ParseOptions::NONE;
-    let err = |q: &str| parse_with_options(q, &none).map(|e| e.to_string()).unwrap_err().to_string();
+    let err = |q: &str| parse_with_options(q, &none).map(|e| e.to_string()).expect_err("rejected").to_string();
     assert_eq!(err("info(up)"), "1:1: parse error: function \"info\" is not enabled");
     assert_eq!(
         err("limitk(1, up)"),

@@ -133,7 +133,7 @@ pub fn run_script_with(name: &str, text: &str, engine: &Engine) -> FileReport {
             }
             Command::Eval(ev) => {
                 // A panic in the engine is a failure of this eval, not of the whole run.
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_eval(&engine, &store, &ev)))
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_eval(engine, &store, &ev)))
                     .unwrap_or_else(|p| {
                         let msg = p
                             .downcast_ref::<String>()
@@ -161,7 +161,7 @@ pub fn run_script_with(name: &str, text: &str, engine: &Engine) -> FileReport {
 type EvalOutcome = Result<(), (String, String)>;
 
 fn run_eval(engine: &Engine, store: &MemStorage, ev: &EvalCmd) -> EvalOutcome {
-    if ev.expected.iter().any(|s| s.points.iter().any(|p| *p == Point::Histogram)) {
+    if ev.expected.iter().any(|s| s.points.contains(&Point::Histogram)) {
         return Err(("native histogram result".into(), "native histograms are not supported yet".into()));
     }
     let expr = match crate::engine::parse(&ev.expr) {
@@ -227,10 +227,10 @@ fn check_failure(ev: &EvalCmd, e: &EngineError) -> EvalOutcome {
         return Err(("a result".into(), format!("error: {e}")));
     }
     let msg = e.to_string();
-    if let Some(m) = &ev.fail_msg {
-        if *m != msg {
-            return Err((format!("error {m:?}"), format!("error {msg:?}")));
-        }
+    if let Some(m) = &ev.fail_msg
+        && *m != msg
+    {
+        return Err((format!("error {m:?}"), format!("error {msg:?}")));
     }
     if let Some(r) = &ev.fail_regex {
         match regex::Regex::new(r) {
