@@ -42,17 +42,27 @@ fn special(v: f64) -> Option<String> {
     }
 }
 
-/// Go's `strconv.FormatFloat(v, 'f', -1, 64)`: `NaN`, `+Inf`, `-Inf`, else the shortest round-trip
-/// decimal without an exponent.
-pub fn format_f(v: f64) -> String {
+/// The shortest digits of `v` and `dp` (see [`shortest`]) with an output buffer holding its sign, or
+/// the text of a non-finite `v`.
+fn begin(v: f64) -> Result<(String, String, i32), String> {
     if let Some(s) = special(v) {
-        return s;
+        return Err(s);
     }
     let (neg, d, dp) = shortest(v);
     let mut out = String::with_capacity(d.len() + 8);
     if neg {
         out.push('-');
     }
+    Ok((out, d, dp))
+}
+
+/// Go's `strconv.FormatFloat(v, 'f', -1, 64)`: `NaN`, `+Inf`, `-Inf`, else the shortest round-trip
+/// decimal without an exponent.
+pub fn format_f(v: f64) -> String {
+    let (mut out, d, dp) = match begin(v) {
+        Ok(x) => x,
+        Err(special) => return special,
+    };
     if dp <= 0 {
         out.push_str("0.");
         out.extend(std::iter::repeat_n('0', (-dp) as usize));
@@ -70,14 +80,10 @@ pub fn format_f(v: f64) -> String {
 
 /// Go's `strconv.FormatFloat(v, 'e', -1, 64)`: `1e+06`, `1.5e-07` (at least two exponent digits).
 pub fn format_e(v: f64) -> String {
-    if let Some(s) = special(v) {
-        return s;
-    }
-    let (neg, d, dp) = shortest(v);
-    let mut out = String::with_capacity(d.len() + 8);
-    if neg {
-        out.push('-');
-    }
+    let (mut out, d, dp) = match begin(v) {
+        Ok(x) => x,
+        Err(special) => return special,
+    };
     out.push_str(&d[..1]);
     if d.len() > 1 {
         out.push('.');
