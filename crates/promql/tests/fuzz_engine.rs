@@ -271,3 +271,20 @@ fn most_generated_queries_parse_and_answer() {
     assert!(parsed * 10 >= n * 8, "only {parsed} of {n} generated queries parse");
     assert!(answered * 10 >= n * 5, "only {answered} of {n} generated queries answer");
 }
+
+/// Found by `generated_queries_answer_or_fail_within_the_limits` (minimised): a range function over a
+/// 1 ms grid walked each series' 1.6 million steps without looking at the deadline, so a 500 ms query
+/// ran ~8 s before failing on the sample limit. The deadline is now checked between steps.
+#[test]
+fn range_function_over_a_fine_grid_stops_at_the_timeout() {
+    let e = engine();
+    let qo = QueryOptions { timeout: Some(Duration::from_millis(100)), ..QueryOptions::default() };
+    for q in ["stdvar_over_time(temp[30m])", "stdvar_over_time((temp)[30m:15s] offset 1m)"] {
+        let expr = tessera_promql::engine::parse(q).expect("parses");
+        let s = Instant::now();
+        let r = e.range_expr(storage(), &expr, 0, 3_600_000, 1, &qo);
+        let took = s.elapsed();
+        assert!(matches!(r, Err(EngineError::Timeout(_) | EngineError::TooManySamples(_))), "{q}: {r:?}");
+        assert!(took < Duration::from_secs(2), "{q} took {took:?} with a 100 ms timeout");
+    }
+}
