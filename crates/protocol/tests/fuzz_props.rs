@@ -91,7 +91,8 @@ fn mutate(mut base: Vec<u8>, edits: &[(usize, u8)], cut: usize) -> Vec<u8> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512), ..ProptestConfig::default() })]
+    // `TESSERA_FUZZ_CASES=N` (issue 9's stable-toolchain fuzzing; `PROPTEST_CASES` works too) for longer runs.
+    #![proptest_config(ProptestConfig { cases: ["TESSERA_FUZZ_CASES", "PROPTEST_CASES"].iter().find_map(|k| std::env::var(k).ok()?.parse().ok()).unwrap_or(512), ..ProptestConfig::default() })]
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {

@@ -853,19 +853,33 @@ fn eval_range_function(
         None
     };
     let bad_step = std::sync::atomic::AtomicUsize::new(usize::MAX);
+    // The first timeout or cancel seen inside a series: one series over a fine grid can take seconds
+    // (`stdvar_over_time(x[30m:15s])` over 1.6M steps), so the deadline is checked between steps too.
+    let stopped: std::sync::OnceLock<EngineError> = std::sync::OnceLock::new();
     let n = grid.n;
     let is_counter_fn = matches!(name, "rate" | "increase");
     let keep = keeps_name(name);
     // Applies the kernel to every step's window of one series, walking its samples once.
     // `sts` is empty or aligned with `samples`.
     let apply = |labels: &Labels, samples: &[Sample], sts: &[i64], drop: bool, eff: &[i64], range_ms: i64| -> Option<Series> {
+        if stopped.get().is_some() {
+            return None;
+        }
         let mut vals = vec![None; n];
         let mut any = false;
         let mut pbuf = vec![0.0; params.len()];
         let mut overlap_warned = false;
         let mut window_samples = 0usize;
+        let mut stop = false;
         for_each_window_idx(samples, eff, range_ms, |lo, hi, i| {
-            if lo == hi {
+            if stop || lo == hi {
+                return;
+            }
+            if i % 1024 == 1023
+                && let Err(e) = ctx.check()
+            {
+                let _ = stopped.set(e);
+                stop = true;
                 return;
             }
             if invalid_factor(i).is_some() {
@@ -901,7 +915,7 @@ fn eval_range_function(
             }
         });
         ctx.count_queryable(window_samples);
-        if !any {
+        if !any || stop {
             return None;
         }
         if is_counter_fn {
@@ -939,6 +953,9 @@ fn eval_range_function(
                 apply(labels, samples, sts, false, &eff, range)
             }
         })?;
+        if let Some(e) = stopped.get().cloned() {
+            return Err(e);
+        }
         if let Some(msg) = invalid_factor(bad_step.load(std::sync::atomic::Ordering::Relaxed)) {
             return Err(EngineError::Execution(msg));
         }
@@ -949,6 +966,9 @@ fn eval_range_function(
     use rayon::prelude::*;
     let out: Vec<Series> =
         ra.series.par_iter().filter_map(|s| apply(&s.labels, &s.samples, &[], s.drop_name, &ra.eff, ra.range_ms)).collect();
+    if let Some(e) = stopped.get().cloned() {
+        return Err(e);
+    }
     if let Some(msg) = invalid_factor(bad_step.load(std::sync::atomic::Ordering::Relaxed)) {
         return Err(EngineError::Execution(msg));
     }
