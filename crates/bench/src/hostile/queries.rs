@@ -190,7 +190,7 @@ fn hang_up(host_port: &str, after: Duration) -> std::io::Result<()> {
 pub fn run(args: &Args, base: Url, rec: &Recorder, stop: &AtomicBool, start_ms: i64) {
     let host_port = base.host_port.clone();
     let mut client = Client::new(Url { host_port: host_port.clone(), path: "/".into() }, args.slow_after * 2);
-    let mut rng = Rng::new(args.seed ^ 0x7175_6572_79);
+    let mut rng = Rng::new(args.seed ^ 0x0071_7565_7279);
     let end_s = (start_ms + args.duration.as_millis() as i64) / 1000;
     let mut exprs = Gen::new(args.seed, start_ms / 1000, end_s);
     let mut repro = reproducers();
