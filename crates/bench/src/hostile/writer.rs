@@ -20,9 +20,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tessera_model::{Label, Labels, Sample};
+use prost::Message;
+use tessera_model::{Labels, Sample};
+use tessera_protocol::prompb;
 use tessera_protocol::remote_write::{
-    compress, V1Builder, V2Builder, CONTENT_TYPE_V1, CONTENT_TYPE_V2, HEADER_SAMPLES_WRITTEN, HEADER_VERSION, VERSION_V1, VERSION_V2,
+    compress, V2Builder, CONTENT_TYPE_V1, CONTENT_TYPE_V2, HEADER_SAMPLES_WRITTEN, HEADER_VERSION, VERSION_V1, VERSION_V2,
 };
 
 /// A far-future timestamp: a year ahead.
@@ -322,16 +324,19 @@ impl Writer {
                 self.post_v2("write-empty", "empty body", &[400, 204], &[]);
             }
             Hostile::V1Unsorted => {
-                // zeta, __name__, alpha: not sorted; the server sorts them.
-                let unsorted = Labels::from_vec_unchecked(vec![
-                    Label::new("zeta", "z"),
-                    Label::new("__name__", "hostile_soak_v1"),
-                    Label::new("alpha", "a"),
-                ]);
+                // zeta, __name__, alpha: not sorted (so built with prost: `Labels` are sorted by
+                // construction); the server sorts them.
+                let label = |n: &str, v: &str| prompb::Label { name: n.into(), value: v.into() };
                 let s = Sample::new(t, self.round as f64);
-                let mut b = V1Builder::new();
-                b.add_series(&unsorted, std::slice::from_ref(&s));
-                let body = compress(&b.finish());
+                let req = prompb::WriteRequest {
+                    timeseries: vec![prompb::TimeSeries {
+                        labels: vec![label("zeta", "z"), label("__name__", "hostile_soak_v1"), label("alpha", "a")],
+                        samples: vec![prompb::Sample { timestamp: s.t, value: s.v }],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                };
+                let body = compress(&req.encode_to_vec());
                 let headers = [("Content-Type", CONTENT_TYPE_V1), ("Content-Encoding", "snappy"), (HEADER_VERSION, VERSION_V1)];
                 if let Some(resp) = self.post("write-v1-unsorted", &format!("1.0, labels zeta,__name__,alpha at t={t}"), &[204], &headers, &body)
                     && resp.status == 204
