@@ -301,4 +301,27 @@ mod tests {
         assert_eq!(call(&app, "GET", "/api/v1/label/job/values").await, (StatusCode::OK, r#"{"status":"success","data":[]}"#.into()));
         assert_eq!(call(&app, "GET", "/nope").await.0, StatusCode::NOT_FOUND);
     }
+
+    /// A write answered before its body is read (415 here) leaves unread bytes on the connection, which
+    /// the server then closes: the answer must say so, or a keep-alive client's next request breaks.
+    #[tokio::test]
+    async fn a_write_refused_unread_says_connection_close() {
+        let st = AppState::new(ApiOptions::default(), BTreeMap::new());
+        let app = router(st.clone());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), tessera_tsdb::Options { shards: 1, background: false, ..Default::default() }).expect("open");
+        st.set_db(db);
+        for (ct, ce) in [("text/plain", "snappy"), ("application/x-protobuf;proto=io.prometheus.write.v2.Request", "gzip")] {
+            let req = Request::builder()
+                .method("POST")
+                .uri("/api/v1/write")
+                .header("Content-Type", ct)
+                .header("Content-Encoding", ce)
+                .body(Body::from(vec![b'x'; 300]))
+                .expect("request");
+            let resp = app.clone().oneshot(req).await.expect("infallible");
+            assert_eq!(resp.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            assert_eq!(resp.headers().get("connection").map(|v| v.as_bytes()), Some(&b"close"[..]), "{ct} {ce}");
+        }
+    }
 }

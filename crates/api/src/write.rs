@@ -78,6 +78,9 @@ fn plain(status: u16, body: impl Into<String>) -> Response {
 
 /// Marks an answer given without reading the request body: the server closes that connection afterwards
 /// (hyper does not drain an unread body), and `Connection: close` tells the client not to reuse it.
+/// Every early answer needs it (503 not ready, 415, 413 undrained, 429): without it a keep-alive
+/// client sends its next request into the closed socket and sees a broken pipe (found by
+/// `tessera-bench hostile`: one 415 in four broke the writer's next, valid, request).
 fn closing(mut r: Response) -> Response {
     r.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
     r
@@ -86,7 +89,7 @@ fn closing(mut r: Response) -> Response {
 /// The handler.
 pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let Some(db) = st.db().cloned() else {
-        return plain(503, "TSDB not ready: the data directory is still being opened");
+        return closing(plain(503, "TSDB not ready: the data directory is still being opened"));
     };
     let hdr = |name: header::HeaderName| -> Result<Option<&str>, ()> {
         match headers.get(name) {
@@ -95,11 +98,11 @@ pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, b
         }
     };
     let (Ok(ct), Ok(ce)) = (hdr(header::CONTENT_TYPE), hdr(header::CONTENT_ENCODING)) else {
-        return plain(415, "Content-Type and Content-Encoding must be ASCII");
+        return closing(plain(415, "Content-Type and Content-Encoding must be ASCII"));
     };
     let version = match rw::negotiate(ct, ce) {
         Ok(v) => v,
-        Err(e) => return plain(415, e.0),
+        Err(e) => return closing(plain(415, e.0)),
     };
 
     let max = st.options.max_request_bytes;

@@ -20,6 +20,9 @@ enum Cmd {
     DiskUsage(tessera_bench::disk_usage::Args),
     /// Randomised differential test of PromQL: the same data and queries against Tessera and Prometheus.
     PromqlDiff(tessera_bench::promql_diff::Args),
+    /// Issue 9's mixed hostile soak against a running server: valid and hostile writes, reproducers and
+    /// random queries, RSS and health monitored, every acknowledged sample read back.
+    Hostile(tessera_bench::hostile::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -30,5 +33,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::RemoteRead(a) => tessera_bench::remote_read::run(a),
         Cmd::DiskUsage(a) => tessera_bench::disk_usage::run(a),
         Cmd::PromqlDiff(a) => tessera_bench::promql_diff::run(a),
+        Cmd::Hostile(a) => tessera_bench::hostile::run(a),
     }
 }

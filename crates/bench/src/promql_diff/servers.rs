@@ -25,14 +25,20 @@ pub struct Server {
 impl Server {
     /// Starts Tessera's `serve` with experimental PromQL functions enabled.
     pub fn tessera(bin: &Path) -> anyhow::Result<Server> {
-        let dir = tempfile::Builder::new().prefix("promql-diff-tessera").tempdir()?;
+        Server::tessera_with(bin, &[])
+    }
+
+    /// [`Server::tessera`] with extra command-line flags.
+    pub fn tessera_with(bin: &Path, extra: &[&str]) -> anyhow::Result<Server> {
+        let dir = tempfile::Builder::new().prefix("tessera-bench-tessera").tempdir()?;
         let addr = free_addr()?;
         let mut cmd = Command::new(bin);
         cmd.arg("serve")
             .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
             .arg(format!("--web.listen-address={addr}"))
             .arg("--enable-feature=promql-experimental-functions")
-            .arg("--log.level=warn");
+            .arg("--log.level=warn")
+            .args(extra);
         Server::spawn("tessera", cmd, dir, addr)
     }
 
@@ -60,6 +66,11 @@ impl Server {
         cmd.stdin(Stdio::null()).stdout(Stdio::from(out)).stderr(Stdio::from(err));
         let child = cmd.spawn().map_err(|e| anyhow::anyhow!("cannot start {name} ({:?}): {e}", cmd.get_program()))?;
         Ok(Server { name, addr, child, log, _dir: dir })
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// `http://127.0.0.1:PORT`.
