@@ -389,3 +389,20 @@ fn at_pinned_subquery_arguments_behave_like_pinned_range_selectors() {
         other => panic!("matrix expected, got {other:?}"),
     }
 }
+
+/// Vectors keep a slot for every step, present or not; a sparse series over a fine subquery grid held
+/// gigabytes below the sample limit. Slots are bounded at twice the sample limit.
+#[test]
+fn dense_slots_of_sparse_series_are_bounded() {
+    let mut st = MemStorage::new(2);
+    for i in 0..10 {
+        st.add_series(Labels::from_pairs([("__name__", "gone".to_string()), ("i", i.to_string())]), &[Sample::new(0, 1.0)]);
+    }
+    let e = Engine::new(EngineOptions { max_samples: 1_000_000, ..Default::default() });
+    // 360,000 inner steps; each series is present for 30,000 of them (its lookback): 300,000 samples
+    // held, 3,600,000 slots.
+    let err = e.instant(&st, "count_over_time(gone[1h:10ms])", 3_600_000).expect_err("slots bounded");
+    assert!(matches!(err, EngineError::TooManySamples(_)), "{err:?}");
+    // One series fits (360,000 slots).
+    assert!(e.instant(&st, "count_over_time(gone{i=\"1\"}[1h:10ms])", 3_600_000).is_ok());
+}

@@ -24,6 +24,9 @@ pub struct QueryCtx<'a> {
     /// Samples currently held, for the max-samples limit (upstream `evaluator.currentSamples`): the
     /// outputs of the nodes whose parent is still being evaluated. See [`eval`] and [`select_map_st`].
     pub samples: AtomicUsize,
+    /// Value slots held right now, present or not (see [`QueryCtx::check_slots`]), released like
+    /// `samples`.
+    pub slots: AtomicUsize,
     /// For `stats`: see [`super::QueryStats`].
     pub stats: StatsCounters,
 }
@@ -83,6 +86,17 @@ impl QueryCtx<'_> {
         self.stats.peak.fetch_max(total, Ordering::Relaxed);
         Ok(())
     }
+    /// Fails when `total` value slots would be held at once. Tessera's vectors keep a slot for every
+    /// step of every series, present or not, where upstream keeps only the present points that the
+    /// sample limit counts; a sparse series over a fine grid (a subquery `[1h:1ms]` of series that
+    /// stopped long ago) would hold gigabytes below that limit. So the slots are bounded too, at twice
+    /// the sample limit (16 bytes a slot: 1.6 GB at the default 50 M).
+    pub fn check_slots(&self, total: usize) -> Result<(), EngineError> {
+        if total > self.opts.max_samples.saturating_mul(2) {
+            return Err(EngineError::TooManySamples("query execution".into()));
+        }
+        Ok(())
+    }
     /// Counts `n` samples a selector hands to evaluation (upstream `TotalSamples`: a point picked by
     /// the lookback, or every sample of a window).
     pub fn count_queryable(&self, n: usize) {
@@ -94,11 +108,19 @@ impl QueryCtx<'_> {
 /// step for a vector series, every sample of a range vector).
 pub trait Held {
     fn held(&self) -> usize;
+    /// The value slots it occupies in memory: an instant-vector series has one per step, present or
+    /// not (see [`QueryCtx::check_slots`]).
+    fn slots(&self) -> usize {
+        self.held()
+    }
 }
 
 impl Held for Series {
     fn held(&self) -> usize {
         self.vals.iter().filter(|v| v.is_some()).count()
+    }
+    fn slots(&self) -> usize {
+        self.vals.len()
     }
 }
 
@@ -115,6 +137,12 @@ impl Held for Val {
             Val::Str(_) => 0,
             Val::Vector(v) => v.iter().map(Held::held).sum(),
             Val::Matrix(m) => m.iter().map(Held::held).sum(),
+        }
+    }
+    fn slots(&self) -> usize {
+        match self {
+            Val::Vector(v) => v.iter().map(Held::slots).sum(),
+            _ => self.held(),
         }
     }
 }
@@ -312,10 +340,14 @@ pub fn eval(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Val, EngineE
         Expr::Unary(_) => drop_names_now(ctx, expr, eval_node(ctx, expr, grid)?),
         _ => {
             let base = ctx.held_samples();
+            let slots_base = ctx.slots.load(Ordering::Relaxed);
             let v = drop_names_now(ctx, expr, eval_node(ctx, expr, grid)?)?;
             let out = v.held();
             ctx.check_samples(ctx.held_samples() + out)?;
             ctx.samples.store(base + out, Ordering::Relaxed);
+            let out_slots = v.slots();
+            ctx.check_slots(ctx.slots.load(Ordering::Relaxed) + out_slots)?;
+            ctx.slots.store(slots_base + out_slots, Ordering::Relaxed);
             Ok(v)
         }
     }
@@ -451,8 +483,10 @@ pub fn select_map_st<T: Send + Held>(
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
     let shards = q.shard_count();
     let base = ctx.held_samples();
+    let slots_base = ctx.slots.load(Ordering::Relaxed);
     // Outputs of this selection so far, over all shards.
     let kept = AtomicUsize::new(0);
+    let kept_slots = AtomicUsize::new(0);
     let per_shard: Vec<Result<Vec<T>, EngineError>> = (0..shards)
         .into_par_iter()
         .map(|shard| {
@@ -476,6 +510,8 @@ pub fn select_map_st<T: Send + Held>(
                 if let Some(r) = f(&s.labels, &buf, &sts) {
                     let n = r.held();
                     ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
+                    let k = r.slots();
+                    ctx.check_slots(slots_base + kept_slots.fetch_add(k, Ordering::Relaxed) + k)?;
                     out.push(r);
                 }
             }

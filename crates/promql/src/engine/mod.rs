@@ -270,6 +270,7 @@ impl Engine {
             deadline,
             annotations: Default::default(),
             samples: Default::default(),
+            slots: Default::default(),
             stats: Default::default(),
         };
         eval::run(&ctx, &expr, start_ms, end_ms, step_ms)
