@@ -189,7 +189,8 @@ fn is_whole_when_multiplied(f: f64) -> bool {
 /// Upstream `putCustomBound`.
 fn put_custom_bound(w: &mut BitWriter<'_>, f: f64) {
     let tf = f * 1000.0;
-    if tf < 0.0 || tf > 33_554_430.0 || !is_whole_when_multiplied(f) {
+    // NaN fails the range check here and `isWholeWhenMultiplied` upstream: raw bits either way.
+    if !(0.0..=33_554_430.0).contains(&tf) || !is_whole_when_multiplied(f) {
         w.write_bit(false);
         w.write_bits(f.to_bits(), 64);
         return;
