@@ -187,6 +187,21 @@ impl HistogramEncoder {
         }
     }
 
+    /// Reopens a chunk's bytes to append more samples (WAL replay, out-of-order merging), as upstream's
+    /// `Appender()` on a non-empty chunk. The samples are decoded and written again, which gives the
+    /// appender exactly the state it had when it wrote them and the same bytes for any chunk written in
+    /// one go (ours or Prometheus'); unlike upstream, bytes after the last sample are dropped and the
+    /// next sample continues in the last byte's padding bits, so reopen-then-append equals one appender.
+    pub fn from_bytes(data: &[u8]) -> Result<Self, ChunkError> {
+        let mut enc = Self::new();
+        let mut it = HistogramIter::raw(data);
+        while let Some((t, h)) = it.next_histogram()? {
+            enc.append_histogram(t, &h);
+        }
+        enc.set_counter_reset_header(CounterResetHeader::of_chunk(data));
+        Ok(enc)
+    }
+
     /// The complete chunk bytes, header included; valid after every append.
     pub fn bytes(&self) -> &[u8] {
         &self.buf

@@ -227,6 +227,9 @@ fn exercise(data: &[u8]) {
             break;
         }
     }
+    // Reopening is decoding: an error, never a panic.
+    let _ = HistogramEncoder::from_bytes(data);
+    let _ = FloatHistogramEncoder::from_bytes(data);
     for enc in [ChunkEncoding::Histogram, ChunkEncoding::FloatHistogram] {
         let c = ChunkRef { mint_ms: i64::MIN, maxt_ms: i64::MAX, encoding: enc, data: Bytes::copy_from_slice(data) };
         let mut out = vec![Sample::new(1, 1.0)];
@@ -311,6 +314,37 @@ proptest! {
                 (d, a) => prop_assert!(false, "decided {:?}, did {:?}", d, a),
             }
         }
+    }
+
+    #[test]
+    fn reopening_after_any_sample_changes_nothing(rs in series(), every in 1usize..5) {
+        let input = to_int(&rs);
+        let mut chunks = Vec::new();
+        let mut e = HistogramEncoder::new();
+        for (i, (t, h)) in input.iter().enumerate() {
+            if let Appended::NewChunk(next) = e.append(*t, h, None).expect("valid") {
+                chunks.push(std::mem::replace(&mut e, next).into_bytes());
+            }
+            if i % every == 0 {
+                e = HistogramEncoder::from_bytes(e.bytes()).expect("our chunk reopens");
+            }
+        }
+        chunks.push(e.into_bytes());
+        prop_assert_eq!(chunks, encode_histograms(&input).expect("valid"));
+
+        let input = to_float(&rs);
+        let mut chunks = Vec::new();
+        let mut e = FloatHistogramEncoder::new();
+        for (i, (t, h)) in input.iter().enumerate() {
+            if let Appended::NewChunk(next) = e.append(*t, h, None).expect("valid") {
+                chunks.push(std::mem::replace(&mut e, next).into_bytes());
+            }
+            if i % every == 0 {
+                e = FloatHistogramEncoder::from_bytes(e.bytes()).expect("our chunk reopens");
+            }
+        }
+        chunks.push(e.into_bytes());
+        prop_assert_eq!(chunks, encode_float_histograms(&input).expect("valid"));
     }
 
     #[test]

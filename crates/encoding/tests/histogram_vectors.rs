@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 use tessera_encoding::{
-    CounterResetHeader, FloatHistogramIter, HistogramIter, encode_float_histograms, encode_histograms,
+    CounterResetHeader, FloatHistogramEncoder, FloatHistogramIter, HistogramEncoder, HistogramIter, encode_float_histograms, encode_histograms,
 };
 use tessera_model::histogram::{CounterResetHint, FloatHistogram, Histogram, Span};
 
@@ -201,6 +201,14 @@ fn every_vector_is_reproduced_and_decoded_bit_for_bit() {
             (ours, got, want)
         };
         check_chunk_meta(case, &expected);
+        for c in &expected {
+            let reopened = if float_kind {
+                FloatHistogramEncoder::from_bytes(c).expect("reopens").into_bytes()
+            } else {
+                HistogramEncoder::from_bytes(c).expect("reopens").into_bytes()
+            };
+            assert_eq!(&reopened, c, "{}: reopening keeps the bytes", case.name);
+        }
         assert_eq!(got.len(), want.len(), "{}: decoded sample count", case.name);
         if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
             panic!("{}: decoding Prometheus' bytes, sample {i}:\n  ours   {}\n  theirs {}", case.name, got[i], want[i]);
