@@ -52,7 +52,8 @@ pub enum AppendDecision {
     /// The sample starts a new chunk with this header: `CounterReset` after a counter reset (counts
     /// dropped, a populated bucket vanished, NHCB bounds changed, or the sample's hint says so),
     /// `Unknown` after a schema / zero-threshold change or a stale marker, `Gauge` for gauge histograms
-    /// (a gauge / counter switch, or a schema, threshold or bound change).
+    /// (after a counter chunk, or a schema, threshold or bound change). A counter sample after a gauge
+    /// chunk gets `NotCounterReset` in the integer chunk and `Unknown` in the float one, as upstream.
     NewChunk(CounterResetHeader),
 }
 
