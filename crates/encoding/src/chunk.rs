@@ -11,7 +11,8 @@ use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 /// `mint_ms <= t <= maxt_ms` (both inclusive) to `out`. On error `out` is left as it was.
 ///
 /// XorSt chunks are decoded with their start timestamps dropped (use [`decode_chunk_range_st_into`] to
-/// keep them). Native-histogram chunks (encodings 2 and 3) are [`ChunkError::UnsupportedEncoding`] for now.
+/// keep them). Native-histogram chunks (encodings 2 and 3) are [`ChunkError::UnsupportedEncoding`]: they hold no
+/// float samples (read them with [`crate::HistogramIter`] / [`crate::FloatHistogramIter`]).
 pub fn decode_chunk_range_into(
     c: &ChunkRef,
     mint_ms: i64,

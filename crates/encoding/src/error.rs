@@ -11,6 +11,10 @@ pub enum ChunkError {
     /// The encoding byte is one this build cannot decode (yet): e.g. native-histogram chunks.
     #[error("unsupported chunk encoding {0}")]
     UnsupportedEncoding(u8),
+    /// A native-histogram chunk with a schema Prometheus reads but this build cannot decode yet (the
+    /// reserved exponential schemas 9..=52, which upstream reduces to schema 8 on reading).
+    #[error("unsupported native histogram schema {0}")]
+    UnsupportedSchema(i32),
     /// The bytes are structurally impossible for the encoding (a field out of range).
     #[error("corrupt chunk at byte offset {offset}: {reason}")]
     Corrupt { offset: usize, reason: &'static str },

@@ -10,6 +10,10 @@
 //!   mantissas, run-length delta-of-delta timestamps; [`encode_dense`] only returns it when smaller than XOR.
 //! - [`xor_st`]: XOR plus a per-sample start timestamp column (`ChunkEncoding::XorSt`, Tessera's own):
 //!   [`XorStEncoder`], [`XorStIter`], [`encode_xor_st`], [`decode_xor_st_range_into`].
+//! - [`histogram`] / [`float_histogram`]: Prometheus' native-histogram chunks (`ChunkEncoding::Histogram`
+//!   and `FloatHistogram`), byte for byte, with the appender's layout decisions ([`HistogramEncoder`],
+//!   [`FloatHistogramEncoder`], [`AppendDecision`], [`HistogramIter`], [`FloatHistogramIter`]);
+//!   [`histogram_meta`] holds what both share (header bits, layout block, bucket-layout arithmetic).
 //! - [`decode_chunk_range_into`]: decode any [`tessera_model::ChunkRef`] by its encoding byte;
 //!   [`decode_chunk_range_st_into`] also returns start timestamps (0 for encodings without them);
 //!   [`to_xor_chunks`] turns any float chunk into Prometheus XOR chunks (remote read).
@@ -25,6 +29,10 @@ mod chunk;
 pub mod crc;
 pub mod dense;
 mod error;
+pub mod float_histogram;
+pub mod histogram;
+pub mod histogram_meta;
+mod varbit;
 pub mod varint;
 pub mod xor;
 pub mod xor_st;
@@ -34,6 +42,12 @@ pub use dense::{
     DenseEncoder, decode_dense_into, decode_dense_range_into, dense_sample_count, encode_dense, encode_dense_always,
 };
 pub use error::ChunkError;
+pub use float_histogram::{FloatHistogramEncoder, FloatHistogramIter, decode_float_histogram_into, encode_float_histograms};
+pub use histogram::{
+    AppendDecision, Appended, HistogramAppendError, HistogramEncoder, HistogramIter, decode_histogram_into,
+    encode_histograms,
+};
+pub use histogram_meta::{CounterResetHeader, HISTOGRAM_HEADER_BYTES};
 pub use xor::{
     XOR_HEADER_BYTES, XorEncoder, XorIter, decode_xor_into, decode_xor_range_into, encode_xor, for_each_xor_sample,
 };

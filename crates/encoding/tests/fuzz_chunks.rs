@@ -11,8 +11,10 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 use tessera_encoding::{
-    decode_chunk_range_into, decode_chunk_range_st_into, encode_dense_always, encode_xor, encode_xor_st, to_xor_chunks,
+    decode_chunk_range_into, decode_chunk_range_st_into, encode_dense_always, encode_float_histograms, encode_histograms,
+    encode_xor, encode_xor_st, to_xor_chunks,
 };
+use tessera_model::histogram::{Histogram, Span};
 use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 
 fn cases(default: u32) -> u32 {
@@ -48,9 +50,30 @@ fn samples() -> impl Strategy<Value = Vec<Sample>> {
     })
 }
 
-/// A valid chunk of `enc`'s float encodings (histogram encodings get XOR bytes: a wrong label).
+/// A valid chunk of `enc` (for the histogram encodings: one small histogram per sample, `v` as its sum).
 fn chunk(enc: ChunkEncoding, s: &[Sample], st_seed: i64) -> ChunkRef {
+    let hists = || {
+        s.iter().enumerate().map(|(i, x)| {
+            let n = i as u64 % 5;
+            let h = Histogram {
+                count: n,
+                sum: x.v,
+                positive_spans: vec![Span::new(i as i32 % 3, 1)],
+                positive_buckets: vec![n as i64],
+                ..Histogram::default()
+            };
+            (x.t, h)
+        })
+    };
     let data = match enc {
+        ChunkEncoding::Histogram => {
+            let h: Vec<_> = hists().collect();
+            encode_histograms(&h).expect("valid histograms").swap_remove(0)
+        }
+        ChunkEncoding::FloatHistogram => {
+            let h: Vec<_> = hists().map(|(t, h)| (t, h.to_float())).collect();
+            encode_float_histograms(&h).expect("valid histograms").swap_remove(0)
+        }
         ChunkEncoding::Dense => encode_dense_always(s),
         ChunkEncoding::XorSt => {
             let sts: Vec<i64> = s.iter().enumerate().map(|(i, x)| if i % 3 == 0 { 0 } else { x.t - st_seed.rem_euclid(1 << 20) }).collect();

@@ -3,6 +3,7 @@
 //! - [`Labels`] / [`Label`]: a series' identity, a sorted set of name/value pairs (`__name__` included),
 //!   with a stable 64-bit hash ([`Labels::hash`]) used both for series identity and shard routing.
 //! - [`Sample`] and the stale marker ([`STALE_NAN_BITS`]).
+//! - [`histogram`]: native histogram samples ([`Histogram`], [`FloatHistogram`], [`Span`]) as Prometheus represents them.
 //! - [`Matcher`]: Prometheus' four matcher kinds with Prometheus' semantics (fully anchored regexes,
 //!   an empty value matches a missing label), plus the analysis (literal sets, prefixes) that lets an
 //!   index answer most regexes without scanning every value.
@@ -16,11 +17,13 @@
 
 pub mod fixtures;
 pub mod gofloat;
+pub mod histogram;
 pub mod labels;
 pub mod matcher;
 pub mod sample;
 pub mod storage;
 
+pub use histogram::{CounterResetHint, FloatHistogram, Histogram, Span};
 pub use labels::{Label, Labels, LabelsBuilder, METRIC_NAME};
 pub use matcher::{MatchOp, Matcher, MatcherError};
 pub use sample::{is_stale_nan, Sample, STALE_NAN, STALE_NAN_BITS};
