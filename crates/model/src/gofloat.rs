@@ -23,6 +23,10 @@ fn shortest(v: f64) -> (bool, String, i32) {
     let (m, _) = s.split_once('e').unwrap_or((&s, "0"));
     let n = m.chars().filter(|c| c.is_ascii_digit()).count();
     let r = format!("{a:.*e}", n.saturating_sub(1));
+    // Where the float's rounding interval is lopsided (exact powers of two: the gap below is half the
+    // gap above), the correctly rounded digits of that length can fall outside it; then `{:e}`'s
+    // digits are the answer (and Go's: 2^-24 is …539063, not …539062).
+    let r = if r.parse::<f64>().map(f64::to_bits) == Ok(a.to_bits()) { r } else { s.clone() };
     let (m, e) = r.split_once('e').unwrap_or((&r, "0"));
     let digits: String = m.chars().filter(|c| c.is_ascii_digit()).collect();
     let e: i32 = e.parse().unwrap_or(0);
@@ -146,6 +150,9 @@ mod tests {
             (-2.5, "-2.5", "-2.5", "-2.5", "-2.5e+00"),
             (9223372036854775807.0, "9223372036854776000", "9.223372036854776e+18", "9223372036854776000", "9.223372036854776e+18"),
             (-0.0, "-0", "-0", "-0", "-0e+00"),
+            (5.960464477539063e-8, "5.960464477539063e-8", "5.960464477539063e-08", "0.00000005960464477539063", "5.960464477539063e-08"),
+            (5.684341886080802e-14, "5.684341886080802e-14", "5.684341886080802e-14", "0.00000000000005684341886080802", "5.684341886080802e-14"),
+            (6.189700196426902e26, "6.189700196426902e+26", "6.189700196426902e+26", "618970019642690200000000000", "6.189700196426902e+26"),
         ];
         for (v, json, g, f, e) in rows {
             assert_eq!(format_json(*v), *json, "json {v:e}");
@@ -158,7 +165,21 @@ mod tests {
         assert_eq!(format_f(-0.0), "-0");
     }
 
-    /// The re-rounded digits always read back as the same float.
+    /// The re-rounded digits always read back as the same float, powers of two (lopsided rounding
+    /// intervals) and their neighbours included.
+    #[test]
+    fn round_trips_at_powers_of_two() {
+        for e in -1074..=1023 {
+            let p = 2f64.powi(e);
+            for v in [p, f64::from_bits(p.to_bits() + 1), f64::from_bits(p.to_bits().saturating_sub(1))] {
+                if v.is_finite() && v > 0.0 {
+                    assert_eq!(format_f(v).parse::<f64>().map(f64::to_bits), Ok(v.to_bits()), "{v:e}");
+                    assert_eq!(format_g(v).parse::<f64>().map(f64::to_bits), Ok(v.to_bits()), "{v:e}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn round_trips() {
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
