@@ -217,7 +217,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     // Upstream's `--query.max-concurrency`: beyond it a query waits for a slot, and the wait counts
     // toward its timeout (upstream's query queue, "query timed out in query queue").
     let wait = timeout.unwrap_or(engine.opts.timeout);
-    let _slot = match tokio::time::timeout(wait, st.query_gate.clone().acquire_owned()).await {
+    let slot = match tokio::time::timeout(wait, st.query_gate.clone().acquire_owned()).await {
         Ok(Ok(permit)) => permit,
         Ok(Err(_)) => return Err(ApiError::new(ErrorType::Unavailable, "query engine is shutting down")),
         Err(_) => return Err(engine_error(EngineError::Timeout("query queue".into()))),
@@ -226,6 +226,9 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let query = r.query.clone();
     let (start, end, step) = (r.start_ms, r.end_ms, r.step_ms);
     let res = tokio::task::spawn_blocking(move || -> Result<QueryResult, EngineError> {
+        // The slot is the evaluation's, not the request's: a client that goes away frees it only when
+        // the canceled evaluation has stopped.
+        let _slot = slot;
         let expr = features.parse(&query).map_err(|e| EngineError::BadData(e.to_string()))?;
         let q: &dyn tessera_model::Queryable = &*db;
         if range {

@@ -299,6 +299,11 @@ fn long_binary_chains_evaluate_or_fail_cleanly() {
                 assert!(tessera_promql::parser::parse(&q).is_err());
             }
         }
+        // Subquery chains (`x[1m:][1m:]…`) count too: each wraps the expression once more.
+        for n in [1_000, 20_000] {
+            let q = format!("vector(1){}", "[1m:]".repeat(n));
+            assert!(tessera_promql::parser::parse(&q).is_err(), "{n}");
+        }
         // Duration arithmetic chains count too.
         let d = vec!["1s"; 5_000].join("+");
         assert!(e.instant(&st, &format!("reqs_total[{d}]"), 60_000).is_err());

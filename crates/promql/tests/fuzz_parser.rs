@@ -141,6 +141,8 @@ fn deep() -> impl Strategy<Value = String> {
         n.clone().prop_map(|n| format!("{}x{}", "abs(".repeat(n), ")".repeat(n))),
         n.clone().prop_map(|n| format!("{}x{}", "sum(".repeat(n), ")".repeat(n))),
         (1usize..300).prop_map(|n| format!("{}up{}", "max_over_time((".repeat(n), ")[5m:])".repeat(n))),
+        n.clone().prop_map(|n| format!("vector(1){}", "[1m:]".repeat(n))),
+        n.clone().prop_map(|n| format!("up{}", "[5m:1m] offset 1m".repeat(n))),
         n.clone().prop_map(|n| format!("up[{}]", vec!["1s"; n].join("+"))),
         n.clone().prop_map(|n| format!("up[{}1s{}]", "(".repeat(n), ")".repeat(n))),
         n.clone().prop_map(|n| format!("up offset {}1s", "-".repeat(n))),

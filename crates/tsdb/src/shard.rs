@@ -245,7 +245,12 @@ impl Shard {
                     }
                     None => {
                         let r = w.next_ref;
-                        w.next_ref = w.next_ref.checked_add(1).ok_or_else(|| Error::Other("series refs exhausted".into()))?;
+                        let Some(next) = w.next_ref.checked_add(1).filter(|&n| n != NO_SERIES) else {
+                            // Give back what this commit counted: this series and the ones before it.
+                            self.metrics.active_series.fetch_sub(new_series.len() as u64 + 1, Relaxed);
+                            return Err(Error::Other("series refs exhausted".into()));
+                        };
+                        w.next_ref = next;
                         new_series.push((r, b.hash, bi));
                         new_by_hash.entry(b.hash).or_default().push((r, bi));
                         (r, true)

@@ -1002,10 +1002,23 @@ impl<'a> Parser<'a> {
     }
 
     /// Range/subquery brackets, `offset`, `@`, `anchored`, `smoothed` after a primary.
-    fn postfix(&mut self, mut e: Expr, mut pt: PosTree) -> PResult<(Expr, PosTree)> {
+    /// Ranges, subqueries, `offset`, `@` and extended modifiers after an expression. A subquery wraps
+    /// the expression in one more node (`x[1m:][1m:]…`), so each bracket counts toward the nesting
+    /// bound, as a binary chain's operators do; the depth is restored at the end.
+    fn postfix(&mut self, e: Expr, pt: PosTree) -> PResult<(Expr, PosTree)> {
+        let d0 = self.depth;
+        let r = self.postfix_inner(e, pt);
+        self.depth = d0;
+        r
+    }
+
+    fn postfix_inner(&mut self, mut e: Expr, mut pt: PosTree) -> PResult<(Expr, PosTree)> {
         loop {
             match self.peek().kind {
-                Kind::LeftBracket => (e, pt) = self.range_or_subquery(e, pt)?,
+                Kind::LeftBracket => {
+                    self.enter()?;
+                    (e, pt) = self.range_or_subquery(e, pt)?;
+                }
                 Kind::Offset => {
                     self.advance();
                     let d = self.offset_duration()?;
