@@ -101,6 +101,11 @@ fn huge_subqueries_are_refused_or_stopped() {
         assert_eq!(status, 422, "{q}: {body}");
         assert!(body.contains("query processing would load too many samples into memory"), "{body}");
     }
+    // `@` and `offset` at the edges of int64 (they overflowed in the evaluator's arithmetic).
+    for q in ["m @ 9200000000000000 offset -1s", "m[5m:1m] @ -9200000000000000 offset 1y", "rate(m[1y] @ 9200000000000000 offset -100y)"] {
+        let (status, body) = s.post_form("/api/v1/query", &form(q));
+        assert!(matches!(status, 200 | 400 | 422), "{q}: {status} {body}");
+    }
     // Within the step limit but slower than the request's timeout: the timeout answers.
     let (status, body) = s.post_form("/api/v1/query", &format!("{}&timeout=1s", form("count_over_time(m[4h:1ms])")));
     assert!(matches!(status, 503 | 422), "{status}: {body}");

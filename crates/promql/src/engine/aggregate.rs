@@ -322,7 +322,7 @@ fn pushed_down(
     let lb = ctx.lookback_ms;
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
     let hints = tessera_model::SelectHints { step_ms: grid.step, ..Default::default() };
-    let partials = super::eval::select_fold(ctx, vs, lo - lb + 1, hi, hints, Partial::default, |p, labels, samples| {
+    let partials = super::eval::select_fold(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, Partial::default, |p, labels, samples| {
         let mut vals = vec![None; n];
         if !super::eval::lookback_values(samples, &eff, lb, false, &mut vals) {
             return 0;

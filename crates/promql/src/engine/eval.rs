@@ -439,7 +439,8 @@ fn effective_times(ctx: &QueryCtx<'_>, at: Option<AtModifier>, offset_ms: i64, g
         AtModifier::Start => ctx.query_start_ms,
         AtModifier::End => ctx.query_end_ms,
     });
-    (0..grid.n).map(|i| at_ms.unwrap_or_else(|| grid.t(i)) - offset_ms).collect()
+    // Saturating: `@` and `offset` are the client's (`@ 9.2e15 offset -1s`).
+    (0..grid.n).map(|i| at_ms.unwrap_or_else(|| grid.t(i)).saturating_sub(offset_ms)).collect()
 }
 
 /// [`effective_times`] for sibling modules.
@@ -450,6 +451,9 @@ pub fn effective_times_pub(ctx: &QueryCtx<'_>, at: Option<AtModifier>, offset_ms
 /// Selects the series of `vs` in `[mint, maxt]` in every shard in parallel, decodes each once, and maps it
 /// with `f` (which sees the samples sorted by time, stale markers included). `f` returning `None` drops it.
 /// `window`: for a range selector, the windows' ends and length (see [`select_map_st`]).
+/// `slots_each`: the value slots `f` allocates for a series (the steps of an instant-vector output, 0
+/// for a range vector's samples), reserved before `f` runs (see [`QueryCtx::check_slots`]).
+#[allow(clippy::too_many_arguments)]
 pub fn select_map<T: Send + Held>(
     ctx: &QueryCtx<'_>,
     vs: &VectorSelector,
@@ -457,9 +461,10 @@ pub fn select_map<T: Send + Held>(
     maxt: i64,
     hints: SelectHints,
     window: Option<(&[i64], i64)>,
+    slots_each: usize,
     f: impl Fn(&Labels, &[Sample]) -> Option<T> + Sync,
 ) -> Result<Vec<T>, EngineError> {
-    select_map_st(ctx, vs, mint, maxt, hints, false, window, |l, s, _| f(l, s))
+    select_map_st(ctx, vs, mint, maxt, hints, false, window, slots_each, |l, s, _| f(l, s))
 }
 
 /// [`select_map`] that can also decode the start-timestamp column: with `want_st`, `f` gets one start
@@ -478,6 +483,7 @@ pub fn select_map_st<T: Send + Held>(
     hints: SelectHints,
     want_st: bool,
     window: Option<(&[i64], i64)>,
+    slots_each: usize,
     f: impl Fn(&Labels, &[Sample], &[i64]) -> Option<T> + Sync,
 ) -> Result<Vec<T>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
@@ -507,12 +513,20 @@ pub fn select_map_st<T: Send + Held>(
                         ctx.check_samples(held + max_window(&buf, eff, range))?;
                     }
                 }
-                if let Some(r) = f(&s.labels, &buf, &sts) {
-                    let n = r.held();
-                    ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
-                    let k = r.slots();
-                    ctx.check_slots(slots_base + kept_slots.fetch_add(k, Ordering::Relaxed) + k)?;
-                    out.push(r);
+                // Reserve the slots `f` is about to allocate, so no shard allocates past the bound.
+                ctx.check_slots(slots_base + kept_slots.fetch_add(slots_each, Ordering::Relaxed) + slots_each)?;
+                match f(&s.labels, &buf, &sts) {
+                    Some(r) => {
+                        let n = r.held();
+                        ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
+                        // A range vector's samples are counted once they exist.
+                        let extra = r.slots().saturating_sub(slots_each);
+                        ctx.check_slots(slots_base + kept_slots.fetch_add(extra, Ordering::Relaxed) + extra)?;
+                        out.push(r);
+                    }
+                    None => {
+                        kept_slots.fetch_sub(slots_each, Ordering::Relaxed);
+                    }
                 }
             }
             Ok(out)
@@ -624,7 +638,7 @@ pub fn eval_vector_selector(
     if vs.smoothed {
         return eval_smoothed_selector(ctx, vs, &eff, lb, hints, n);
     }
-    let mut out = select_map(ctx, vs, lo - lb + 1, hi, hints, None, |labels, samples| {
+    let mut out = select_map(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, None, n, |labels, samples| {
         let mut vals = vec![None; n];
         let any = lookback_values(samples, &eff, lb, timestamps, &mut vals);
         if any {
@@ -650,7 +664,7 @@ pub fn eval_start_timestamp_selector(
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
     let hints = SelectHints { step_ms: grid.step, ..Default::default() };
     let n = grid.n;
-    let mut out = select_map_st(ctx, vs, lo - lb + 1, hi, hints, true, None, |labels, samples, sts| {
+    let mut out = select_map_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, true, None, n, |labels, samples, sts| {
         let mut vals = vec![None; n];
         let any = for_each_lookback(samples, &eff, lb, |i, j| {
             vals[i] = Some(sts.get(j).copied().unwrap_or(0) as f64 / 1000.0);
@@ -672,7 +686,7 @@ fn eval_smoothed_selector(
     n: usize,
 ) -> Result<Vec<Series>, EngineError> {
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
-    let mut out = select_map(ctx, vs, lo - lb + 1, hi + lb, hints, None, |labels, samples| {
+    let mut out = select_map(ctx, vs, lo.saturating_sub(lb) + 1, hi.saturating_add(lb), hints, None, n, |labels, samples| {
         let samples: Vec<Sample> = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
         let mut vals = vec![None; n];
         let mut any = false;
@@ -791,7 +805,7 @@ pub fn eval_range_arg(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Ra
             let range = ms.range_ms;
             let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
             let hints = SelectHints { range_ms: range, step_ms: grid.step, ..Default::default() };
-            let series = select_map(ctx, vs, lo - range + 1, hi, hints, None, |labels, samples| {
+            let series = select_map(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, None, 0, |labels, samples| {
                 let samples: Vec<Sample> = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
                 (!samples.is_empty()).then(|| RangeSeries { labels: labels.clone(), samples, drop_name: false })
             })?;
@@ -812,10 +826,10 @@ fn eval_subquery(ctx: &QueryCtx<'_>, sq: &SubqueryExpr, grid: &Grid) -> Result<R
     let step = if sq.step_ms > 0 { sq.step_ms } else { ctx.opts.no_step_subquery_interval_ms };
     let range = sq.range_ms;
     // The first step-aligned timestamp after `lo - range` (Go's truncating division).
-    let base = lo - range;
+    let base = lo.saturating_sub(range);
     let mut start = step * (base / step);
     if start <= base {
-        start += step;
+        start = start.saturating_add(step);
     }
     if start > hi {
         return Ok(RangeArg { series: vec![], range_ms: range, eff, is_subquery: true });

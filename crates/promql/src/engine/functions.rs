@@ -945,7 +945,7 @@ fn eval_range_function(
         // selector (a subquery's samples have none); the column is decoded only then.
         let want_st = ctx.opts.use_start_timestamps && matches!(name, "rate" | "irate" | "increase" | "resets");
         let window = Some((&eff[..], range));
-        let mut out = super::eval::select_map_st(ctx, vs, lo - range + 1, hi, hints, want_st, window, |labels, samples, sts| {
+        let mut out = super::eval::select_map_st(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, grid.n, |labels, samples, sts| {
             if samples.iter().any(|s| tessera_model::is_stale_nan(s.v)) {
                 let (clean, clean_st) = super::eval::drop_stale(samples, sts);
                 apply(labels, &clean, &clean_st, false, &eff, range)
@@ -1228,7 +1228,7 @@ fn eval_extended_range_function(
     let is_counter = matches!(name, "rate" | "increase");
     let ext_eff: Vec<i64> = eff.iter().map(|e| e + ahead).collect();
     let window = Some((&ext_eff[..], range + lb + ahead));
-    let mut out = super::eval::select_map(ctx, vs, lo - range - lb + 1, hi + ahead, hints, window, |labels, samples| {
+    let mut out = super::eval::select_map(ctx, vs, lo.saturating_sub(range).saturating_sub(lb) + 1, hi.saturating_add(ahead), hints, window, n, |labels, samples| {
         let samples: Vec<Sample> = samples.iter().copied().filter(|s| !tessera_model::is_stale_nan(s.v)).collect();
         let mut vals = vec![None; n];
         let mut any = false;
