@@ -70,8 +70,8 @@ pub async fn parse_query(State(st): State<Arc<AppState>>, req: Request) -> Respo
 }
 
 /// `GET|POST /api/v1/query_exemplars` (upstream `queryExemplars`): the parameters are checked as
-/// upstream checks them; exemplars are not stored yet, so the answer is `[]` (or `null` for a query
-/// without selectors, as upstream).
+/// upstream checks them; exemplars are not stored yet, so the answer is `[]` (or, for a query without
+/// selectors, upstream's empty `apiFuncResult`: 204 with no body).
 pub async fn query_exemplars(State(st): State<Arc<AppState>>, req: Request) -> Response {
     let p = match form(req).await {
         Ok(p) => p,
@@ -94,8 +94,10 @@ pub async fn query_exemplars(State(st): State<Arc<AppState>>, req: Request) -> R
             e.walk(&mut |n| {
                 selectors |= matches!(n, tessera_promql::parser::Expr::VectorSelector(_) | tessera_promql::parser::Expr::MatrixSelector(_))
             });
-            let data: Option<[(); 0]> = selectors.then_some([]);
-            crate::response::success(&data, &[], &[])
+            if !selectors {
+                return StatusCode::NO_CONTENT.into_response();
+            }
+            crate::response::success(&[(); 0], &[], &[])
         }
         Err(e) => ApiError::bad_data(e.to_string()).into_response(),
     }

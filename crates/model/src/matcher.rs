@@ -66,9 +66,28 @@ pub fn go_regex_to_rust(v: &str) -> (std::borrow::Cow<'_, str>, Vec<String>) {
             i += 1 + n;
             continue;
         }
-        if c == '[' {
+        if c == '[' && !in_class {
+            // A class: `]` right after `[` or `[^` is a literal, as in Go; copy the opening through it.
             in_class = true;
-        } else if c == ']' {
+            let mut j = 1;
+            if rest[j..].starts_with('^') {
+                j += 1;
+            }
+            if rest[j..].starts_with(']') {
+                j += 1;
+            }
+            out.push_str(&rest[..j]);
+            i += j;
+            continue;
+        }
+        if in_class && rest.starts_with("[:") {
+            // A POSIX class (`[:alpha:]`) inside a class: its `]` does not end the outer one.
+            let end = rest.find(":]").map_or(2, |e| e + 2);
+            out.push_str(&rest[..end]);
+            i += end;
+            continue;
+        }
+        if c == ']' {
             in_class = false;
         }
         let open = if in_class { None } else { ["(?P<", "(?<"].into_iter().find(|o| rest.starts_with(o)) };
@@ -485,6 +504,11 @@ mod tests {
         assert_eq!(go_regex_to_rust("\\(?P<1>.*)").0, "\\(?P<1>.*)", "an escaped parenthesis opens no group");
         assert_eq!(go_regex_to_rust("[(?P<1>]").0, "[(?P<1>]");
         assert_eq!(go_regex_to_rust("(?P<name>x)").0, "(?P<name>x)");
+        // `]` first in a class is a literal in Go: the class goes on (found by review).
+        assert_eq!(go_regex_to_rust("[](?P<1>]").0, "[](?P<1>]");
+        assert_eq!(go_regex_to_rust("[^](?P<1>]").0, "[^](?P<1>]");
+        assert_eq!(go_regex_to_rust("[[:alpha:](?P<1>]x").0, "[[:alpha:](?P<1>]x");
+        assert_eq!(go_regex_to_rust("[a](?P<1>b)").0, "[a](?P<_go_1>b)");
     }
 
     #[test]

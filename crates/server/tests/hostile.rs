@@ -223,7 +223,7 @@ fn answers_as_prometheus_gives_them() {
         ("/api/v1/query?query=count(m)&stats=all", 200, r#""samples":{"totalQueryableSamples":1,"samplesRead":1,"peakSamples":"#),
         ("/api/v1/label/%FF%FE/values", 400, r#"{"status":"error","errorType":"bad_data","error":"invalid label name: \"\\xff\\xfe\""}"#),
         ("/api/v1/query_exemplars?query=m", 200, r#"{"status":"success","data":[]}"#),
-        ("/api/v1/query_exemplars?query=1", 200, r#"{"status":"success","data":null}"#),
+        ("/api/v1/query_exemplars?query=1", 204, ""),
     ];
     for (path, want_status, says) in cases {
         let (status, body) = s.get(path);

@@ -176,8 +176,10 @@ fn read_identity(dir: &Path) -> Result<Option<(DbMeta, bool)>> {
     if m.shards == 0 || m.shards > 4096 {
         return Err(bad(format!("{META_FILE} records {} shards", m.shards)));
     }
-    // Every directory is a shard below the count; missing ones are fine (a shard that never got data
-    // before a crash at creation), extra ones are not: the count would route series elsewhere.
+    // Every directory is a shard below the count: an extra one means the count would route series
+    // elsewhere. Missing ones are fine in a checksummed file (a crash while the shards were first
+    // created; `Shard::open` creates them), but not in an older file without a checksum, where a
+    // larger count is the only sign of a hand edit.
     if let Some(&extra) = on_disk.iter().find(|&&n| n >= m.shards) {
         return Err(bad(format!(
             "{META_FILE} records {} shards but {} holds shard-{extra:03}: the file does not describe this directory",
@@ -185,7 +187,7 @@ fn read_identity(dir: &Path) -> Result<Option<(DbMeta, bool)>> {
             dir.display()
         )));
     }
-    if !on_disk.is_empty() && on_disk.len() < m.shards {
+    if legacy && !on_disk.is_empty() && on_disk.len() < m.shards {
         return Err(bad(format!(
             "{META_FILE} records {} shards but {} holds only {} shard directories: the file does not describe this directory",
             m.shards,

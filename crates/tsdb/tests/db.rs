@@ -478,6 +478,17 @@ fn the_identity_file_is_validated_before_anything_is_created() {
     refuse("{\"version\": 1, \"shards\": 1}", 1, "holds shard-001");
     refuse("{\"version\": 1, \"shards\": 2, \"extra\": true}", 2, "unknown field");
     refuse("not json", 2, "bad tessera.json");
+    // A checksummed file with a shard directory missing (a crash while the shards were first created)
+    // opens, and the shard is created.
+    std::fs::write(&meta, &good).expect("restore");
+    let gone = dir.path().join("shard-001");
+    let aside = dir.path().join("aside-001");
+    std::fs::rename(&gone, &aside).expect("hide shard-001");
+    let db = Db::open(dir.path(), opts(2)).expect("opens with a shard directory missing");
+    assert!(gone.exists());
+    drop(db);
+    std::fs::remove_dir_all(&gone).expect("rm new shard");
+    std::fs::rename(&aside, &gone).expect("restore shard-001");
     std::fs::remove_file(&meta).expect("rm");
     let err = Db::open(dir.path(), opts(2)).expect_err("missing");
     assert!(err.to_string().contains("missing"), "{err}");
