@@ -73,6 +73,12 @@ pub struct ServeArgs {
     #[arg(long = "storage.tsdb.max-future-time", value_name = "DURATION")]
     pub storage_tsdb_max_future_time: Option<String>,
 
+    /// `true`: at this start, drop WAL samples beyond --storage.tsdb.max-future-time and set blocks
+    /// wholly beyond it aside in future-blocks/, repairing a data directory that an older version
+    /// wedged with a sample from the future. Only with a correct clock. [default: false]
+    #[arg(long = "storage.tsdb.repair-future-samples", value_name = "BOOL")]
+    pub storage_tsdb_repair_future_samples: Option<String>,
+
     /// Maximum active series in the head; samples of further new series are rejected (400, "limit of
     /// active series reached"), those of existing series written; 0 = no limit. [default: 0]
     #[arg(long = "storage.tsdb.max-series", value_name = "N")]
@@ -170,6 +176,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("storage.tsdb.cold-codec", "dense"),
     ("storage.tsdb.max-future-time", "10m"),
     ("storage.tsdb.max-series", "0"),
+    ("storage.tsdb.repair-future-samples", "false"),
     ("web.remote-write.max-new-series-per-request", "100000"),
     ("query.max-concurrency", "20"),
     ("web.api.result-limit", "1000000"),
@@ -194,7 +201,7 @@ impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
         let features = (!self.enable_feature.is_empty()).then(|| self.enable_feature.join(","));
-        let pairs: [(&str, &Option<String>); 27] = [
+        let pairs: [(&str, &Option<String>); 28] = [
             ("storage.tsdb.path", &self.storage_tsdb_path),
             ("web.listen-address", &self.web_listen_address),
             ("storage.tsdb.retention.time", &self.storage_tsdb_retention_time),
@@ -205,6 +212,7 @@ impl ServeArgs {
             ("storage.tsdb.cold-codec", &self.storage_tsdb_cold_codec),
             ("storage.tsdb.max-future-time", &self.storage_tsdb_max_future_time),
             ("storage.tsdb.max-series", &self.storage_tsdb_max_series),
+            ("storage.tsdb.repair-future-samples", &self.storage_tsdb_repair_future_samples),
             ("web.remote-write.max-new-series-per-request", &self.web_remote_write_max_new_series_per_request),
             ("query.max-concurrency", &self.query_max_concurrency),
             ("web.api.result-limit", &self.web_api_result_limit),
@@ -253,6 +261,7 @@ pub struct Settings {
     pub cold_codec: ColdCodec,
     pub max_future_ms: i64,
     pub max_series: u64,
+    pub repair_future: bool,
     pub max_new_series_per_request: usize,
     pub query_max_concurrency: usize,
     pub api_result_limit: usize,
@@ -337,6 +346,11 @@ impl Settings {
                 .map_err(|e| anyhow::anyhow!("--storage.tsdb.cold-codec: {e}"))?,
             max_future_ms: dur("storage.tsdb.max-future-time")?,
             max_series: num("storage.tsdb.max-series")? as u64,
+            repair_future: match get("storage.tsdb.repair-future-samples").trim() {
+                "true" | "1" => true,
+                "false" | "0" | "" => false,
+                other => bail!("--storage.tsdb.repair-future-samples: {other:?} is not true or false"),
+            },
             max_new_series_per_request: num("web.remote-write.max-new-series-per-request")?,
             query_max_concurrency: num("query.max-concurrency")?,
             api_result_limit: num("web.api.result-limit")?,

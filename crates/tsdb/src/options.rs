@@ -27,8 +27,8 @@ pub struct Options {
     /// [`ColdCodec::Dense`]. See [`ColdCodec`].
     pub cold_codec: ColdCodec,
     /// Samples more than this many ms ahead of the machine's clock are rejected
-    /// ([`crate::RejectReason::TooFarInFuture`]), and dropped (with a warning) when a WAL written by an
-    /// older version replays them; 0 = no limit. Default 10 min: senders' clocks are rarely further
+    /// ([`crate::RejectReason::TooFarInFuture`]); 0 = no limit. What an older version accepted beyond it
+    /// is kept, unless [`Options::repair_future`] says otherwise. Default 10 min: senders' clocks are rarely further
     /// off, and the bound must stay well under half the block range, because the newest sample of
     /// a shard sets the oldest time it still accepts (`max_t - block_range / 2`): one sample from next
     /// year would otherwise refuse every real sample after it.
@@ -37,6 +37,12 @@ pub struct Options {
     /// rejects the new series' samples ([`crate::RejectReason::MaxSeries`]) and still writes those of
     /// existing series. 0 = no limit (default, as Prometheus).
     pub max_series: u64,
+    /// Repairs a data directory that an older version wedged with samples from the future: WAL replay
+    /// drops samples beyond [`Options::max_future_ms`] (counted, logged) and blocks wholly beyond it
+    /// are moved to `future-blocks/`. Off by default, because a clock that is behind at start-up
+    /// (a host without a hardware clock, a restored VM) would make real data look like the future:
+    /// without it such samples are replayed as they are, and a warning says how many there are.
+    pub repair_future: bool,
 }
 
 /// The encoding of plain float chunks in blocks.
@@ -75,6 +81,7 @@ impl Default for Options {
             cold_codec: ColdCodec::default(),
             max_future_ms: 10 * 60 * 1000,
             max_series: 0,
+            repair_future: false,
         }
     }
 }

@@ -145,12 +145,17 @@ impl Shard {
         for p in crate::compact::cleanup_after_crash(&dir)? {
             tracing::info!(dir = %p.display(), "removed leftover of an interrupted block write/compaction");
         }
+        let max_valid = opts.max_valid_time_ms();
+        restore_future_blocks(&dir, max_valid);
         let mut blocks = open_blocks(&dir)?;
         // A block wholly in the future (samples an older version accepted, cut out of its head) would
-        // make the head refuse the present: it is moved aside, not deleted, with a warning.
-        let max_valid = opts.max_valid_time_ms();
+        // make the head refuse the present: with `repair_future` it is moved aside, not deleted.
         blocks.retain(|b| {
             if b.meta().mint_ms <= max_valid {
+                return true;
+            }
+            if !opts.repair_future {
+                tracing::warn!(block = %b.id(), mint_ms = b.meta().mint_ms, "block lies wholly in the future (or the clock is behind); start with --storage.tsdb.repair-future-samples to set it aside");
                 return true;
             }
             let aside = dir.join(FUTURE_BLOCKS_DIR);
@@ -730,6 +735,25 @@ impl Shard {
 /// Opens every block directory of a shard; a block that fails to open (corruption) is reported and
 /// skipped so the rest of the shard keeps working. Leftover `.tmp` directories of interrupted writes are
 /// removed.
+/// Moves blocks of `future-blocks/` back that are no longer in the future (the clock caught up, or was
+/// wrong when they were set aside).
+fn restore_future_blocks(dir: &Path, max_valid: i64) {
+    let aside = dir.join(FUTURE_BLOCKS_DIR);
+    let Ok(rd) = std::fs::read_dir(&aside) else { return };
+    for ent in rd.flatten() {
+        let p = ent.path();
+        let Ok(b) = Block::open(&p) else { continue };
+        let (id, mint) = (b.id().to_string(), b.meta().mint_ms);
+        drop(b);
+        if mint <= max_valid {
+            match std::fs::rename(&p, dir.join(&id)) {
+                Ok(()) => tracing::info!(block = %id, "block no longer in the future; moved back from future-blocks"),
+                Err(e) => tracing::warn!(block = %id, error = %e, "could not move a block back from future-blocks"),
+            }
+        }
+    }
+}
+
 fn open_blocks(dir: &Path) -> Result<Vec<Arc<Block>>> {
     let mut out = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
@@ -783,14 +807,25 @@ fn replay(wal_dir: &Path, head: &mut Head, opts: &Options, metrics: &Metrics) ->
     // segments after it have not been read yet: read again (records already applied are applied idempotently:
     // series definitions are checked, equal samples are deduplicated). Each repair shortens the log, so this ends.
     let warn_future = |future: (u64, i64)| {
-        if future.0 > 0 {
+        if future.0 == 0 {
+            return;
+        }
+        if opts.repair_future {
             metrics.add_rejected(RejectReason::TooFarInFuture, future.0);
             tracing::warn!(
                 dir = %wal_dir.display(),
                 samples = future.0,
                 newest_ms = future.1,
                 max_future_ms = opts.max_future_ms,
-                "WAL replay dropped samples too far in the future (written before that bound existed); raise --storage.tsdb.max-future-time to keep them"
+                "WAL replay dropped samples too far in the future (--storage.tsdb.repair-future-samples)"
+            );
+        } else {
+            tracing::warn!(
+                dir = %wal_dir.display(),
+                samples = future.0,
+                newest_ms = future.1,
+                max_future_ms = opts.max_future_ms,
+                "WAL holds samples too far in the future (written before that bound existed, or the clock is behind); they were replayed. If the clock is right and writes are refused as out of bounds, start once with --storage.tsdb.repair-future-samples to drop them"
             );
         }
     };
@@ -861,7 +896,9 @@ fn replay_record(
                     if s.t > max_valid {
                         future.0 += 1;
                         future.1 = future.1.max(s.t);
-                        continue;
+                        if opts.repair_future {
+                            continue;
+                        }
                     }
                     let st = g.sts.get(i).copied().unwrap_or(0);
                     let v = appendable(

@@ -373,7 +373,20 @@ fn replay_drops_future_samples_of_an_older_wal_and_accepts_writes_again() {
         assert_eq!(app.commit().expect("commit").rejected[0].reason, RejectReason::OutOfBounds);
         db.close().expect("close");
     }
+    // Without the repair nothing is dropped (a clock that is behind must not lose data): the future
+    // samples replay as they are, and the wedge stays.
     let db = Db::open(dir.path(), future_opts()).expect("reopen with the bound");
+    let got = query(&db, &[eq("__name__", "bogus")], 0, i64::MAX);
+    assert_eq!(got[0].1.len(), 2, "kept without the repair");
+    let mut app = db.appender();
+    app.add(labels!("__name__" => "real"), &[Sample::new(now, 3.0)]);
+    assert_eq!(app.commit().expect("commit").rejected[0].reason, RejectReason::OutOfBounds);
+    db.close().expect("close");
+    drop(db);
+    let future_blocks = || walk(dir.path()).into_iter().filter(|p| p.parent().is_some_and(|d| d.ends_with("future-blocks"))).count();
+    assert_eq!(future_blocks(), 0, "nothing set aside without the repair");
+    // With the repair, once.
+    let db = Db::open(dir.path(), Options { repair_future: true, ..future_opts() }).expect("reopen with the repair");
     let mut app = db.appender();
     app.add(labels!("__name__" => "real"), &[Sample::new(now, 3.0)]);
     app.add(labels!("__name__" => "fresh"), &[Sample::new(now, 4.0)]);
@@ -387,6 +400,12 @@ fn replay_drops_future_samples_of_an_older_wal_and_accepts_writes_again() {
     let aside: Vec<_> = walk(dir.path()).into_iter().filter(|p| p.parent().is_some_and(|d| d.ends_with("future-blocks"))).collect();
     assert_eq!(aside.len(), 1, "{aside:?}");
     assert!(aside[0].join("meta.json").exists());
+    drop(db);
+    // A later start whose bound reaches it (the clock caught up; here: no bound) moves it back.
+    let db = Db::open(dir.path(), Options { max_future_ms: 0, ..future_opts() }).expect("reopen without a bound");
+    assert_eq!(future_blocks(), 0, "moved back");
+    let got = query(&db, &[eq("__name__", "bogus2")], 0, i64::MAX);
+    assert!(!got.is_empty() && !got[0].1.is_empty(), "the set-aside block is read again");
 }
 
 fn walk(d: &std::path::Path) -> Vec<std::path::PathBuf> {
