@@ -803,32 +803,21 @@ fn replay(wal_dir: &Path, head: &mut Head, opts: &Options, metrics: &Metrics) ->
         }
         Ok(())
     };
-    // A corrupt segment is cut at the damage and replay ends there. A corrupt *checkpoint* is cut too, but the
-    // segments after it have not been read yet: read again (records already applied are applied idempotently:
-    // series definitions are checked, equal samples are deduplicated). Each repair shortens the log, so this ends.
     let warn_future = |future: (u64, i64)| {
         if future.0 == 0 {
             return;
         }
-        if opts.repair_future {
+        let what = if opts.repair_future {
             metrics.add_rejected(RejectReason::TooFarInFuture, future.0);
-            tracing::warn!(
-                dir = %wal_dir.display(),
-                samples = future.0,
-                newest_ms = future.1,
-                max_future_ms = opts.max_future_ms,
-                "WAL replay dropped samples too far in the future (--storage.tsdb.repair-future-samples)"
-            );
+            "WAL replay dropped samples too far in the future (--storage.tsdb.repair-future-samples)"
         } else {
-            tracing::warn!(
-                dir = %wal_dir.display(),
-                samples = future.0,
-                newest_ms = future.1,
-                max_future_ms = opts.max_future_ms,
-                "WAL holds samples too far in the future (written before that bound existed, or the clock is behind); they were replayed. If the clock is right and writes are refused as out of bounds, start once with --storage.tsdb.repair-future-samples to drop them"
-            );
-        }
+            "WAL holds samples too far in the future (written before that bound existed, or the clock is behind); they were replayed. If the clock is right and writes are refused as out of bounds, start once with --storage.tsdb.repair-future-samples to drop them"
+        };
+        tracing::warn!(dir = %wal_dir.display(), samples = future.0, newest_ms = future.1, max_future_ms = opts.max_future_ms, "{what}");
     };
+    // A corrupt segment is cut at the damage and replay ends there. A corrupt *checkpoint* is cut too, but the
+    // segments after it have not been read yet: read again (records already applied are applied idempotently:
+    // series definitions are checked, equal samples are deduplicated). Each repair shortens the log, so this ends.
     for _ in 0..8 {
         match tessera_wal::read_all(wal_dir, &mut apply) {
             Ok(_) => {
