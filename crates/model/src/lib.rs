@@ -4,6 +4,7 @@
 //!   with a stable 64-bit hash ([`Labels::hash`]) used both for series identity and shard routing.
 //! - [`Sample`] and the stale marker ([`STALE_NAN_BITS`]).
 //! - [`histogram`]: native histogram samples ([`Histogram`], [`FloatHistogram`], [`Span`]) as Prometheus represents them.
+//! - [`histogram_sample`]: a histogram sample as written and stored ([`HistogramSample`]: integer or float).
 //! - [`Matcher`]: Prometheus' four matcher kinds with Prometheus' semantics (fully anchored regexes,
 //!   an empty value matches a missing label), plus the analysis (literal sets, prefixes) that lets an
 //!   index answer most regexes without scanning every value.
@@ -18,12 +19,14 @@
 pub mod fixtures;
 pub mod gofloat;
 pub mod histogram;
+pub mod histogram_sample;
 pub mod labels;
 pub mod matcher;
 pub mod sample;
 pub mod storage;
 
 pub use histogram::{CounterResetHint, FloatHistogram, Histogram, Span};
+pub use histogram_sample::{HistogramSample, HistogramValue};
 pub use labels::{Label, Labels, LabelsBuilder, METRIC_NAME};
 pub use matcher::{MatchOp, Matcher, MatcherError};
 pub use sample::{is_stale_nan, Sample, STALE_NAN, STALE_NAN_BITS};

@@ -22,7 +22,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use tessera_model::{Labels, Sample};
+use tessera_model::{HistogramSample, Labels, Sample};
 
 use crate::db::Db;
 use crate::error::Result;
@@ -48,10 +48,13 @@ pub enum RejectReason {
     RequestSeriesLimit,
     /// The series is new and the database holds [`crate::Options::max_series`] active series.
     MaxSeries,
+    /// A native histogram whose bucket counts do not match its spans (upstream's validation, which
+    /// remote write runs before storage, words the finer cases).
+    InvalidHistogram,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 7] = [
+    pub const ALL: [RejectReason; 8] = [
         RejectReason::OutOfOrder,
         RejectReason::TooOld,
         RejectReason::DuplicateTimestamp,
@@ -59,6 +62,7 @@ impl RejectReason {
         RejectReason::TooFarInFuture,
         RejectReason::RequestSeriesLimit,
         RejectReason::MaxSeries,
+        RejectReason::InvalidHistogram,
     ];
 
     /// Prometheus' error text for this reason.
@@ -71,6 +75,7 @@ impl RejectReason {
             RejectReason::TooFarInFuture => "out of bounds: timestamp too far in the future",
             RejectReason::RequestSeriesLimit => "per-request limit of new series exceeded",
             RejectReason::MaxSeries => "limit of active series reached",
+            RejectReason::InvalidHistogram => "invalid histogram: bucket counts do not match spans",
         }
     }
 
@@ -84,6 +89,7 @@ impl RejectReason {
             RejectReason::TooFarInFuture => "too_far_in_future",
             RejectReason::RequestSeriesLimit => "request_series_limit",
             RejectReason::MaxSeries => "max_series",
+            RejectReason::InvalidHistogram => "invalid_histogram",
         }
     }
 
@@ -96,6 +102,7 @@ impl RejectReason {
             RejectReason::TooFarInFuture => 4,
             RejectReason::RequestSeriesLimit => 5,
             RejectReason::MaxSeries => 6,
+            RejectReason::InvalidHistogram => 7,
         }
     }
 }
@@ -116,6 +123,8 @@ pub struct Rejected {
     pub count: u64,
     /// Timestamp of the first rejected sample (for the error message).
     pub first_t_ms: i64,
+    /// The rejected samples are native histograms (a batch's floats and histograms are reported apart).
+    pub histograms: bool,
 }
 
 /// What a commit did.
@@ -123,6 +132,8 @@ pub struct Rejected {
 pub struct CommitReport {
     /// Samples accepted (exact duplicates of the last sample count as accepted, as in Prometheus).
     pub samples_written: u64,
+    /// Native-histogram samples accepted (exact duplicates included, as for floats).
+    pub histograms_written: u64,
     pub series_created: u64,
     pub rejected: Vec<Rejected>,
 }
@@ -130,6 +141,7 @@ pub struct CommitReport {
 impl CommitReport {
     pub(crate) fn merge(&mut self, o: CommitReport) {
         self.samples_written += o.samples_written;
+        self.histograms_written += o.histograms_written;
         self.series_created += o.series_created;
         self.rejected.extend(o.rejected);
     }
@@ -194,6 +206,8 @@ pub(crate) struct Batch<'a> {
     pub(crate) samples: Cow<'a, [Sample]>,
     /// Same length as samples with some ≠ 0, or empty for none.
     pub(crate) sts: Cow<'a, [i64]>,
+    /// Native-histogram samples of the series (judged and stored after its float samples).
+    pub(crate) hists: Cow<'a, [HistogramSample]>,
 }
 
 /// Buffers batches until [`Appender::commit`]. `'a` covers the database and whatever the batches borrow
@@ -207,7 +221,32 @@ pub struct Appender<'a> {
 
 impl<'a> Appender<'a> {
     fn push(&mut self, labels: BatchLabels<'a>, samples: Cow<'a, [Sample]>, sts: Cow<'a, [i64]>) {
-        self.batches.push(Batch { labels, samples, sts });
+        self.batches.push(Batch { labels, samples, sts, hists: Cow::Borrowed(&[]) });
+    }
+
+    /// Buffers native-histogram samples of one series (integer or float, in time order). They follow
+    /// upstream's append rules for histograms: a later sample must be newer than the series' last sample
+    /// of any kind (an exact duplicate is accepted and dropped); out-of-order histograms are refused
+    /// (`OutOfOrder`, or `TooOld` with an out-of-order window) — the out-of-order window applies to float
+    /// samples only for now. Histograms must be valid (see `tessera_protocol`'s checks): one whose bucket
+    /// counts do not match its spans is skipped by the head with a warning.
+    pub fn add_histograms(&mut self, labels: Labels, hists: Vec<HistogramSample>) {
+        self.batches.push(Batch {
+            labels: BatchLabels::Owned(labels),
+            samples: Cow::Borrowed(&[]),
+            sts: Cow::Borrowed(&[]),
+            hists: Cow::Owned(hists),
+        });
+    }
+
+    /// [`Appender::add_histograms`] borrowing labels (as [`Appender::add_ref`]) and samples.
+    pub fn add_ref_histograms(&mut self, labels: &'a [(&'a str, &'a str)], hists: &'a [HistogramSample]) {
+        let labels = if tessera_model::labels::pairs_are_canonical(labels) {
+            BatchLabels::Borrowed(labels)
+        } else {
+            BatchLabels::Owned(Labels::from_pairs(labels.iter().copied()))
+        };
+        self.batches.push(Batch { labels, samples: Cow::Borrowed(&[]), sts: Cow::Borrowed(&[]), hists: Cow::Borrowed(hists) });
     }
 
     /// Buffers one batch: samples of one series. Nothing is validated here.
@@ -285,13 +324,13 @@ impl<'a> Appender<'a> {
         let budget = std::sync::atomic::AtomicUsize::new(self.new_series_limit);
         let budget = &budget;
         let mut per_shard: Vec<Vec<ShardBatch<'_>>> = (0..n).map(|_| Vec::new()).collect();
-        for (i, Batch { labels, samples, sts }) in self.batches.into_iter().enumerate() {
-            if samples.is_empty() {
+        for (i, Batch { labels, samples, sts, hists }) in self.batches.into_iter().enumerate() {
+            if samples.is_empty() && hists.is_empty() {
                 continue;
             }
             let hash = labels.hash();
             let s = tessera_model::labels::shard_of_hash(hash, n);
-            per_shard[s].push(ShardBatch { index: i, hash, labels, samples, sts });
+            per_shard[s].push(ShardBatch { index: i, hash, labels, samples, sts, hists });
         }
         let busy: Vec<(usize, Vec<ShardBatch<'_>>)> =
             per_shard.into_iter().enumerate().filter(|(_, b)| !b.is_empty()).collect();

@@ -352,13 +352,35 @@ fn merge_into(cursors: &mut [Cursor], w: &mut BlockWriter) -> Result<(), Error> 
 /// A lone chunk without deletions is passed through untouched (its bytes are copied, not re-encoded).
 fn merge_cluster(cluster: Vec<(ChunkRef, Vec<Interval>, usize)>) -> Result<Vec<ChunkRef>, Error> {
     let untouched = cluster.len() == 1 && cluster[0].1.is_empty();
-    // Float chunks (XOR, dense, XorSt) can be decoded and merged; native-histogram chunks cannot yet and
-    // are kept as they are.
+    // Float chunks (XOR, dense, XorSt) take the float merge; a cluster with native-histogram chunks the
+    // general one.
     let decodable = cluster
         .iter()
         .all(|(c, _, _)| matches!(c.encoding, ChunkEncoding::Xor | ChunkEncoding::Dense | ChunkEncoding::XorSt));
-    if untouched || !decodable {
+    if untouched {
         return Ok(cluster.into_iter().map(|(c, _, _)| c).collect());
+    }
+    if !decodable {
+        // Native-histogram chunks in the cluster: the general merge (any kind of sample), in block
+        // priority order so the first of equal timestamps comes from the highest-priority block.
+        let mut cluster = cluster;
+        cluster.sort_by_key(|(_, _, prio)| *prio);
+        let mut vals = Vec::new();
+        for (c, dels, _) in &cluster {
+            let at = vals.len();
+            crate::merge::decode_any(c, &mut vals)?;
+            if !dels.is_empty() {
+                let mut k = at;
+                for i in at..vals.len() {
+                    if !dels.iter().any(|iv| iv.contains(vals[i].0)) {
+                        vals.swap(k, i);
+                        k += 1;
+                    }
+                }
+                vals.truncate(k);
+            }
+        }
+        return crate::merge::merge_any(vals, &[], MAX_SAMPLES_PER_CHUNK);
     }
     // (sample, start timestamp, block priority); STs are 0 for encodings without them.
     let mut samples: Vec<(Sample, i64, usize)> = Vec::new();

@@ -9,9 +9,16 @@
 //! Start timestamps survive a re-encode: chunks are decoded with their STs (0 for encodings without),
 //! and each re-encoded chunk is XorSt when one of its samples has an ST ≠ 0, XOR otherwise
 //! ([`encode_chunks_st`]).
+//!
+//! Native-histogram chunks take the general path ([`merge_any`]): every chunk decoded to samples of
+//! any kind ([`AnyVal`]), merged and filtered the same way, and runs of one kind re-encoded in that
+//! kind's chunks (histogram runs as upstream's appender would cut them).
 
-use tessera_encoding::{decode_chunk_range_st_into, encode_xor, encode_xor_st};
-use tessera_model::{ChunkEncoding, ChunkRef, Sample};
+use tessera_encoding::{
+    decode_chunk_range_st_into, decode_float_histogram_into, decode_histogram_into, encode_float_histograms,
+    encode_histograms, encode_xor, encode_xor_st,
+};
+use tessera_model::{ChunkEncoding, ChunkRef, FloatHistogram, Histogram, Sample};
 
 use crate::error::{Error, Result};
 use crate::head::SAMPLES_PER_CHUNK;
@@ -31,6 +38,15 @@ pub(crate) fn finalize_chunks_st(
     let cut = deleted.iter().any(|iv| chunks.iter().any(|c| iv.overlaps(c.mint_ms, c.maxt_ms)));
     if extra.is_empty() && !overlapping && !cut {
         return Ok(chunks);
+    }
+    if chunks.iter().any(|c| is_histogram(c.encoding)) {
+        let mut vals = Vec::new();
+        for c in &chunks {
+            decode_any(c, &mut vals)?;
+        }
+        let sts = if extra_sts.len() == extra.len() { extra_sts } else { &[] };
+        vals.extend(extra.iter().enumerate().map(|(i, s)| (s.t, AnyVal::F(s.v, sts.get(i).copied().unwrap_or(0)))));
+        return merge_any(vals, deleted, SAMPLES_PER_CHUNK);
     }
     let mut samples: Vec<Sample> = Vec::new();
     let mut sts: Vec<i64> = Vec::new();
@@ -66,6 +82,118 @@ pub(crate) fn finalize_chunks_st(
     }
     let (samples, sts): (Vec<Sample>, Vec<i64>) = pairs.into_iter().unzip();
     Ok(encode_chunks_st(&samples, &sts))
+}
+
+/// A sample of any kind, for merges across chunk encodings.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum AnyVal {
+    /// A float and its start timestamp (0 = unset).
+    F(f64, i64),
+    H(Histogram),
+    FH(FloatHistogram),
+}
+
+pub(crate) fn is_histogram(e: ChunkEncoding) -> bool {
+    matches!(e, ChunkEncoding::Histogram | ChunkEncoding::FloatHistogram)
+}
+
+fn corrupt(c: &ChunkRef, e: tessera_encoding::ChunkError) -> Error {
+    match e {
+        tessera_encoding::ChunkError::UnsupportedEncoding(_) => {
+            Error::Other(format!("cannot merge chunks of encoding {:?}", c.encoding))
+        }
+        e => Error::Corruption { file: "chunk".into(), offset: 0, reason: e.to_string() },
+    }
+}
+
+/// Appends every sample of `c`, whatever its encoding, to `out`.
+pub(crate) fn decode_any(c: &ChunkRef, out: &mut Vec<(i64, AnyVal)>) -> Result<()> {
+    match c.encoding {
+        ChunkEncoding::Histogram => {
+            let mut v = Vec::new();
+            decode_histogram_into(&c.data, &mut v).map_err(|e| corrupt(c, e))?;
+            out.extend(v.into_iter().map(|(t, h)| (t, AnyVal::H(h))));
+        }
+        ChunkEncoding::FloatHistogram => {
+            let mut v = Vec::new();
+            decode_float_histogram_into(&c.data, &mut v).map_err(|e| corrupt(c, e))?;
+            out.extend(v.into_iter().map(|(t, h)| (t, AnyVal::FH(h))));
+        }
+        _ => {
+            let (mut v, mut sts) = (Vec::new(), Vec::new());
+            decode_chunk_range_st_into(c, i64::MIN, i64::MAX, &mut v, &mut sts).map_err(|e| corrupt(c, e))?;
+            out.extend(v.into_iter().zip(sts).map(|(s, st)| (s.t, AnyVal::F(s.v, st))));
+        }
+    }
+    Ok(())
+}
+
+/// Sorts `vals` by time (stable: of equal timestamps the first pushed wins and the rest are dropped),
+/// removes the samples inside `deleted`, and encodes each run of one kind in that kind's chunks: floats
+/// as XOR/XorSt chunks of at most `per_chunk` samples, histograms as upstream's appender cuts them.
+pub(crate) fn merge_any(mut vals: Vec<(i64, AnyVal)>, deleted: &[Interval], per_chunk: usize) -> Result<Vec<ChunkRef>> {
+    vals.sort_by_key(|v| v.0);
+    vals.dedup_by_key(|v| v.0);
+    if !deleted.is_empty() {
+        vals.retain(|v| !deleted.iter().any(|iv| iv.contains(v.0)));
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < vals.len() {
+        let kind = std::mem::discriminant(&vals[i].1);
+        let j = i + vals[i..].iter().take_while(|v| std::mem::discriminant(&v.1) == kind).count();
+        let run = &vals[i..j];
+        match &run[0].1 {
+            AnyVal::F(..) => {
+                let (samples, sts): (Vec<Sample>, Vec<i64>) = run
+                    .iter()
+                    .map(|(t, v)| match v {
+                        AnyVal::F(f, st) => (Sample::new(*t, *f), *st),
+                        _ => unreachable!("one kind per run"),
+                    })
+                    .unzip();
+                out.extend(encode_chunks_st_sized(&samples, &sts, per_chunk));
+            }
+            AnyVal::H(_) => {
+                let hs: Vec<(i64, Histogram)> = run
+                    .iter()
+                    .map(|(t, v)| match v {
+                        AnyVal::H(h) => (*t, h.clone()),
+                        _ => unreachable!("one kind per run"),
+                    })
+                    .collect();
+                let chunks = encode_histograms(&hs).map_err(|e| Error::Other(format!("re-encoding histograms: {e}")))?;
+                push_runs(&mut out, ChunkEncoding::Histogram, chunks, hs.iter().map(|h| h.0));
+            }
+            AnyVal::FH(_) => {
+                let hs: Vec<(i64, FloatHistogram)> = run
+                    .iter()
+                    .map(|(t, v)| match v {
+                        AnyVal::FH(h) => (*t, h.clone()),
+                        _ => unreachable!("one kind per run"),
+                    })
+                    .collect();
+                let chunks =
+                    encode_float_histograms(&hs).map_err(|e| Error::Other(format!("re-encoding histograms: {e}")))?;
+                push_runs(&mut out, ChunkEncoding::FloatHistogram, chunks, hs.iter().map(|h| h.0));
+            }
+        }
+        i = j;
+    }
+    Ok(out)
+}
+
+/// Turns encoded histogram chunks (each starting with its u16 sample count) of samples at `times`
+/// into chunk refs with their time bounds.
+fn push_runs(out: &mut Vec<ChunkRef>, encoding: ChunkEncoding, chunks: Vec<Vec<u8>>, times: impl Iterator<Item = i64>) {
+    let times: Vec<i64> = times.collect();
+    let mut at = 0usize;
+    for data in chunks {
+        let n = usize::from(u16::from_be_bytes([data[0], data[1]])).max(1);
+        let (mint, maxt) = (times[at.min(times.len() - 1)], times[(at + n - 1).min(times.len() - 1)]);
+        at += n;
+        out.push(ChunkRef { mint_ms: mint, maxt_ms: maxt, encoding, data: bytes::Bytes::from(data) });
+    }
 }
 
 /// Encodes sorted samples as XOR chunks of at most 120 samples.
@@ -124,6 +252,13 @@ pub(crate) fn has_sample_in(chunks: &[ChunkRef], mint: i64, maxt: i64) -> bool {
         // The first and last samples are at mint_ms/maxt_ms.
         if (c.mint_ms >= mint && c.mint_ms <= maxt) || (c.maxt_ms >= mint && c.maxt_ms <= maxt) {
             return true;
+        }
+        if is_histogram(c.encoding) {
+            let mut v = Vec::new();
+            if decode_any(c, &mut v).is_ok() && v.iter().any(|(t, _)| *t >= mint && *t <= maxt) {
+                return true;
+            }
+            continue;
         }
         let mut v = Vec::new();
         if tessera_encoding::decode_chunk_range_into(c, mint, maxt, &mut v).is_ok() && !v.is_empty() {

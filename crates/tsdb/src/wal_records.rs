@@ -15,7 +15,14 @@
 //! type 3 Tombstones : n:uvar { ref:uvar mint:zz maxt:zz }
 //! type 4 BatchSt    : as type 2, each group followed by has_st:u8 (0 or 1) and, when 1,
 //!                     { st - previous st:zz }*n (the first against 0)
+//! type 5 BatchHist  : as type 4, then nhgroups:uvar { ref:uvar n:uvar { t:zz hist }*n }
+//! hist := kind:u8 (1 integer, 2 float) hint:u8 schema:zz zero_threshold:u64le
+//!         count zero_count (uvar each for integer, u64le bits for float) sum:u64le
+//!         npos_spans:uvar { offset:zz length:uvar } nneg_spans:uvar { … }
+//!         npos:uvar { delta:zz | count:u64le } nneg:uvar { … } ncustom:uvar { bound:u64le }
 //! ```
+//! Native-histogram samples (type 5) travel in the same record as the float samples of their commit, so
+//! a commit stays all-or-nothing in the log; commits without histograms keep writing types 2 and 4.
 //! Samples are grouped per series (a batch usually carries many samples of few series), timestamps as
 //! deltas from the previous sample of the group (1 byte for regular scrapes), values as raw bits so stale
 //! markers and NaN payloads survive exactly.
@@ -23,7 +30,8 @@
 //! Key decision: decoding never panics on arbitrary bytes (proptest below): every length is checked against
 //! the remaining input before anything is allocated.
 
-use tessera_model::{Label, Labels, Sample};
+use tessera_model::histogram::{CounterResetHint, FloatHistogram, Histogram, Span};
+use tessera_model::{HistogramSample, HistogramValue, Label, Labels, Sample};
 
 pub const REC_SERIES: u8 = 1;
 pub const REC_BATCH: u8 = 2;
@@ -31,6 +39,8 @@ pub const REC_TOMBSTONES: u8 = 3;
 /// A batch whose groups may carry per-sample start timestamps (Prometheus 3.14's ST). Written only when
 /// a commit holds some sample with an ST, so commits without STs keep writing type 2 byte for byte.
 pub const REC_BATCH_ST: u8 = 4;
+/// A type 4 batch followed by native-histogram sample groups.
+pub const REC_BATCH_HIST: u8 = 5;
 
 /// A series definition: the shard-local ref and its labels.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +58,13 @@ pub struct SampleGroup {
     pub sts: Vec<i64>,
 }
 
+/// Native-histogram samples of one series, in the order they were accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramGroup {
+    pub series_ref: u32,
+    pub samples: Vec<HistogramSample>,
+}
+
 /// A deletion interval of one series, both ends inclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TombstoneRec {
@@ -60,7 +77,7 @@ pub struct TombstoneRec {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     Series(Vec<SeriesDef>),
-    Batch { series: Vec<SeriesDef>, groups: Vec<SampleGroup> },
+    Batch { series: Vec<SeriesDef>, groups: Vec<SampleGroup>, hists: Vec<HistogramGroup> },
     Tombstones(Vec<TombstoneRec>),
 }
 
@@ -118,6 +135,14 @@ impl<'b> BatchEncoder<'b> {
     /// Starts a type 4 record (groups may carry start timestamps, see [`BatchEncoder::group_st`]).
     pub fn new_st<'a>(buf: &'b mut Vec<u8>, defs: impl ExactSizeIterator<Item = (u32, &'a Labels)>) -> Self {
         Self::start(buf, defs, true)
+    }
+
+    /// Starts a type 5 record: float groups as in type 4, then native-histogram groups
+    /// ([`BatchEncoder::finish_with_histograms`]).
+    pub fn new_hist<'a>(buf: &'b mut Vec<u8>, defs: impl ExactSizeIterator<Item = (u32, &'a Labels)>) -> Self {
+        let e = Self::start(buf, defs, true);
+        e.buf[0] = REC_BATCH_HIST;
+        e
     }
 
     fn start<'a>(buf: &'b mut Vec<u8>, defs: impl ExactSizeIterator<Item = (u32, &'a Labels)>, with_st: bool) -> Self {
@@ -178,8 +203,31 @@ impl<'b> BatchEncoder<'b> {
         self.groups += 1;
     }
 
+    /// Patches the float group count and appends the histogram groups (each non-empty) of a type 5
+    /// record ([`BatchEncoder::new_hist`]).
+    pub fn finish_with_histograms<'h>(mut self, groups: impl ExactSizeIterator<Item = (u32, &'h [HistogramSample])>) -> usize {
+        debug_assert_eq!(self.buf[0], REC_BATCH_HIST);
+        self.patch_groups();
+        let b = &mut *self.buf;
+        put_uvarint(b, groups.len() as u64);
+        for (r, samples) in groups {
+            put_uvarint(b, r as u64);
+            put_uvarint(b, samples.len() as u64);
+            for s in samples {
+                put_varint(b, s.t);
+                put_histogram(b, &s.h);
+            }
+        }
+        b.len()
+    }
+
     /// Patches the group count; the record is complete in the buffer.
-    pub fn finish(self) -> usize {
+    pub fn finish(mut self) -> usize {
+        self.patch_groups();
+        self.buf.len()
+    }
+
+    fn patch_groups(&mut self) {
         let g = self.groups;
         assert!(g < (1 << 28), "too many groups in one record");
         let p = &mut self.buf[self.groups_at..self.groups_at + 5];
@@ -188,7 +236,59 @@ impl<'b> BatchEncoder<'b> {
         p[2] = ((g >> 14) as u8 & 0x7f) | 0x80;
         p[3] = ((g >> 21) as u8 & 0x7f) | 0x80;
         p[4] = 0;
-        self.buf.len()
+    }
+}
+
+fn put_spans(b: &mut Vec<u8>, spans: &[Span]) {
+    put_uvarint(b, spans.len() as u64);
+    for sp in spans {
+        put_varint(b, i64::from(sp.offset));
+        put_uvarint(b, u64::from(sp.length));
+    }
+}
+
+fn put_f64s(b: &mut Vec<u8>, v: &[f64]) {
+    put_uvarint(b, v.len() as u64);
+    for x in v {
+        b.extend_from_slice(&x.to_bits().to_le_bytes());
+    }
+}
+
+/// One histogram of a type 5 record (layout in the module docs).
+fn put_histogram(b: &mut Vec<u8>, h: &HistogramValue) {
+    match h {
+        HistogramValue::Int(h) => {
+            b.push(1);
+            b.push(h.counter_reset_hint as u8);
+            put_varint(b, i64::from(h.schema));
+            b.extend_from_slice(&h.zero_threshold.to_bits().to_le_bytes());
+            put_uvarint(b, h.count);
+            put_uvarint(b, h.zero_count);
+            b.extend_from_slice(&h.sum.to_bits().to_le_bytes());
+            put_spans(b, &h.positive_spans);
+            put_spans(b, &h.negative_spans);
+            for v in [&h.positive_buckets, &h.negative_buckets] {
+                put_uvarint(b, v.len() as u64);
+                for &d in v.iter() {
+                    put_varint(b, d);
+                }
+            }
+            put_f64s(b, &h.custom_values);
+        }
+        HistogramValue::Float(h) => {
+            b.push(2);
+            b.push(h.counter_reset_hint as u8);
+            put_varint(b, i64::from(h.schema));
+            b.extend_from_slice(&h.zero_threshold.to_bits().to_le_bytes());
+            b.extend_from_slice(&h.count.to_bits().to_le_bytes());
+            b.extend_from_slice(&h.zero_count.to_bits().to_le_bytes());
+            b.extend_from_slice(&h.sum.to_bits().to_le_bytes());
+            put_spans(b, &h.positive_spans);
+            put_spans(b, &h.negative_spans);
+            put_f64s(b, &h.positive_buckets);
+            put_f64s(b, &h.negative_buckets);
+            put_f64s(b, &h.custom_values);
+        }
     }
 }
 
@@ -263,6 +363,93 @@ impl<'a> Dec<'a> {
         self.pos += n;
         Ok(s.to_string())
     }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        let Some(&b) = self.b.get(self.pos) else { return Err(self.err("truncated record")) };
+        self.pos += 1;
+        Ok(b)
+    }
+    fn f64(&mut self) -> Result<f64, DecodeError> {
+        let Some(bytes) = self.b.get(self.pos..self.pos + 8) else { return Err(self.err("truncated float")) };
+        self.pos += 8;
+        Ok(f64::from_bits(u64::from_le_bytes(bytes.try_into().expect("8 bytes"))))
+    }
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        let v = self.varint()?;
+        i32::try_from(v).map_err(|_| self.err("value exceeds i32"))
+    }
+    fn spans(&mut self) -> Result<Vec<Span>, DecodeError> {
+        let n = self.len(2)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            let offset = self.i32()?;
+            let length = u32::try_from(self.uvarint()?).map_err(|_| self.err("span length exceeds u32"))?;
+            v.push(Span { offset, length });
+        }
+        Ok(v)
+    }
+    fn f64s(&mut self) -> Result<Vec<f64>, DecodeError> {
+        let n = self.len(8)?;
+        (0..n).map(|_| self.f64()).collect()
+    }
+    fn histogram(&mut self) -> Result<HistogramValue, DecodeError> {
+        let kind = self.u8()?;
+        let hint = CounterResetHint::from_u8(self.u8()?).ok_or_else(|| self.err("unknown counter-reset hint"))?;
+        let schema = self.i32()?;
+        let zero_threshold = self.f64()?;
+        match kind {
+            1 => {
+                let count = self.uvarint()?;
+                let zero_count = self.uvarint()?;
+                let sum = self.f64()?;
+                let positive_spans = self.spans()?;
+                let negative_spans = self.spans()?;
+                let mut deltas = || -> Result<Vec<i64>, DecodeError> {
+                    let n = self.len(1)?;
+                    (0..n).map(|_| self.varint()).collect()
+                };
+                let positive_buckets = deltas()?;
+                let negative_buckets = deltas()?;
+                let custom_values = self.f64s()?;
+                Ok(HistogramValue::Int(Histogram {
+                    counter_reset_hint: hint,
+                    schema,
+                    zero_threshold,
+                    zero_count,
+                    count,
+                    sum,
+                    positive_spans,
+                    negative_spans,
+                    positive_buckets,
+                    negative_buckets,
+                    custom_values,
+                }))
+            }
+            2 => {
+                let count = self.f64()?;
+                let zero_count = self.f64()?;
+                let sum = self.f64()?;
+                let positive_spans = self.spans()?;
+                let negative_spans = self.spans()?;
+                let positive_buckets = self.f64s()?;
+                let negative_buckets = self.f64s()?;
+                let custom_values = self.f64s()?;
+                Ok(HistogramValue::Float(FloatHistogram {
+                    counter_reset_hint: hint,
+                    schema,
+                    zero_threshold,
+                    zero_count,
+                    count,
+                    sum,
+                    positive_spans,
+                    negative_spans,
+                    positive_buckets,
+                    negative_buckets,
+                    custom_values,
+                }))
+            }
+            _ => Err(self.err("unknown histogram kind")),
+        }
+    }
     fn series_defs(&mut self) -> Result<Vec<SeriesDef>, DecodeError> {
         let n = self.len(2)?;
         let mut out = Vec::with_capacity(n);
@@ -288,7 +475,7 @@ pub fn decode(rec: &[u8]) -> Result<Record, DecodeError> {
     let Some(&typ) = rec.first() else { return Err(DecodeError { offset: 0, reason: "empty record" }) };
     let r = match typ {
         REC_SERIES => Record::Series(d.series_defs()?),
-        REC_BATCH | REC_BATCH_ST => {
+        REC_BATCH | REC_BATCH_ST | REC_BATCH_HIST => {
             let series = d.series_defs()?;
             let ng = d.len(3)?;
             let mut groups = Vec::with_capacity(ng);
@@ -315,7 +502,7 @@ pub fn decode(rec: &[u8]) -> Result<Record, DecodeError> {
                     d.pos += 8;
                 }
                 let mut sts = Vec::new();
-                if typ == REC_BATCH_ST {
+                if typ != REC_BATCH {
                     let Some(&has_st) = d.b.get(d.pos) else { return Err(d.err("truncated start timestamp flag")) };
                     d.pos += 1;
                     match has_st {
@@ -337,7 +524,26 @@ pub fn decode(rec: &[u8]) -> Result<Record, DecodeError> {
                 }
                 groups.push(SampleGroup { series_ref, samples, sts });
             }
-            Record::Batch { series, groups }
+            let mut hists = Vec::new();
+            if typ == REC_BATCH_HIST {
+                // Each group takes at least 3 bytes, each histogram more than 30.
+                let ng = d.len(3)?;
+                hists.reserve_exact(ng);
+                for _ in 0..ng {
+                    let series_ref = d.u32()?;
+                    let n = d.len(30)?;
+                    if n == 0 {
+                        return Err(d.err("empty histogram group"));
+                    }
+                    let mut samples = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let t = d.varint()?;
+                        samples.push(HistogramSample { t, h: d.histogram()? });
+                    }
+                    hists.push(HistogramGroup { series_ref, samples });
+                }
+            }
+            Record::Batch { series, groups, hists }
         }
         REC_TOMBSTONES => {
             let n = d.len(3)?;
@@ -374,7 +580,7 @@ mod tests {
         e.group(7, &s1);
         e.group(9, &[Sample::new(i64::MAX, -0.0)]);
         e.finish();
-        let Record::Batch { series, groups } = decode(&buf).expect("decodes") else { panic!("wrong type") };
+        let Record::Batch { series, groups, .. } = decode(&buf).expect("decodes") else { panic!("wrong type") };
         assert_eq!(series, vec![SeriesDef { series_ref: 7, labels: a }, SeriesDef { series_ref: 9, labels: b }]);
         assert_eq!(groups.len(), 2);
         for (x, y) in groups[0].samples.iter().zip(&s1) {
@@ -437,7 +643,68 @@ mod tests {
         assert!(groups[0].sts.is_empty());
     }
 
+    fn hist_samples() -> Vec<HistogramSample> {
+        let ih = Histogram {
+            counter_reset_hint: CounterResetHint::NotCounterReset,
+            schema: 3,
+            zero_threshold: 1e-128,
+            zero_count: 2,
+            count: 9,
+            sum: -3.5,
+            positive_spans: vec![Span::new(-2, 2), Span::new(3, 1)],
+            negative_spans: vec![Span::new(1, 1)],
+            positive_buckets: vec![1, 2, -1],
+            negative_buckets: vec![3],
+            custom_values: vec![],
+        };
+        let fh = FloatHistogram {
+            schema: -53,
+            count: 4.5,
+            sum: f64::from_bits(0x7ff0_0000_0000_0002),
+            positive_spans: vec![Span::new(0, 3)],
+            positive_buckets: vec![1.0, 0.5, 3.0],
+            custom_values: vec![0.1, 1.0],
+            ..FloatHistogram::default()
+        };
+        vec![HistogramSample::new(-7, HistogramValue::Int(ih)), HistogramSample::new(i64::MAX, HistogramValue::Float(fh))]
+    }
+
+    #[test]
+    fn histogram_batch_round_trips_with_floats_and_truncations_fail() {
+        let a = labels!("__name__" => "h");
+        let hs = hist_samples();
+        let mut buf = Vec::new();
+        let mut e = BatchEncoder::new_hist(&mut buf, [(4u32, &a)].into_iter());
+        e.group(4, &[Sample::new(1, 2.0)]);
+        e.finish_with_histograms([(4u32, &hs[..1]), (9, &hs[1..])].into_iter());
+        assert_eq!(buf[0], REC_BATCH_HIST);
+        let Record::Batch { series, groups, hists } = decode(&buf).expect("decodes") else { panic!("wrong type") };
+        assert_eq!(series.len(), 1);
+        assert_eq!(groups[0].samples, vec![Sample::new(1, 2.0)]);
+        assert_eq!(hists.len(), 2);
+        assert_eq!((hists[0].series_ref, &hists[0].samples[..]), (4, &hs[..1]));
+        assert_eq!(hists[1].series_ref, 9);
+        // NaN payloads survive bit for bit.
+        let HistogramValue::Float(f) = &hists[1].samples[0].h else { panic!("kind") };
+        assert_eq!(f.sum.to_bits(), 0x7ff0_0000_0000_0002);
+        assert_eq!(f.custom_values, vec![0.1, 1.0]);
+        for cut in 0..buf.len() {
+            assert!(decode(&buf[..cut]).is_err(), "prefix of {cut} bytes decoded");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn mutated_histogram_records_never_panic(pos in 0usize..400, val in any::<u8>()) {
+            let hs = hist_samples();
+            let mut buf = Vec::new();
+            let e = BatchEncoder::new_hist(&mut buf, std::iter::empty());
+            e.finish_with_histograms([(1u32, &hs[..])].into_iter());
+            let p = pos % buf.len();
+            buf[p] = val;
+            let _ = decode(&buf);
+        }
+
         #[test]
         fn mutated_st_records_never_panic(pos in 0usize..200, val in any::<u8>(), sts in proptest::collection::vec(any::<i64>(), 1..20)) {
             let mut buf = Vec::new();

@@ -32,14 +32,18 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use bytes::Bytes;
-use tessera_encoding::{XorEncoder, XorStEncoder};
-use tessera_model::{ChunkEncoding, ChunkRef, Labels, Sample};
+use tessera_encoding::{Appended, FloatHistogramEncoder, HistogramAppendError, HistogramEncoder, XorEncoder, XorStEncoder};
+use tessera_model::{ChunkEncoding, ChunkRef, HistogramSample, HistogramValue, Labels, Sample};
 
 use crate::appender::RejectReason;
 use index::HeadIndex;
 
 /// Samples per chunk before a new one is cut (Prometheus' `samplesPerChunk` default).
 pub const SAMPLES_PER_CHUNK: usize = 120;
+/// A histogram chunk is cut once it holds this many bytes (upstream `TargetBytesPerHistogramChunk`)…
+pub const TARGET_BYTES_PER_HISTOGRAM_CHUNK: usize = 1024;
+/// …and at least this many samples (upstream `MinSamplesPerHistogramChunk`).
+pub const MIN_SAMPLES_PER_HISTOGRAM_CHUNK: usize = 10;
 
 /// A closed head chunk.
 #[derive(Debug, Clone)]
@@ -57,11 +61,14 @@ impl HeadChunk {
     }
 }
 
-/// A series' open chunk: XOR, or XorSt once the series has carried a start timestamp.
+/// A series' open chunk: XOR, or XorSt once the series has carried a start timestamp, or a native
+/// histogram chunk (integer or float) while the series receives histograms.
 #[derive(Debug, Clone)]
 pub(crate) enum OpenChunk {
     Xor(XorEncoder),
     XorSt(Box<XorStEncoder>),
+    Histogram(Box<HistogramEncoder>),
+    FloatHistogram(Box<FloatHistogramEncoder>),
 }
 
 impl OpenChunk {
@@ -71,6 +78,8 @@ impl OpenChunk {
         match self {
             OpenChunk::Xor(e) => e.bytes(),
             OpenChunk::XorSt(e) => e.bytes(),
+            OpenChunk::Histogram(e) => e.bytes(),
+            OpenChunk::FloatHistogram(e) => e.bytes(),
         }
     }
 
@@ -79,14 +88,31 @@ impl OpenChunk {
         match self {
             OpenChunk::Xor(_) => ChunkEncoding::Xor,
             OpenChunk::XorSt(_) => ChunkEncoding::XorSt,
+            OpenChunk::Histogram(_) => ChunkEncoding::Histogram,
+            OpenChunk::FloatHistogram(_) => ChunkEncoding::FloatHistogram,
         }
     }
 
-    /// Empties the chunk, keeping its encoding and buffer.
+    #[inline]
+    fn is_histogram(&self) -> bool {
+        matches!(self, OpenChunk::Histogram(_) | OpenChunk::FloatHistogram(_))
+    }
+
+    /// Empties the chunk, keeping its encoding (and, for float chunks, its buffer).
     pub(crate) fn clear(&mut self) {
         match self {
             OpenChunk::Xor(e) => e.clear(),
             OpenChunk::XorSt(e) => e.clear(),
+            OpenChunk::Histogram(e) => **e = HistogramEncoder::new(),
+            OpenChunk::FloatHistogram(e) => **e = FloatHistogramEncoder::new(),
+        }
+    }
+
+    /// An empty chunk of the kind `h` goes into.
+    fn for_histogram(h: &HistogramValue) -> Self {
+        match h {
+            HistogramValue::Int(_) => OpenChunk::Histogram(Box::default()),
+            HistogramValue::Float(_) => OpenChunk::FloatHistogram(Box::default()),
         }
     }
 
@@ -95,6 +121,8 @@ impl OpenChunk {
         match self {
             OpenChunk::Xor(e) => e.append(t, v),
             OpenChunk::XorSt(e) => e.append(t, st, v),
+            // `append_st` switches a histogram chunk to XOR before appending a float.
+            OpenChunk::Histogram(_) | OpenChunk::FloatHistogram(_) => debug_assert!(false, "float appended to a histogram chunk"),
         }
     }
 
@@ -180,6 +208,11 @@ impl MemSeries {
     /// limits.
     #[inline]
     pub(crate) fn append_st(&mut self, t: i64, st: i64, v: f64, chunk_range: i64) -> bool {
+        if self.open.is_histogram() {
+            // A float after histograms starts a float chunk (upstream cuts a chunk of the other encoding).
+            self.close_open();
+            self.open = OpenChunk::Xor(XorEncoder::new());
+        }
         if st != 0 && matches!(self.open, OpenChunk::Xor(_)) {
             self.open.make_st();
         }
@@ -198,6 +231,87 @@ impl MemSeries {
         self.last_t = t;
         self.last_bits = v.to_bits();
         created
+    }
+
+    /// Appends an in-order native-histogram sample (`t > last_t`, checked by the caller) as upstream's
+    /// `memSeries.appendHistogram` / `appendFloatHistogram` do: a float chunk, or a histogram chunk of
+    /// the other kind, is closed first; a chunk is also cut at a block-range boundary and, once it holds
+    /// [`MIN_SAMPLES_PER_HISTOGRAM_CHUNK`] samples, at [`TARGET_BYTES_PER_HISTOGRAM_CHUNK`] bytes
+    /// (upstream's targets; its end-time prediction is not mirrored). The chunk encoder itself recodes
+    /// on new buckets and starts a new chunk on a counter reset or a layout change, with the header
+    /// upstream gives it; the previous chunk informs the header of a chunk cut here. Returns whether a
+    /// chunk was started; an error (bucket counts inconsistent with spans) leaves the series unchanged.
+    pub(crate) fn append_histogram(&mut self, t: i64, h: &HistogramValue, chunk_range: i64) -> Result<bool, HistogramAppendError> {
+        let same_kind = matches!(
+            (&self.open, h),
+            (OpenChunk::Histogram(_), HistogramValue::Int(_)) | (OpenChunk::FloatHistogram(_), HistogramValue::Float(_))
+        );
+        let n = self.open_n as usize;
+        let cut = n > 0
+            && (!same_kind
+                || t.div_euclid(chunk_range) != self.open_mint.div_euclid(chunk_range)
+                || (n >= MIN_SAMPLES_PER_HISTOGRAM_CHUNK && self.open.bytes().len() >= TARGET_BYTES_PER_HISTOGRAM_CHUNK)
+                || n >= usize::from(u16::MAX) - 1);
+        // The chunk before the sample's, when it is cut here: it decides the new chunk's header.
+        let mut prev: Option<OpenChunk> = None;
+        if cut {
+            let fresh = OpenChunk::for_histogram(h);
+            let old = std::mem::replace(&mut self.open, fresh);
+            self.chunks.push(HeadChunk {
+                mint: self.open_mint,
+                maxt: self.last_t,
+                data: Bytes::copy_from_slice(old.bytes()),
+                encoding: old.encoding(),
+            });
+            self.open_n = 0;
+            prev = Some(old);
+        } else if !same_kind {
+            self.open = OpenChunk::for_histogram(h);
+            self.open_n = 0;
+        }
+        let mut created = self.open_n == 0;
+        let appended = match (&mut self.open, h) {
+            (OpenChunk::Histogram(e), HistogramValue::Int(h)) => {
+                let p = match &prev {
+                    Some(OpenChunk::Histogram(p)) => Some(&**p),
+                    _ => None,
+                };
+                match e.append(t, h, p)? {
+                    Appended::NewChunk(ne) => Some(OpenChunk::Histogram(Box::new(ne))),
+                    _ => None,
+                }
+            }
+            (OpenChunk::FloatHistogram(e), HistogramValue::Float(h)) => {
+                let p = match &prev {
+                    Some(OpenChunk::FloatHistogram(p)) => Some(&**p),
+                    _ => None,
+                };
+                match e.append(t, h, p)? {
+                    Appended::NewChunk(ne) => Some(OpenChunk::FloatHistogram(Box::new(ne))),
+                    _ => None,
+                }
+            }
+            _ => unreachable!("the open chunk was made to fit the sample"),
+        };
+        if let Some(next) = appended {
+            // Counter reset or layout change: the encoder started a new chunk holding the sample.
+            let old = std::mem::replace(&mut self.open, next);
+            self.chunks.push(HeadChunk {
+                mint: self.open_mint,
+                maxt: self.last_t,
+                data: Bytes::copy_from_slice(old.bytes()),
+                encoding: old.encoding(),
+            });
+            self.open_n = 0;
+            created = true;
+        }
+        if self.open_n == 0 {
+            self.open_mint = t;
+        }
+        self.open_n += 1;
+        self.last_t = t;
+        self.last_bits = h.fingerprint();
+        Ok(created)
     }
 
     /// Inserts an out-of-order sample with its start timestamp (0 = unset); an existing sample at the same
@@ -307,13 +421,31 @@ pub(crate) fn appendable(
     block_min_valid: i64,
     ooo_window: i64,
 ) -> Verdict {
+    appendable_bits(last_t, last_bits, t, v.to_bits(), head_max_t, min_valid, block_min_valid, ooo_window)
+}
+
+/// [`appendable`] on a value's identity bits: a float's bits, or a histogram's
+/// [`tessera_model::HistogramValue::fingerprint`] (upstream `appendableHistogram` compares with
+/// `Equals`; a fingerprint match stands for that).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(crate) fn appendable_bits(
+    last_t: i64,
+    last_bits: u64,
+    t: i64,
+    bits: u64,
+    head_max_t: i64,
+    min_valid: i64,
+    block_min_valid: i64,
+    ooo_window: i64,
+) -> Verdict {
     if t >= min_valid {
         if last_t == i64::MIN || t > last_t {
             return Verdict::InOrder;
         }
         if t == last_t {
             // Exact duplicates are allowed (federation), a different value is not.
-            return if v.to_bits() == last_bits {
+            return if bits == last_bits {
                 Verdict::Duplicate
             } else {
                 Verdict::Reject(RejectReason::DuplicateTimestamp)
@@ -557,6 +689,39 @@ impl Head {
         self.min_t = self.min_t.min(lo);
         self.max_t = self.max_t.max(hi);
         (stored, ooo)
+    }
+
+    /// Applies a series' native-histogram samples: `verdicts[i]` judges `samples[i]`; only `InOrder`
+    /// ones are stored (out-of-order histograms are refused before this). Returns the samples stored.
+    /// A sample the chunk encoder refuses (validated before, so only a bug) is logged and skipped.
+    pub(crate) fn apply_histograms(&mut self, r: u32, samples: &[HistogramSample], verdicts: &[Verdict]) -> u64 {
+        let range = self.chunk_range;
+        let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return 0 };
+        let (mut stored, mut created, mut closed_bytes) = (0u64, 0u64, 0u64);
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        for (s, v) in samples.iter().zip(verdicts) {
+            if *v != Verdict::InOrder {
+                continue;
+            }
+            let before = ms.chunks.len();
+            match ms.append_histogram(s.t, &s.h, range) {
+                Ok(c) => created += u64::from(c),
+                Err(e) => {
+                    tracing::warn!(series = %ms.labels, t = s.t, error = %e, "histogram sample not stored");
+                    continue;
+                }
+            }
+            closed_bytes += ms.chunks[before..].iter().map(|c| c.data.len() as u64).sum::<u64>();
+            stored += 1;
+            lo = lo.min(s.t);
+            hi = hi.max(s.t);
+        }
+        self.num_samples += stored;
+        self.num_chunks += created;
+        self.chunk_bytes += closed_bytes;
+        self.min_t = self.min_t.min(lo);
+        self.max_t = self.max_t.max(hi);
+        stored
     }
 
     /// Number of live series.

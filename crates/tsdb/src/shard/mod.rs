@@ -32,6 +32,10 @@ use crate::merge::finalize_chunks_st;
 use crate::tombstones::Interval;
 use crate::wal_records::{self, BatchEncoder, Record, TombstoneRec};
 
+mod histograms;
+
+use histograms::{accepted_histograms, Bounds};
+
 pub(crate) const WAL_DIR: &str = "wal";
 /// The ref of a batch whose series could not be created (a series limit): its samples are all rejected.
 const NO_SERIES: u32 = u32::MAX;
@@ -46,6 +50,8 @@ pub(crate) struct ShardBatch<'a> {
     pub samples: Cow<'a, [Sample]>,
     /// Start timestamps of `samples` (same length, some ≠ 0), or empty when the batch has none.
     pub sts: Cow<'a, [i64]>,
+    /// Native-histogram samples, judged and stored after `samples` ([`Shard::judge_histograms`]).
+    pub hists: Cow<'a, [tessera_model::HistogramSample]>,
 }
 
 /// What readers see.
@@ -64,6 +70,8 @@ struct Writer {
     next_ref: u32,
     // Scratch reused across commits.
     verdicts: Vec<Verdict>,
+    /// Verdicts of the batches' histogram samples, batch after batch.
+    hverdicts: Vec<Verdict>,
     pending: Pending,
 }
 
@@ -196,7 +204,7 @@ impl Shard {
             dir,
             opts,
             metrics,
-            writer: Mutex::new(Writer { wal: Some(wal), poisoned: None, buf: Vec::new(), seg_maxt, next_ref, verdicts: Vec::new(), pending: Pending::default() }),
+            writer: Mutex::new(Writer { wal: Some(wal), poisoned: None, buf: Vec::new(), seg_maxt, next_ref, verdicts: Vec::new(), hverdicts: Vec::new(), pending: Pending::default() }),
             cut_lock: Mutex::new(()),
             state: RwLock::new(State { head, blocks }),
         })
@@ -219,6 +227,7 @@ impl Shard {
         let mut refs: Vec<(u32, bool)> = Vec::with_capacity(batches.len());
         let mut new_series: Vec<(u32, u64, usize)> = Vec::new(); // (ref, hash, batch position)
         w.verdicts.clear();
+        w.hverdicts.clear();
         w.pending.begin();
         let mut batch_maxt = i64::MIN;
         {
@@ -244,8 +253,15 @@ impl Shard {
                         refs.push((NO_SERIES, false));
                         let n = b.samples.len();
                         w.verdicts.resize(w.verdicts.len() + n, Verdict::Reject(reason));
-                        self.metrics.add_rejected(reason, n as u64);
-                        report.rejected.push(Rejected { batch_index: b.index, reason, count: n as u64, first_t_ms: b.samples[0].t });
+                        if let Some(first) = b.samples.first() {
+                            self.metrics.add_rejected(reason, n as u64);
+                            report.rejected.push(Rejected { batch_index: b.index, reason, count: n as u64, first_t_ms: first.t, histograms: false });
+                        }
+                        if let Some(first) = b.hists.first() {
+                            let n = b.hists.len() as u64;
+                            self.metrics.add_rejected(reason, n);
+                            report.rejected.push(Rejected { batch_index: b.index, reason, count: n, first_t_ms: first.t, histograms: true });
+                        }
                         continue;
                     }
                     None => {
@@ -262,6 +278,9 @@ impl Shard {
                     }
                 };
                 refs.push((r, is_new));
+                if b.samples.is_empty() {
+                    continue;
+                }
                 let ms = head.series(r);
                 let (mut last_t, mut last_bits) = match w.pending.get(r) {
                     Some(p) => p,
@@ -325,9 +344,13 @@ impl Shard {
                     let (count, first_t_ms) = rej[reason.index()];
                     if count > 0 {
                         self.metrics.add_rejected(reason, count);
-                        report.rejected.push(Rejected { batch_index: b.index, reason, count, first_t_ms });
+                        report.rejected.push(Rejected { batch_index: b.index, reason, count, first_t_ms, histograms: false });
                     }
                 }
+            }
+            if batches.iter().any(|b| !b.hists.is_empty()) {
+                let bounds = Bounds { min_valid, block_min_valid, head_max, max_valid };
+                batch_maxt = batch_maxt.max(self.judge_histograms(w, head, &batches, &refs, bounds, &mut report));
             }
         }
 
@@ -343,12 +366,21 @@ impl Shard {
             let defs = defs.collect::<Vec<_>>().into_iter();
             // Record type 4 only when some batch carries start timestamps; otherwise type 2 as always.
             let any_st = batches.iter().any(|b| !b.sts.is_empty());
-            let mut enc =
-                if any_st { BatchEncoder::new_st(&mut w.buf, defs) } else { BatchEncoder::new(&mut w.buf, defs) };
+            let any_hist = w.hverdicts.contains(&Verdict::InOrder);
+            let mut enc = if any_hist {
+                BatchEncoder::new_hist(&mut w.buf, defs)
+            } else if any_st {
+                BatchEncoder::new_st(&mut w.buf, defs)
+            } else {
+                BatchEncoder::new(&mut w.buf, defs)
+            };
             let mut vi = 0;
             for (bi, b) in batches.iter().enumerate() {
                 let vs = &w.verdicts[vi..vi + b.samples.len()];
                 vi += b.samples.len();
+                if b.samples.is_empty() {
+                    continue;
+                }
                 if vs.iter().all(|v| matches!(v, Verdict::InOrder | Verdict::OutOfOrder)) {
                     // The common case: the whole batch was accepted, log it without copying.
                     if b.sts.is_empty() {
@@ -376,9 +408,16 @@ impl Shard {
                     }
                 }
             }
-            enc.finish();
+            if any_hist {
+                let groups = accepted_histograms(&batches, &refs, &w.hverdicts);
+                enc.finish_with_histograms(groups.iter().map(|(r, h)| (*r, &h[..])).collect::<Vec<_>>().into_iter());
+            } else {
+                enc.finish();
+            }
         }
-        let has_content = !new_series.is_empty() || w.verdicts.iter().any(|v| matches!(v, Verdict::InOrder | Verdict::OutOfOrder));
+        let has_content = !new_series.is_empty()
+            || w.verdicts.iter().any(|v| matches!(v, Verdict::InOrder | Verdict::OutOfOrder))
+            || w.hverdicts.contains(&Verdict::InOrder);
         if has_content {
             let wal = w.wal.as_mut().expect("checked above");
             if let Err(e) = wal.log(&w.buf) {
@@ -406,16 +445,23 @@ impl Shard {
             for (r, hash, labels) in new_series {
                 head.create(r, hash, labels);
             }
-            let mut vi = 0;
+            let (mut vi, mut hi) = (0, 0);
             for (bi, b) in batches.iter().enumerate() {
                 let n = b.samples.len();
                 vi += n;
+                let nh = b.hists.len();
+                hi += nh;
                 if refs[bi].0 == NO_SERIES {
                     continue;
                 }
-                let (stored, o) = head.apply_batch_st(refs[bi].0, &b.samples, &b.sts, &w.verdicts[vi - n..vi]);
-                appended += stored;
-                ooo += o;
+                if n > 0 {
+                    let (stored, o) = head.apply_batch_st(refs[bi].0, &b.samples, &b.sts, &w.verdicts[vi - n..vi]);
+                    appended += stored;
+                    ooo += o;
+                }
+                if nh > 0 {
+                    appended += head.apply_histograms(refs[bi].0, &b.hists, &w.hverdicts[hi - nh..hi]);
+                }
             }
         }
         report.series_created = created;
@@ -875,8 +921,9 @@ fn replay_record(
     let resolve = |alias: &HashMap<u32, u32>, r: u32| alias.get(&r).copied().unwrap_or(r);
     match rec {
         Record::Series(defs) => create(head, alias, defs),
-        Record::Batch { series, groups } => {
+        Record::Batch { series, groups, hists } => {
             create(head, alias, series);
+            let hists_later = hists;
             for mut g in groups {
                 g.series_ref = resolve(alias, g.series_ref);
                 let Some(ms) = head.series(g.series_ref) else { continue };
@@ -912,6 +959,35 @@ fn replay_record(
                         _ => {}
                     }
                 }
+            }
+            for mut g in hists_later {
+                g.series_ref = resolve(alias, g.series_ref);
+                let Some(ms) = head.series(g.series_ref) else { continue };
+                let mut last_t = ms.last_t;
+                if opts.repair_future {
+                    g.samples.retain(|s| s.t <= max_valid);
+                }
+                for s in &g.samples {
+                    if s.t > max_valid {
+                        future.0 += 1;
+                        future.1 = future.1.max(s.t);
+                    }
+                }
+                // In-order only (as they were accepted); a sample already replayed (a checkpoint and
+                // the segments after it) is skipped.
+                let verdicts: Vec<Verdict> = g
+                    .samples
+                    .iter()
+                    .map(|s| {
+                        if s.t > last_t && s.t >= head.min_valid_t {
+                            last_t = s.t;
+                            Verdict::InOrder
+                        } else {
+                            Verdict::Duplicate
+                        }
+                    })
+                    .collect();
+                head.apply_histograms(g.series_ref, &g.samples, &verdicts);
             }
         }
         Record::Tombstones(ts) => {

@@ -1,0 +1,146 @@
+//! The native-histogram part of a shard commit: judging each histogram sample (upstream
+//! `memSeries.appendableHistogram`) and collecting the accepted ones for the WAL record. Applying them
+//! to the head is [`crate::head::Head::apply_histograms`].
+//!
+//! Histograms are judged after the float samples of the same commit, so a series carrying both in one
+//! request (unusual, but legal) has its floats first, as upstream's `headAppender.Commit` does.
+
+use std::borrow::Cow;
+
+use tessera_model::HistogramSample;
+use tessera_model::histogram::span_bucket_count;
+use tessera_model::HistogramValue;
+
+use super::{NO_SERIES, Shard, ShardBatch, Writer};
+use crate::appender::{CommitReport, RejectReason, Rejected};
+use crate::head::{Head, Verdict, appendable_bits};
+
+/// The head's time bounds a commit judges against (taken once, under the read lock).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bounds {
+    pub min_valid: i64,
+    pub block_min_valid: i64,
+    pub head_max: i64,
+    pub max_valid: i64,
+}
+
+/// Whether each bucket vector has as many entries as its spans describe: what the chunk encoder needs
+/// (the full upstream validation runs where requests are decoded).
+fn buckets_match_spans(h: &HistogramValue) -> bool {
+    match h {
+        HistogramValue::Int(h) => {
+            span_bucket_count(&h.positive_spans) == h.positive_buckets.len() as u64
+                && span_bucket_count(&h.negative_spans) == h.negative_buckets.len() as u64
+        }
+        HistogramValue::Float(h) => {
+            span_bucket_count(&h.positive_spans) == h.positive_buckets.len() as u64
+                && span_bucket_count(&h.negative_spans) == h.negative_buckets.len() as u64
+        }
+    }
+}
+
+impl Shard {
+    /// Judges every histogram sample of `batches` (whose series refs are `refs`) into `w.hverdicts`,
+    /// counting rejections in `report`. Out-of-order histograms are refused (`OutOfOrder`, or `TooOld`
+    /// when an out-of-order window is set: the window covers float samples only). Returns the newest
+    /// accepted timestamp (`i64::MIN` if none).
+    pub(super) fn judge_histograms(
+        &self,
+        w: &mut Writer,
+        head: &Head,
+        batches: &[ShardBatch<'_>],
+        refs: &[(u32, bool)],
+        b: Bounds,
+        report: &mut CommitReport,
+    ) -> i64 {
+        let mut maxt = i64::MIN;
+        for (bi, batch) in batches.iter().enumerate() {
+            if batch.hists.is_empty() {
+                continue;
+            }
+            let r = refs[bi].0;
+            if r == NO_SERIES {
+                // Already reported as a whole when the series was refused.
+                w.hverdicts.resize(w.hverdicts.len() + batch.hists.len(), Verdict::Reject(RejectReason::MaxSeries));
+                continue;
+            }
+            let (mut last_t, mut last_bits) = match w.pending.get(r) {
+                Some(p) => p,
+                None => head.series(r).map(|s| (s.last_t, s.last_bits)).unwrap_or((i64::MIN, 0)),
+            };
+            let mut rej = [(0u64, 0i64); RejectReason::ALL.len()];
+            for s in batch.hists.iter() {
+                let fp = s.h.fingerprint();
+                let v = if s.t > b.max_valid {
+                    Verdict::Reject(RejectReason::TooFarInFuture)
+                } else if !buckets_match_spans(&s.h) {
+                    Verdict::Reject(RejectReason::InvalidHistogram)
+                } else {
+                    match appendable_bits(last_t, last_bits, s.t, fp, b.head_max, b.min_valid, b.block_min_valid, 0) {
+                        Verdict::OutOfOrder => unreachable!("no out-of-order window was given"),
+                        Verdict::Reject(RejectReason::OutOfOrder) if self.opts.ooo_window_ms > 0 => {
+                            Verdict::Reject(RejectReason::TooOld)
+                        }
+                        v => v,
+                    }
+                };
+                match v {
+                    Verdict::InOrder => {
+                        last_t = s.t;
+                        last_bits = fp;
+                        maxt = maxt.max(s.t);
+                        report.histograms_written += 1;
+                    }
+                    Verdict::Duplicate => report.histograms_written += 1,
+                    Verdict::Reject(reason) => {
+                        let slot = &mut rej[reason.index()];
+                        if slot.0 == 0 {
+                            slot.1 = s.t;
+                        }
+                        slot.0 += 1;
+                    }
+                    Verdict::OutOfOrder => {}
+                }
+                w.hverdicts.push(v);
+            }
+            w.pending.set(r, (last_t, last_bits));
+            for reason in RejectReason::ALL {
+                let (count, first_t_ms) = rej[reason.index()];
+                if count > 0 {
+                    self.metrics.add_rejected(reason, count);
+                    report.rejected.push(Rejected { batch_index: batch.index, reason, count, first_t_ms, histograms: true });
+                }
+            }
+        }
+        maxt
+    }
+}
+
+/// Each batch's accepted (in-order) histogram samples with its series ref, for the WAL record: borrowed
+/// when the whole batch was accepted, copied otherwise.
+pub(super) fn accepted_histograms<'b>(
+    batches: &'b [ShardBatch<'_>],
+    refs: &[(u32, bool)],
+    hverdicts: &[Verdict],
+) -> Vec<(u32, Cow<'b, [HistogramSample]>)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for (bi, b) in batches.iter().enumerate() {
+        let n = b.hists.len();
+        let vs = &hverdicts[at..at + n];
+        at += n;
+        if n == 0 || refs[bi].0 == NO_SERIES {
+            continue;
+        }
+        if vs.iter().all(|v| *v == Verdict::InOrder) {
+            out.push((refs[bi].0, Cow::Borrowed(&b.hists[..])));
+            continue;
+        }
+        let kept: Vec<HistogramSample> =
+            b.hists.iter().zip(vs).filter(|(_, v)| **v == Verdict::InOrder).map(|(s, _)| s.clone()).collect();
+        if !kept.is_empty() {
+            out.push((refs[bi].0, Cow::Owned(kept)));
+        }
+    }
+    out
+}

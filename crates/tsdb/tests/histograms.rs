@@ -1,0 +1,291 @@
+//! Native histograms through the embedded API: append rules, chunk kinds, WAL replay, blocks,
+//! compaction and deletion — each read back sample by sample.
+
+mod common;
+
+use common::*;
+use tessera_model::histogram::{CounterResetHint, FloatHistogram, Histogram, Span};
+use tessera_model::{labels, ChunkEncoding, HistogramSample, HistogramValue, Labels, Queryable, Sample, SelectHints};
+use tessera_tsdb::{Db, RejectReason};
+
+/// A sample read back: a float or a histogram (hints dropped: chunks keep them only per chunk).
+#[derive(Debug, Clone, PartialEq)]
+enum Got {
+    F(i64, u64),
+    H(i64, Histogram),
+    FH(i64, FloatHistogram),
+}
+
+fn read(db: &std::sync::Arc<Db>, l: &Labels, mint: i64, maxt: i64) -> (Vec<Got>, Vec<ChunkEncoding>) {
+    let q = db.querier(mint, maxt).expect("querier");
+    let ms: Vec<_> = l.iter().map(|x| eq(&x.name, &x.value)).collect();
+    let mut set = q.select(&ms, &SelectHints::default()).expect("select");
+    let Some(s) = set.next() else { return (vec![], vec![]) };
+    let s = s.expect("series");
+    for w in s.chunks.windows(2) {
+        assert!(w[0].maxt_ms < w[1].mint_ms, "chunks overlap");
+    }
+    let mut out = Vec::new();
+    for c in &s.chunks {
+        match c.encoding {
+            ChunkEncoding::Histogram => {
+                let mut v = Vec::new();
+                tessera_encoding::decode_histogram_into(&c.data, &mut v).expect("decodes");
+                out.extend(v.into_iter().map(|(t, mut h)| {
+                    h.counter_reset_hint = CounterResetHint::Unknown;
+                    Got::H(t, h)
+                }));
+            }
+            ChunkEncoding::FloatHistogram => {
+                let mut v = Vec::new();
+                tessera_encoding::decode_float_histogram_into(&c.data, &mut v).expect("decodes");
+                out.extend(v.into_iter().map(|(t, mut h)| {
+                    h.counter_reset_hint = CounterResetHint::Unknown;
+                    Got::FH(t, h)
+                }));
+            }
+            _ => {
+                let mut v = Vec::new();
+                tessera_encoding::decode_chunk_range_into(c, i64::MIN, i64::MAX, &mut v).expect("decodes");
+                out.extend(v.into_iter().map(|s| Got::F(s.t, s.v.to_bits())));
+            }
+        }
+    }
+    out.retain(|g| {
+        let t = match g {
+            Got::F(t, _) | Got::H(t, _) | Got::FH(t, _) => *t,
+        };
+        t >= mint && t <= maxt
+    });
+    (out, s.chunks.iter().map(|c| c.encoding).collect())
+}
+
+/// An integer histogram at step `i`: counts grow, a bucket appears at step 5 (a recode).
+fn ih(i: u64) -> Histogram {
+    let grow = i >= 5;
+    Histogram {
+        schema: 1,
+        zero_threshold: 0.001,
+        zero_count: i,
+        count: 3 * i + if grow { i } else { 0 },
+        sum: 1.5 * i as f64,
+        positive_spans: vec![Span::new(0, if grow { 3 } else { 2 })],
+        positive_buckets: if grow { vec![i as i64, 0, 0] } else { vec![i as i64, 0] },
+        negative_spans: vec![Span::new(1, 1)],
+        negative_buckets: vec![i as i64],
+        ..Histogram::default()
+    }
+}
+
+fn fh(i: u64) -> FloatHistogram {
+    FloatHistogram {
+        schema: -53,
+        count: 2.5 * i as f64,
+        sum: 0.25 * i as f64,
+        positive_spans: vec![Span::new(0, 3)],
+        positive_buckets: vec![0.5 * i as f64, i as f64, i as f64],
+        custom_values: vec![0.1, 1.0],
+        ..FloatHistogram::default()
+    }
+}
+
+fn hs(ts: impl Iterator<Item = i64>, f: impl Fn(u64) -> HistogramValue) -> Vec<HistogramSample> {
+    ts.enumerate().map(|(i, t)| HistogramSample::new(t, f(i as u64))).collect()
+}
+
+fn expected(v: &[HistogramSample]) -> Vec<Got> {
+    v.iter()
+        .map(|s| match &s.h {
+            HistogramValue::Int(h) => {
+                let mut h = h.clone();
+                h.counter_reset_hint = CounterResetHint::Unknown;
+                Got::H(s.t, h)
+            }
+            HistogramValue::Float(h) => Got::FH(s.t, h.clone()),
+        })
+        .collect()
+}
+
+/// Bucket vectors as the chunk stores them once later samples added a bucket: every earlier sample
+/// read back with the wider layout (upstream's recoding), so compare on absolute per-index counts.
+fn normalise(v: Vec<Got>) -> Vec<Got> {
+    v.into_iter()
+        .map(|g| match g {
+            Got::H(t, h) => Got::FH(t, h.to_float()),
+            other => other,
+        })
+        .map(|g| match g {
+            Got::FH(t, mut h) => {
+                // Drop trailing/leading empty buckets into a canonical (index → count) list.
+                let mut idx = Vec::new();
+                let mut at = 0i32;
+                let mut k = 0;
+                for sp in &h.positive_spans {
+                    at += sp.offset;
+                    for _ in 0..sp.length {
+                        if h.positive_buckets[k] != 0.0 {
+                            idx.push((at, h.positive_buckets[k]));
+                        }
+                        at += 1;
+                        k += 1;
+                    }
+                }
+                h.positive_spans = idx.iter().map(|(i, _)| Span::new(*i, 1)).collect();
+                h.positive_buckets = idx.iter().map(|(_, c)| *c).collect();
+                Got::FH(t, h)
+            }
+            other => other,
+        })
+        .collect()
+}
+
+#[test]
+fn integer_and_float_histograms_round_trip_through_head_wal_blocks_and_compaction() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(2)).expect("open");
+    let a = labels!("__name__" => "lat", "kind" => "int");
+    let b = labels!("__name__" => "lat", "kind" => "nhcb");
+    let ia = hs((0..300).map(|t| t * 10), |i| HistogramValue::Int(ih(i % 70)));
+    let fb = hs((0..300).map(|t| t * 10 + 3), |i| HistogramValue::Float(fh(i)));
+    let mut app = db.appender();
+    app.add_histograms(a.clone(), ia.clone());
+    app.add_histograms(b.clone(), fb.clone());
+    let rep = app.commit().expect("commit");
+    assert_eq!((rep.histograms_written, rep.samples_written, rep.series_created), (600, 0, 2));
+    assert!(rep.rejected.is_empty(), "{:?}", rep.rejected);
+
+    let check = |db: &std::sync::Arc<Db>, what: &str| {
+        let (got, encs) = read(db, &a, 0, 3000);
+        assert_eq!(normalise(got), normalise(expected(&ia)), "{what}: integer series");
+        assert!(encs.iter().all(|e| *e == ChunkEncoding::Histogram), "{what}: {encs:?}");
+        // Counter resets (every 70 samples) start new chunks; block boundaries (1000 ms) cut too.
+        assert!(encs.len() >= 6, "{what}: {} chunks", encs.len());
+        let (got, encs) = read(db, &b, 0, 3000);
+        assert_eq!(got, expected(&fb), "{what}: float series");
+        assert!(encs.iter().all(|e| *e == ChunkEncoding::FloatHistogram), "{what}: {encs:?}");
+    };
+    check(&db, "head");
+    drop(db);
+    let db = Db::open(dir.path(), opts(2)).expect("reopen");
+    check(&db, "after WAL replay");
+    db.flush().expect("flush");
+    check(&db, "blocks");
+    db.compact().expect("compact");
+    check(&db, "compacted");
+    drop(db);
+    let db = Db::open(dir.path(), opts(2)).expect("reopen");
+    check(&db, "reopened blocks");
+}
+
+#[test]
+fn histogram_append_rules_follow_upstream() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(1)).expect("open");
+    let l = labels!("__name__" => "h");
+    let mut app = db.appender();
+    app.add_histograms(l.clone(), hs([10, 20].into_iter(), |i| HistogramValue::Int(ih(i + 1))));
+    app.commit().expect("commit");
+    let mut bad = ih(9);
+    bad.positive_buckets.push(1);
+    let mut app = db.appender();
+    app.add_histograms(
+        l.clone(),
+        vec![
+            HistogramSample::new(20, HistogramValue::Int(ih(2))), // exact duplicate: accepted, dropped
+            HistogramSample::new(20, HistogramValue::Int(ih(3))), // same time, other value
+            HistogramSample::new(15, HistogramValue::Int(ih(3))), // out of order
+            HistogramSample::new(30, HistogramValue::Int(bad)),   // buckets do not match spans
+            HistogramSample::new(40, HistogramValue::Int(ih(4))), // fine
+        ],
+    );
+    let rep = app.commit().expect("commit");
+    assert_eq!(rep.histograms_written, 2);
+    let mut reasons: Vec<(RejectReason, u64, bool)> = rep.rejected.iter().map(|r| (r.reason, r.count, r.histograms)).collect();
+    reasons.sort_by_key(|r| r.0.label());
+    assert_eq!(
+        reasons,
+        [
+            (RejectReason::DuplicateTimestamp, 1, true),
+            (RejectReason::InvalidHistogram, 1, true),
+            (RejectReason::OutOfOrder, 1, true)
+        ]
+    );
+    let (got, _) = read(&db, &l, 0, 100);
+    let times: Vec<i64> = got.iter().map(|g| if let Got::H(t, _) = g { *t } else { -1 }).collect();
+    assert_eq!(times, [10, 20, 40]);
+}
+
+#[test]
+fn a_series_switching_between_floats_and_histograms_gets_chunks_of_each_kind() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(1)).expect("open");
+    let l = labels!("__name__" => "mixed");
+    let mut app = db.appender();
+    app.add(l.clone(), &[Sample::new(1, 1.0), Sample::new(2, 2.0)]);
+    app.add_histograms(l.clone(), hs([3, 4].into_iter(), |i| HistogramValue::Float(fh(i))));
+    app.commit().expect("commit");
+    let mut app = db.appender();
+    app.add(l.clone(), &[Sample::new(5, 5.0)]);
+    // A histogram at the float's timestamp is a duplicate timestamp with another value.
+    app.add_histograms(l.clone(), hs([5, 6].into_iter(), |i| HistogramValue::Int(ih(i))));
+    let rep = app.commit().expect("commit");
+    assert_eq!(rep.rejected.iter().map(|r| (r.reason, r.count)).collect::<Vec<_>>(), [(RejectReason::DuplicateTimestamp, 1)]);
+    let want_encs = [ChunkEncoding::Xor, ChunkEncoding::FloatHistogram, ChunkEncoding::Xor, ChunkEncoding::Histogram];
+    for what in ["head", "replayed", "block"] {
+        let db = match what {
+            "head" => db.clone(),
+            _ => {
+                let d = Db::open(dir.path(), opts(1)).expect("reopen");
+                if what == "block" {
+                    d.flush().expect("flush");
+                }
+                d
+            }
+        };
+        let (got, mut encs) = read(&db, &l, 0, 100);
+        // Blocks may store float runs in Tessera's denser codec.
+        encs.iter_mut().filter(|e| **e == ChunkEncoding::Dense).for_each(|e| *e = ChunkEncoding::Xor);
+        assert_eq!(encs, want_encs, "{what}");
+        assert_eq!(got.len(), 6, "{what}: {got:?}");
+        assert_eq!(got[4], Got::F(5, 5f64.to_bits()), "{what}");
+        drop(db);
+    }
+}
+
+#[test]
+fn deleting_part_of_a_histogram_series_reencodes_its_chunks() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(1)).expect("open");
+    let l = labels!("__name__" => "h");
+    let v = hs((0..150).map(|t| t * 5), |i| HistogramValue::Float(fh(i)));
+    let mut app = db.appender();
+    app.add_histograms(l.clone(), v.clone());
+    app.commit().expect("commit");
+    db.delete(100, 199, &[eq("__name__", "h")]).expect("delete");
+    let want: Vec<Got> = expected(&v).into_iter().filter(|g| !matches!(g, Got::FH(t, _) if (100..=199).contains(t))).collect();
+    assert_eq!(read(&db, &l, 0, 1000).0, want, "head with a tombstone");
+    db.flush().expect("flush");
+    db.compact().expect("compact");
+    db.clean_tombstones().expect("clean");
+    assert_eq!(read(&db, &l, 0, 1000).0, want, "compacted");
+}
+
+#[test]
+fn stale_histogram_markers_are_stored() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(1)).expect("open");
+    let l = labels!("__name__" => "h");
+    let mut app = db.appender();
+    app.add_histograms(
+        l.clone(),
+        vec![
+            HistogramSample::new(1, HistogramValue::Int(ih(1))),
+            HistogramSample::new(2, HistogramValue::Int(Histogram::stale())),
+            HistogramSample::new(3, HistogramValue::Int(ih(2))),
+        ],
+    );
+    assert_eq!(app.commit().expect("commit").histograms_written, 3);
+    let (got, _) = read(&db, &l, 0, 10);
+    assert!(matches!(&got[1], Got::H(2, h) if h.is_stale()), "{got:?}");
+    assert_eq!(got.len(), 3);
+}
