@@ -17,6 +17,7 @@
 //! walker in step with prost on arbitrary bytes.
 #![forbid(unsafe_code)]
 
+pub mod histogram_wire;
 mod pbwire;
 pub mod prompb;
 pub mod remote_read;

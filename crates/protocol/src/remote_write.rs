@@ -34,7 +34,8 @@ use crate::pbwire::{read_u32s, Reader, WireError, WT_FIXED64, WT_LEN, WT_VARINT}
 use crate::prompb;
 use prost::Message;
 use std::collections::HashMap;
-use tessera_model::{Label, Labels, Sample, METRIC_NAME};
+use crate::histogram_wire::{read_histogram, validate as validate_histogram};
+use tessera_model::{HistogramSample, HistogramValue, Label, Labels, Sample, METRIC_NAME};
 
 /// Content type of a remote-write 1.0 request (`prometheus.WriteRequest`).
 pub const CONTENT_TYPE_V1: &str = "application/x-protobuf";
@@ -284,18 +285,20 @@ pub struct Metadata {
 pub struct WriteSeries {
     pub labels: Labels,
     pub samples: Vec<Sample>,
-    /// Native histogram samples this series carried (not decoded further: storage has no support yet).
+    /// Native histogram samples this series carried (valid or not).
     pub histograms: usize,
     /// Exemplars this series carried.
     pub exemplars: usize,
     /// 2.0's per-sample `start_timestamp`, parallel to `samples` (0 = unset for that sample), or empty
     /// when no sample of the series carried one (always empty for 1.0, which has no such field).
     pub start_timestamps: Vec<i64>,
+    /// The series' valid native-histogram samples, in request order.
+    pub histogram_samples: Vec<HistogramSample>,
 }
 
 impl WriteSeries {
     pub fn new(labels: Labels, samples: Vec<Sample>) -> Self {
-        WriteSeries { labels, samples, histograms: 0, exemplars: 0, start_timestamps: Vec::new() }
+        WriteSeries { labels, samples, histograms: 0, exemplars: 0, start_timestamps: Vec::new(), histogram_samples: Vec::new() }
     }
 
     /// The start timestamp of sample `i` (0 when unset).
@@ -333,6 +336,9 @@ pub struct DecodedWrite {
     pub histograms: u64,
     /// Exemplars the request carried, valid series or not.
     pub exemplars: u64,
+    /// See [`WriteRequestRef::invalid_histograms`].
+    pub invalid_histograms: Vec<String>,
+    pub invalid_histogram_count: u64,
 }
 
 impl DecodedWrite {
@@ -419,6 +425,9 @@ pub mod raw {
     }
 }
 
+/// Series with invalid histograms named in [`WriteRequestRef::invalid_histograms`]; the rest counted.
+pub const MAX_LISTED_INVALID_HISTOGRAMS: usize = 5;
+
 /// Longest label text quoted in an error message.
 const MAX_LABELS_TEXT: usize = 512;
 
@@ -463,8 +472,11 @@ pub struct LabelRef<'a> {
 pub struct SeriesRef<'r> {
     pub labels: &'r [LabelRef<'r>],
     pub samples: &'r [Sample],
+    /// Native histogram samples the series carried (valid or not).
     pub histograms: usize,
     pub exemplars: usize,
+    /// The series' valid native-histogram samples (upstream's `Validate` passed), in request order.
+    pub histogram_samples: &'r [HistogramSample],
     /// Per-sample start timestamps parallel to `samples` (0 = unset), or empty when none of this
     /// series' samples carried one: a receiver can test `is_empty()` to keep its no-ST fast path.
     pub start_timestamps: &'r [i64],
@@ -500,6 +512,8 @@ impl SeriesRef<'_> {
 struct SeriesEntry {
     labels: (u32, u32),
     samples: (u32, u32),
+    /// Range of the series' valid histograms in `WriteRequestRef::hists`.
+    hists: (u32, u32),
     histograms: u32,
     exemplars: u32,
     /// Some sample of the series has a non-zero start timestamp: `sts` covers its sample range.
@@ -517,6 +531,13 @@ pub struct WriteRequestRef<'a> {
     /// entry has `has_st` are meaningful (a request without STs never grows it).
     sts: Vec<i64>,
     entries: Vec<SeriesEntry>,
+    /// Valid native-histogram samples of all series, back to back.
+    hists: Vec<HistogramSample>,
+    /// Histogram samples of valid series that failed upstream's validation (not written): one line per
+    /// series naming it and the first reason, at most [`MAX_LISTED_INVALID_HISTOGRAMS`] lines.
+    pub invalid_histograms: Vec<String>,
+    /// How many histogram samples failed validation.
+    pub invalid_histogram_count: u64,
     /// The invalid series, in request order.
     pub invalid: Vec<InvalidSeries>,
     /// See [`DecodedWrite::metadata`].
@@ -543,6 +564,7 @@ impl<'a> WriteRequestRef<'a> {
             labels: &self.labels[e.labels.0 as usize..e.labels.1 as usize],
             samples: &self.samples[e.samples.0 as usize..e.samples.1 as usize],
             histograms: e.histograms as usize,
+            histogram_samples: &self.hists[e.hists.0 as usize..e.hists.1 as usize],
             exemplars: e.exemplars as usize,
             start_timestamps: if e.has_st { &self.sts[e.samples.0 as usize..e.samples.1 as usize] } else { &[] },
         }
@@ -569,6 +591,7 @@ impl<'a> WriteRequestRef<'a> {
                     histograms: s.histograms,
                     exemplars: s.exemplars,
                     start_timestamps: s.start_timestamps.to_vec(),
+                    histogram_samples: s.histogram_samples.to_vec(),
                 })
                 .collect(),
             invalid: self.invalid.clone(),
@@ -576,6 +599,20 @@ impl<'a> WriteRequestRef<'a> {
             invalid_metadata: self.invalid_metadata.clone(),
             histograms: self.histograms,
             exemplars: self.exemplars,
+            invalid_histograms: self.invalid_histograms.clone(),
+            invalid_histogram_count: self.invalid_histogram_count,
+        }
+    }
+
+    /// Keeps a decoded histogram of the series being read if it passes upstream's validation;
+    /// otherwise counts it in `bad` (with the first reason).
+    fn push_histogram(&mut self, t: i64, h: HistogramValue, bad: &mut (u64, Option<String>)) {
+        match validate_histogram(&h) {
+            Ok(()) => self.hists.push(HistogramSample { t, h }),
+            Err(reason) => {
+                bad.0 += 1;
+                bad.1.get_or_insert(reason);
+            }
         }
     }
 
@@ -606,9 +643,10 @@ impl<'a> WriteRequestRef<'a> {
     fn finish_series(
         &mut self,
         pairs: &[(&'a [u8], &'a [u8])],
-        samples_start: usize,
+        (samples_start, hists_start): (usize, usize),
         (histograms, exemplars, has_st): (usize, usize, bool),
         extra_check: Option<String>,
+        bad_hists: (u64, Option<String>),
         limits: &Limits,
     ) -> bool {
         self.histograms += histograms as u64;
@@ -623,10 +661,17 @@ impl<'a> WriteRequestRef<'a> {
                 self.entries.push(SeriesEntry {
                     labels: (labels_start as u32, self.labels.len() as u32),
                     samples: (samples_start as u32, self.samples.len() as u32),
+                    hists: (hists_start as u32, self.hists.len() as u32),
                     histograms: histograms as u32,
                     exemplars: exemplars as u32,
                     has_st,
                 });
+                if let (n @ 1.., Some(reason)) = bad_hists {
+                    self.invalid_histogram_count += n;
+                    if self.invalid_histograms.len() < MAX_LISTED_INVALID_HISTOGRAMS {
+                        self.invalid_histograms.push(format!("{}: {n} histogram(s) not written: {reason}", labels_text(pairs.iter().copied())));
+                    }
+                }
                 true
             }
             Err(reason) => {
@@ -634,6 +679,7 @@ impl<'a> WriteRequestRef<'a> {
                 let samples = self.samples.len() - samples_start;
                 self.samples.truncate(samples_start);
                 self.sts.truncate(samples_start.min(self.sts.len()));
+                self.hists.truncate(hists_start);
                 self.invalid.push(InvalidSeries {
                     labels_text: labels_text(pairs.iter().copied()),
                     reason,
@@ -794,6 +840,8 @@ fn decode_v1<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                 let mut ts = Reader::new(r.bytes()?);
                 pairs.clear();
                 let samples_start = out.samples.len();
+                let hists_start = out.hists.len();
+                let mut bad_hists = (0u64, None);
                 let (mut histograms, mut exemplars) = (0usize, 0usize);
                 while !ts.is_empty() {
                     match ts.key()? {
@@ -812,13 +860,14 @@ fn decode_v1<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                         }
                         (4, wt) => {
                             ts.expect_wt(4, wt, WT_LEN)?;
-                            Reader::check_message(ts.bytes()?, 1)?;
+                            let (t, h) = read_histogram(ts.bytes()?)?;
+                            out.push_histogram(t, h, &mut bad_hists);
                             histograms += 1;
                         }
                         (tag, wt) => ts.skip(tag, wt)?,
                     }
                 }
-                out.finish_series(&pairs, samples_start, (histograms, exemplars, false), None, limits);
+                out.finish_series(&pairs, (samples_start, hists_start), (histograms, exemplars, false), None, bad_hists, limits);
             }
             (3, wt) => {
                 r.expect_wt(3, wt, WT_LEN)?;
@@ -917,6 +966,8 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
     for body in bodies {
         refs.clear();
         let samples_start = out.samples.len();
+        let hists_start = out.hists.len();
+        let mut bad_hists = (0u64, None);
         let (mut histograms, mut exemplars) = (0usize, 0usize);
         let mut meta: Option<MetaRefs> = None;
         let mut has_st = false;
@@ -932,7 +983,8 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                 }
                 (3, wt) => {
                     ts.expect_wt(3, wt, WT_LEN).map_err(werr)?;
-                    Reader::check_message(ts.bytes().map_err(werr)?, 1).map_err(werr)?;
+                    let (t, h) = read_histogram(ts.bytes().map_err(werr)?).map_err(werr)?;
+                    out.push_histogram(t, h, &mut bad_hists);
                     histograms += 1;
                 }
                 (4, wt) => {
@@ -1011,7 +1063,7 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
             md_text = Some((help, unit, m.kind));
             None
         });
-        if out.finish_series(&pairs, samples_start, (histograms, exemplars, has_st), problem, limits)
+        if out.finish_series(&pairs, (samples_start, hists_start), (histograms, exemplars, has_st), problem, bad_hists, limits)
             && let Some((help, unit, kind)) = md_text
         {
             let kind = MetricType::from_wire(kind);
@@ -1050,6 +1102,18 @@ fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
 fn uvarint_len(v: u64) -> usize {
     // 1 byte per started group of 7 bits; 0 takes one byte.
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// Each histogram's `prometheus.Histogram` message body.
+fn encode_histogram_bodies(hists: &[HistogramSample]) -> Vec<Vec<u8>> {
+    hists
+        .iter()
+        .map(|h| {
+            let mut b = Vec::new();
+            crate::histogram_wire::encode_histogram(&mut b, h.t, &h.h);
+            b
+        })
+        .collect()
 }
 
 /// Field key: `tag << 3 | wire_type`.
@@ -1129,10 +1193,17 @@ impl V1Builder {
 
     /// Appends one `TimeSeries` with float samples.
     pub fn add_series(&mut self, labels: &Labels, samples: &[Sample]) {
+        self.add_series_with_histograms(labels, samples, &[]);
+    }
+
+    /// Appends one `TimeSeries` with float and native-histogram samples.
+    pub fn add_series_with_histograms(&mut self, labels: &Labels, samples: &[Sample], hists: &[HistogramSample]) {
+        let hist_bodies = encode_histogram_bodies(hists);
         let labels_len: usize = labels.iter().map(|l| len_field_len(1, label_body_len(l))).sum();
         let samples_len: usize = samples.iter().map(|s| len_field_len(2, sample_body_len(s, 0))).sum();
+        let hists_len: usize = hist_bodies.iter().map(|h| len_field_len(4, h.len())).sum();
         put_key(&mut self.buf, 1, WT_LEN);
-        put_uvarint(&mut self.buf, (labels_len + samples_len) as u64);
+        put_uvarint(&mut self.buf, (labels_len + samples_len + hists_len) as u64);
         for l in labels {
             put_key(&mut self.buf, 1, WT_LEN);
             put_uvarint(&mut self.buf, label_body_len(l) as u64);
@@ -1145,6 +1216,9 @@ impl V1Builder {
         }
         for s in samples {
             put_sample(&mut self.buf, 2, s, 0);
+        }
+        for h in &hist_bodies {
+            put_bytes_field(&mut self.buf, 4, h);
         }
         self.series += 1;
         self.samples += samples.len();
@@ -1245,6 +1319,19 @@ impl V2Builder {
     /// Appends one `TimeSeries`; `metadata` (if any) travels with it, as 2.0 senders do.
     /// `start_timestamps` is parallel to `samples` (0 = unset) or empty for none.
     pub fn add_series(&mut self, labels: &Labels, samples: &[Sample], metadata: Option<&Metadata>, start_timestamps: &[i64]) {
+        self.add_series_with_histograms(labels, samples, metadata, start_timestamps, &[]);
+    }
+
+    /// [`Self::add_series`] with native-histogram samples too.
+    pub fn add_series_with_histograms(
+        &mut self,
+        labels: &Labels,
+        samples: &[Sample],
+        metadata: Option<&Metadata>,
+        start_timestamps: &[i64],
+        hists: &[HistogramSample],
+    ) {
+        let hist_bodies = encode_histogram_bodies(hists);
         let st = |i: usize| start_timestamps.get(i).copied().unwrap_or(0);
         let mut refs = std::mem::take(&mut self.refs);
         refs.clear();
@@ -1259,6 +1346,7 @@ impl V2Builder {
             body += len_field_len(1, refs_body);
         }
         body += samples.iter().enumerate().map(|(i, s)| len_field_len(2, sample_body_len(s, st(i)))).sum::<usize>();
+        body += hist_bodies.iter().map(|h| len_field_len(3, h.len())).sum::<usize>();
         let md_body = md.map(|(t, h, u)| {
             (if t != 0 { 1 + uvarint_len(t as u64) } else { 0 })
                 + (if h != 0 { 1 + uvarint_len(h as u64) } else { 0 })
@@ -1279,6 +1367,9 @@ impl V2Builder {
         }
         for (i, s) in samples.iter().enumerate() {
             put_sample(b, 2, s, st(i));
+        }
+        for h in &hist_bodies {
+            put_bytes_field(b, 3, h);
         }
         if let (Some((t, h, u)), Some(n)) = (md, md_body) {
             put_key(b, 5, WT_LEN);
@@ -1332,7 +1423,7 @@ impl V2Builder {
 pub fn encode_v1(series: &[WriteSeries], metadata: &[Metadata]) -> Vec<u8> {
     let mut b = V1Builder::new();
     for s in series {
-        b.add_series(&s.labels, &s.samples);
+        b.add_series_with_histograms(&s.labels, &s.samples, &s.histogram_samples);
     }
     for m in metadata {
         b.add_metadata(m);
@@ -1346,7 +1437,7 @@ pub fn encode_v2(series: &[WriteSeries], metadata: &[Metadata]) -> Vec<u8> {
     let mut b = V2Builder::new();
     for s in series {
         let md = metadata.iter().find(|m| m.metric_family_name == s.labels.metric_name());
-        b.add_series(&s.labels, &s.samples, md, &s.start_timestamps);
+        b.add_series_with_histograms(&s.labels, &s.samples, md, &s.start_timestamps, &s.histogram_samples);
     }
     b.finish()
 }
