@@ -16,7 +16,8 @@
 //!   that goes away drops the body, the channel send fails and the producer stops.
 //!
 //! Key decisions:
-//! - Stored XOR chunks leave exactly as stored (the bytes are copied into the frame, never decoded);
+//! - Stored XOR and native-histogram chunks leave exactly as stored (the bytes are copied into the
+//!   frame, never decoded; `SAMPLES` mode decodes histograms into the response's `histograms`);
 //!   Tessera's dense cold-chunk codec is converted with `tessera_encoding::to_xor_chunks` (≤120 samples
 //!   per piece). Like upstream's `StreamChunkedReadResponses` (storage/remote/codec.go), whole chunks
 //!   that overlap the query range are sent: a chunk may hold samples before `start` or after `end`, and
@@ -37,7 +38,8 @@ use axum::response::{IntoResponse, Response};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tessera_model::{ChunkEncoding, Queryable, SelectHints};
+use tessera_model::{ChunkEncoding, HistogramValue, Queryable, SelectHints};
+use tessera_protocol::histogram_wire::to_prompb;
 use tessera_protocol::prompb;
 use tessera_protocol::remote_read::{
     self as rr, ReadQuery, ReadResponseType, SeriesFramer, CONTENT_TYPE_SAMPLES, CONTENT_TYPE_STREAMED,
@@ -172,14 +174,34 @@ fn samples(db: &Db, queries: &[ReadQuery], sample_limit: usize) -> Result<Vec<u8
         let mut result = prompb::QueryResult::default();
         let mut n = 0usize;
         let mut buf = Vec::new();
+        let mut hists: Vec<prompb::Histogram> = Vec::new();
         for s in set {
             let s = s.map_err(QueryError::internal)?;
             buf.clear();
+            hists.clear();
             for c in &s.chunks {
-                tessera_encoding::decode_chunk_range_into(c, q.start_ms, q.end_ms, &mut buf)
-                    .map_err(QueryError::internal)?;
+                match c.encoding {
+                    ChunkEncoding::Histogram | ChunkEncoding::FloatHistogram => {
+                        if c.maxt_ms < q.start_ms || c.mint_ms > q.end_ms {
+                            continue;
+                        }
+                        let in_range = |t: i64| t >= q.start_ms && t <= q.end_ms;
+                        if c.encoding == ChunkEncoding::Histogram {
+                            let mut v = Vec::new();
+                            tessera_encoding::decode_histogram_into(&c.data, &mut v).map_err(QueryError::internal)?;
+                            hists.extend(v.into_iter().filter(|(t, _)| in_range(*t)).map(|(t, h)| to_prompb(t, &HistogramValue::Int(h))));
+                        } else {
+                            let mut v = Vec::new();
+                            tessera_encoding::decode_float_histogram_into(&c.data, &mut v).map_err(QueryError::internal)?;
+                            hists.extend(v.into_iter().filter(|(t, _)| in_range(*t)).map(|(t, h)| to_prompb(t, &HistogramValue::Float(h))));
+                        }
+                    }
+                    _ => tessera_encoding::decode_chunk_range_into(c, q.start_ms, q.end_ms, &mut buf)
+                        .map_err(QueryError::internal)?,
+                }
             }
-            n += buf.len();
+            // Histograms count toward the limit as samples do (upstream `ToQueryResult`).
+            n += buf.len() + hists.len();
             if n > sample_limit {
                 // Upstream: HTTPError{"exceeded sample limit (%d)", http.StatusBadRequest}.
                 return Err(QueryError { status: StatusCode::BAD_REQUEST, msg: format!("exceeded sample limit ({sample_limit})") });
@@ -187,6 +209,7 @@ fn samples(db: &Db, queries: &[ReadQuery], sample_limit: usize) -> Result<Vec<u8
             result.timeseries.push(prompb::TimeSeries {
                 labels: rr::to_wire_labels(&s.labels),
                 samples: buf.iter().map(|x| prompb::Sample { value: x.v, timestamp: x.t }).collect(),
+                histograms: std::mem::take(&mut hists),
                 ..Default::default()
             });
         }
@@ -233,7 +256,8 @@ fn stream(
             let mut conv_err = None;
             let (start, end) = (q.start_ms, q.end_ms);
             let chunks = s.chunks.iter().flat_map(|c| {
-                let pieces = if c.encoding == ChunkEncoding::Xor {
+                // Prometheus' own encodings (XOR, integer and float histograms) leave as stored.
+                let pieces = if matches!(c.encoding, ChunkEncoding::Xor | ChunkEncoding::Histogram | ChunkEncoding::FloatHistogram) {
                     Ok(vec![c.clone()])
                 } else {
                     tessera_encoding::to_xor_chunks(c, XOR_CHUNK_SAMPLES)
@@ -248,7 +272,8 @@ fn stream(
                 pieces.into_iter().filter(move |p| p.maxt_ms >= start && p.mint_ms <= end).map(|p| prompb::Chunk {
                     min_time_ms: p.mint_ms,
                     max_time_ms: p.maxt_ms,
-                    r#type: prompb::chunk::Encoding::Xor as i32,
+                    // Prometheus numbers its chunk encodings as the wire enum does (1 XOR, 2, 3 histograms).
+                    r#type: p.encoding as i32,
                     data: p.data.to_vec(),
                 })
             });

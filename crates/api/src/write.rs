@@ -16,9 +16,9 @@
 //! labels from the request only when there is something to report.
 //!
 //! Answers (senders retry 5xx and 429, never other 4xx): 204 only when everything was written; 400 with
-//! a plain-text body saying what was not written and why (invalid series, samples rejected by storage
-//! by reason with counts, native histograms and exemplars that storage does not support yet) — the valid
-//! rest of the request is written all the same; 5xx only when storage failed in a way worth a retry.
+//! a plain-text body saying what was not written and why (invalid series, histograms failing upstream's
+//! validation, samples and histograms rejected by storage by reason with counts, exemplars that storage
+//! does not keep yet) — the valid rest of the request is written all the same; 5xx only when storage failed in a way worth a retry.
 //! The `X-Prometheus-Remote-Write-*-Written` headers are set on every answer to a 2.0 request that was
 //! read, and on none to 1.0, as Prometheus' handler does (1.0 defines no such headers; the compliance
 //! suite's `TestRW1BasicCompatibility` checks that a 1.0 answer reports nothing; a missing header means
@@ -47,6 +47,7 @@ const MAX_LISTED_INVALID: usize = 5;
 struct Outcome {
     status: u16,
     samples_written: u64,
+    histograms_written: u64,
     body: String,
     /// A 2.0 request: the answer carries the Written headers.
     v2: bool,
@@ -58,8 +59,8 @@ fn answer(o: Outcome) -> Response {
     let h = r.headers_mut();
     if o.v2 {
         h.insert(HEADER_SAMPLES_WRITTEN, HeaderValue::from(o.samples_written));
-        // Storage has no native histograms or exemplars yet: none is ever written.
-        h.insert(HEADER_HISTOGRAMS_WRITTEN, HeaderValue::from(0u64));
+        h.insert(HEADER_HISTOGRAMS_WRITTEN, HeaderValue::from(o.histograms_written));
+        // Storage keeps no exemplars yet: none is ever written.
         h.insert(HEADER_EXEMPLARS_WRITTEN, HeaderValue::from(0u64));
     }
     if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
@@ -73,7 +74,7 @@ fn plain(status: u16, body: impl Into<String>) -> Response {
     if !body.ends_with('\n') {
         body.push('\n');
     }
-    answer(Outcome { status, samples_written: 0, body, v2: false })
+    answer(Outcome { status, body, ..Outcome::default() })
 }
 
 /// Marks an answer given without reading the request body: the server closes that connection afterwards
@@ -168,9 +169,8 @@ fn process(st: &AppState, db: &Db, version: ProtoVersion, body: &[u8]) -> Outcom
     let limits = &st.options.write_limits;
     let bad = |e: rw::DecodeError| Outcome {
         status: 400,
-        samples_written: 0,
         body: format!("cannot decode remote-write request: {e}\n"),
-        v2: false,
+        ..Outcome::default()
     };
     let buf = match rw::decompress(body, limits.max_decoded_bytes) {
         Ok(b) => b,
@@ -219,6 +219,9 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
     for s in dec.series() {
         let n = s.labels.len();
         app.add_ref(&pairs[at..at + n], s.samples, s.start_timestamps);
+        if !s.histogram_samples.is_empty() {
+            app.add_ref_histograms(&pairs[at..at + n], s.histogram_samples);
+        }
         at += n;
     }
     let report = match app.commit() {
@@ -229,10 +232,11 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
                 tessera_tsdb::Error::Closed => 503,
                 _ => 500,
             };
-            return Outcome { status, samples_written: 0, body: format!("storage error, nothing written: {e}\n"), v2: false };
+            return Outcome { status, body: format!("storage error, nothing written: {e}\n"), ..Outcome::default() };
         }
     };
     m.rw_samples_written.fetch_add(report.samples_written, Relaxed);
+    m.rw_histograms_written.fetch_add(report.histograms_written, Relaxed);
 
     let mut problems: Vec<String> = Vec::new();
     if !dec.invalid.is_empty() {
@@ -256,22 +260,29 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
         }
         let n: u64 = rs.iter().map(|r| r.count).sum();
         m.add_rejected(reason.label(), n);
-        let first = rs[0];
-        let series = if first.batch_index < dec.len() { dec.get(first.batch_index).to_labels().to_string() } else { String::new() };
-        problems.push(format!(
-            "{}: {n} sample{} not written, in {} series (first: {series} at timestamp {})",
-            reason.as_str(),
-            if n == 1 { "" } else { "s" },
-            rs.len(),
-            first.first_t_ms
-        ));
+        // Floats and histograms of one reason are reported apart, each naming its first series.
+        for (histograms, what) in [(false, "sample"), (true, "histogram sample")] {
+            let part: Vec<_> = rs.iter().filter(|r| r.histograms == histograms).collect();
+            let Some(first) = part.first() else { continue };
+            let n: u64 = part.iter().map(|r| r.count).sum();
+            let series =
+                if first.batch_index < dec.len() { dec.get(first.batch_index).to_labels().to_string() } else { String::new() };
+            problems.push(format!(
+                "{}: {n} {what}{} not written, in {} series (first: {series} at timestamp {})",
+                reason.as_str(),
+                if n == 1 { "" } else { "s" },
+                part.len(),
+                first.first_t_ms
+            ));
+        }
     }
-    if dec.histograms > 0 {
-        m.add_rejected("histogram_unsupported", dec.histograms);
-        problems.push(format!(
-            "native histograms are not supported yet: {} histogram samples were not written",
-            dec.histograms
-        ));
+    if dec.invalid_histogram_count > 0 {
+        m.add_rejected("invalid_histogram", dec.invalid_histogram_count);
+        let mut s = format!("invalid histograms: {} histogram samples were not written", dec.invalid_histogram_count);
+        for r in &dec.invalid_histograms {
+            let _ = write!(s, "\n  {r}");
+        }
+        problems.push(s);
     }
     if dec.exemplars > 0 {
         problems.push(format!("exemplars are not supported yet: {} exemplars were not written", dec.exemplars));
@@ -284,18 +295,23 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
         problems.push(s);
     }
     if problems.is_empty() {
-        return Outcome { status: 204, samples_written: report.samples_written, body: String::new(), v2: false };
+        return Outcome {
+            status: 204,
+            samples_written: report.samples_written,
+            histograms_written: report.histograms_written,
+            ..Outcome::default()
+        };
     }
     let total = valid_samples + invalid_samples;
     let mut body = format!(
-        "remote write partially failed: {} of {} samples written\n",
-        report.samples_written, total
+        "remote write partially failed: {} of {} samples and {} of {} histogram samples written\n",
+        report.samples_written, total, report.histograms_written, dec.histograms
     );
     for p in problems {
         body.push_str(&p);
         body.push('\n');
     }
-    Outcome { status: 400, samples_written: report.samples_written, body, v2: false }
+    Outcome { status: 400, samples_written: report.samples_written, histograms_written: report.histograms_written, body, v2: false }
 }
 
 /// Reads and discards up to `limit` bytes of `body` without holding them.

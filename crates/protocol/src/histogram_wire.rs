@@ -177,46 +177,49 @@ pub(crate) fn validate(h: &HistogramValue) -> Result<(), String> {
     .map_err(|e| e.to_string())
 }
 
-/// Encodes `h` at `t` as a `prometheus.Histogram` message body (packed repeated fields, zero fields
-/// omitted as proto3 encoders do; the count oneof always written so the kind survives).
-pub fn encode_histogram(out: &mut Vec<u8>, t: i64, h: &HistogramValue) {
+/// `h` at `t` as a `prometheus.Histogram` message (the count oneof always set, so the kind survives).
+pub fn to_prompb(t: i64, h: &HistogramValue) -> crate::prompb::Histogram {
     use crate::prompb;
-    let (count, zero, p, n) = match h {
-        HistogramValue::Int(h) => (
-            prompb::histogram::Count::CountInt(h.count),
-            prompb::histogram::ZeroCount::ZeroCountInt(h.zero_count),
-            (h.positive_buckets.clone(), Vec::new()),
-            (h.negative_buckets.clone(), Vec::new()),
-        ),
-        HistogramValue::Float(h) => (
-            prompb::histogram::Count::CountFloat(h.count),
-            prompb::histogram::ZeroCount::ZeroCountFloat(h.zero_count),
-            (Vec::new(), h.positive_buckets.clone()),
-            (Vec::new(), h.negative_buckets.clone()),
-        ),
-    };
     let spans = |s: &[Span]| s.iter().map(|s| prompb::BucketSpan { offset: s.offset, length: s.length }).collect();
-    let (schema, zt, sum, ps, ns, hint, custom) = match h {
-        HistogramValue::Int(h) => (h.schema, h.zero_threshold, h.sum, spans(&h.positive_spans), spans(&h.negative_spans), h.counter_reset_hint, h.custom_values.clone()),
-        HistogramValue::Float(h) => (h.schema, h.zero_threshold, h.sum, spans(&h.positive_spans), spans(&h.negative_spans), h.counter_reset_hint, h.custom_values.clone()),
-    };
-    let m = prompb::Histogram {
-        count: Some(count),
-        sum,
-        schema,
-        zero_threshold: zt,
-        zero_count: Some(zero),
-        negative_spans: ns,
-        negative_deltas: n.0,
-        negative_counts: n.1,
-        positive_spans: ps,
-        positive_deltas: p.0,
-        positive_counts: p.1,
-        reset_hint: hint as i32,
-        timestamp: t,
-        custom_values: custom,
-    };
-    prost::Message::encode(&m, out).expect("a Vec grows");
+    match h {
+        HistogramValue::Int(h) => prompb::Histogram {
+            count: Some(prompb::histogram::Count::CountInt(h.count)),
+            sum: h.sum,
+            schema: h.schema,
+            zero_threshold: h.zero_threshold,
+            zero_count: Some(prompb::histogram::ZeroCount::ZeroCountInt(h.zero_count)),
+            negative_spans: spans(&h.negative_spans),
+            negative_deltas: h.negative_buckets.clone(),
+            negative_counts: Vec::new(),
+            positive_spans: spans(&h.positive_spans),
+            positive_deltas: h.positive_buckets.clone(),
+            positive_counts: Vec::new(),
+            reset_hint: h.counter_reset_hint as i32,
+            timestamp: t,
+            custom_values: h.custom_values.clone(),
+        },
+        HistogramValue::Float(h) => prompb::Histogram {
+            count: Some(prompb::histogram::Count::CountFloat(h.count)),
+            sum: h.sum,
+            schema: h.schema,
+            zero_threshold: h.zero_threshold,
+            zero_count: Some(prompb::histogram::ZeroCount::ZeroCountFloat(h.zero_count)),
+            negative_spans: spans(&h.negative_spans),
+            negative_deltas: Vec::new(),
+            negative_counts: h.negative_buckets.clone(),
+            positive_spans: spans(&h.positive_spans),
+            positive_deltas: Vec::new(),
+            positive_counts: h.positive_buckets.clone(),
+            reset_hint: h.counter_reset_hint as i32,
+            timestamp: t,
+            custom_values: h.custom_values.clone(),
+        },
+    }
+}
+
+/// Encodes `h` at `t` as a `prometheus.Histogram` message body ([`to_prompb`], prost's encoding).
+pub fn encode_histogram(out: &mut Vec<u8>, t: i64, h: &HistogramValue) {
+    prost::Message::encode(&to_prompb(t, h), out).expect("a Vec grows");
 }
 
 #[cfg(test)]
