@@ -186,7 +186,14 @@ fn bad_inputs_get_the_right_status_and_a_reason_and_do_no_harm() {
         labels: vec![prompb::Label { name: "__name__".into(), value: "h".into() }],
         ..Default::default()
     };
-    hist_ts.histograms.push(prompb::Histogram { timestamp: T0, schema: 0, sum: 1.0, ..Default::default() });
+    // Its count (5) is not the sum of its buckets (none): upstream's validation refuses it.
+    hist_ts.histograms.push(prompb::Histogram {
+        timestamp: T0,
+        schema: 0,
+        sum: 1.0,
+        count: Some(prompb::histogram::Count::CountInt(5)),
+        ..Default::default()
+    });
     let hist = rw::compress(&prompb::WriteRequest { timeseries: vec![hist_ts], ..Default::default() }.encode_to_vec());
 
     struct Case {
@@ -211,7 +218,7 @@ fn bad_inputs_get_the_right_status_and_a_reason_and_do_no_harm() {
         c("empty metric name", raw_v1(vec![(vec![("__name__", ""), ("job", "a")], vec![(T0, 1.0)])]), Some(CT_V1), Some("snappy"), 400, "empty metric name"),
         c("no metric name", raw_v1(vec![(vec![("job", "a")], vec![(T0, 1.0)])]), Some(CT_V1), Some("snappy"), 400, "missing metric name"),
         c("empty label name", raw_v1(vec![(vec![("", "NaN"), ("__name__", "m")], vec![(T0, 1.0)])]), Some(CT_V1), Some("snappy"), 400, "empty label name"),
-        c("native histogram", hist, Some(CT_V1), Some("snappy"), 400, "native histograms are not supported yet: 1 histogram samples were not written"),
+        c("invalid native histogram", hist, Some(CT_V1), Some("snappy"), 400, "invalid histograms: 1 histogram samples were not written\n  {__name__=\"h\"}: 1 histogram(s) not written: 0 observations found in buckets, but the Count field is 5"),
     ];
     for case in cases {
         let (status, written, body) = s.write_raw(case.body, case.ct, case.ce);
