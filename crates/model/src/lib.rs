@@ -16,6 +16,7 @@
 //! each series exactly once with the iterators of `tessera-encoding`.
 #![forbid(unsafe_code)]
 
+pub mod exemplar;
 pub mod fixtures;
 pub mod gofloat;
 pub mod histogram;
@@ -26,6 +27,7 @@ pub mod matcher;
 pub mod sample;
 pub mod storage;
 
+pub use exemplar::Exemplar;
 pub use histogram::{CounterResetHint, FloatHistogram, Histogram, Span};
 pub use histogram_sample::{HistogramSample, HistogramValue};
 pub use labels::{Label, Labels, LabelsBuilder, METRIC_NAME};

@@ -161,7 +161,8 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Walks a whole message generically (keys, lengths, groups), for sub-messages that are only counted.
+    /// Walks a whole message generically (keys, lengths, groups).
+    #[cfg(test)]
     pub(crate) fn check_message(buf: &'a [u8], depth: u32) -> Result<(), WireError> {
         if depth > MAX_DEPTH {
             return Err(WireError("recursion limit reached".into()));

@@ -35,7 +35,7 @@ use crate::prompb;
 use prost::Message;
 use std::collections::HashMap;
 use crate::histogram_wire::{read_histogram, validate as validate_histogram};
-use tessera_model::{HistogramSample, HistogramValue, Label, Labels, Sample, METRIC_NAME};
+use tessera_model::{Exemplar, HistogramSample, HistogramValue, Label, Labels, Sample, METRIC_NAME};
 
 /// Content type of a remote-write 1.0 request (`prometheus.WriteRequest`).
 pub const CONTENT_TYPE_V1: &str = "application/x-protobuf";
@@ -294,11 +294,21 @@ pub struct WriteSeries {
     pub start_timestamps: Vec<i64>,
     /// The series' valid native-histogram samples, in request order.
     pub histogram_samples: Vec<HistogramSample>,
+    /// The series' exemplars that could be read (labels valid UTF-8), in request order.
+    pub exemplar_list: Vec<Exemplar>,
 }
 
 impl WriteSeries {
     pub fn new(labels: Labels, samples: Vec<Sample>) -> Self {
-        WriteSeries { labels, samples, histograms: 0, exemplars: 0, start_timestamps: Vec::new(), histogram_samples: Vec::new() }
+        WriteSeries {
+            labels,
+            samples,
+            histograms: 0,
+            exemplars: 0,
+            start_timestamps: Vec::new(),
+            histogram_samples: Vec::new(),
+            exemplar_list: Vec::new(),
+        }
     }
 
     /// The start timestamp of sample `i` (0 when unset).
@@ -477,6 +487,8 @@ pub struct SeriesRef<'r> {
     pub exemplars: usize,
     /// The series' valid native-histogram samples (upstream's `Validate` passed), in request order.
     pub histogram_samples: &'r [HistogramSample],
+    /// The series' readable exemplars, in request order.
+    pub exemplar_list: &'r [Exemplar],
     /// Per-sample start timestamps parallel to `samples` (0 = unset), or empty when none of this
     /// series' samples carried one: a receiver can test `is_empty()` to keep its no-ST fast path.
     pub start_timestamps: &'r [i64],
@@ -514,6 +526,8 @@ struct SeriesEntry {
     samples: (u32, u32),
     /// Range of the series' valid histograms in `WriteRequestRef::hists`.
     hists: (u32, u32),
+    /// Range of the series' exemplars in `WriteRequestRef::exs`.
+    exs: (u32, u32),
     histograms: u32,
     exemplars: u32,
     /// Some sample of the series has a non-zero start timestamp: `sts` covers its sample range.
@@ -533,6 +547,10 @@ pub struct WriteRequestRef<'a> {
     entries: Vec<SeriesEntry>,
     /// Valid native-histogram samples of all series, back to back.
     hists: Vec<HistogramSample>,
+    /// Readable exemplars of all series, back to back.
+    exs: Vec<Exemplar>,
+    /// Exemplars that could not be read (labels not UTF-8, label refs out of range): dropped, counted.
+    pub unreadable_exemplars: u64,
     /// Histogram samples of valid series that failed upstream's validation (not written): one line per
     /// series naming it and the first reason, at most [`MAX_LISTED_INVALID_HISTOGRAMS`] lines.
     pub invalid_histograms: Vec<String>,
@@ -565,6 +583,7 @@ impl<'a> WriteRequestRef<'a> {
             samples: &self.samples[e.samples.0 as usize..e.samples.1 as usize],
             histograms: e.histograms as usize,
             histogram_samples: &self.hists[e.hists.0 as usize..e.hists.1 as usize],
+            exemplar_list: &self.exs[e.exs.0 as usize..e.exs.1 as usize],
             exemplars: e.exemplars as usize,
             start_timestamps: if e.has_st { &self.sts[e.samples.0 as usize..e.samples.1 as usize] } else { &[] },
         }
@@ -592,6 +611,7 @@ impl<'a> WriteRequestRef<'a> {
                     exemplars: s.exemplars,
                     start_timestamps: s.start_timestamps.to_vec(),
                     histogram_samples: s.histogram_samples.to_vec(),
+                    exemplar_list: s.exemplar_list.to_vec(),
                 })
                 .collect(),
             invalid: self.invalid.clone(),
@@ -643,7 +663,7 @@ impl<'a> WriteRequestRef<'a> {
     fn finish_series(
         &mut self,
         pairs: &[(&'a [u8], &'a [u8])],
-        (samples_start, hists_start): (usize, usize),
+        (samples_start, hists_start, exs_start): (usize, usize, usize),
         (histograms, exemplars, has_st): (usize, usize, bool),
         extra_check: Option<String>,
         bad_hists: (u64, Option<String>),
@@ -662,6 +682,7 @@ impl<'a> WriteRequestRef<'a> {
                     labels: (labels_start as u32, self.labels.len() as u32),
                     samples: (samples_start as u32, self.samples.len() as u32),
                     hists: (hists_start as u32, self.hists.len() as u32),
+                    exs: (exs_start as u32, self.exs.len() as u32),
                     histograms: histograms as u32,
                     exemplars: exemplars as u32,
                     has_st,
@@ -680,6 +701,7 @@ impl<'a> WriteRequestRef<'a> {
                 self.samples.truncate(samples_start);
                 self.sts.truncate(samples_start.min(self.sts.len()));
                 self.hists.truncate(hists_start);
+                self.exs.truncate(exs_start);
                 self.invalid.push(InvalidSeries {
                     labels_text: labels_text(pairs.iter().copied()),
                     reason,
@@ -765,6 +787,42 @@ fn validate_labels<'a>(pairs: &[(&'a [u8], &'a [u8])], limits: &Limits, out: &mu
     Ok(())
 }
 
+/// An exemplar's labels from raw pairs: `None` when a name or value is not UTF-8 (empty values are
+/// dropped and repeated names keep the last, as `Labels::from_pairs` does).
+fn exemplar_labels<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Option<Labels> {
+    let mut v = Vec::new();
+    for (n, val) in pairs {
+        v.push((std::str::from_utf8(n).ok()?, std::str::from_utf8(val).ok()?));
+    }
+    Some(Labels::from_pairs(v))
+}
+
+/// 1.0's `Exemplar { repeated Label labels = 1; double value = 2; int64 timestamp = 3; }`: `Ok(None)`
+/// when its labels are not UTF-8.
+fn read_exemplar_v1(buf: &[u8]) -> Result<Option<Exemplar>, WireError> {
+    let mut r = Reader::new(buf);
+    let mut pairs = Vec::new();
+    let (mut value, mut t) = (0f64, 0i64);
+    while !r.is_empty() {
+        match r.key()? {
+            (1, wt) => {
+                r.expect_wt(1, wt, WT_LEN)?;
+                pairs.push(read_label(r.bytes()?)?);
+            }
+            (2, wt) => {
+                r.expect_wt(2, wt, WT_FIXED64)?;
+                value = f64::from_bits(r.fixed64()?);
+            }
+            (3, wt) => {
+                r.expect_wt(3, wt, WT_VARINT)?;
+                t = r.varint()? as i64;
+            }
+            (tag, wt) => r.skip(tag, wt)?,
+        }
+    }
+    Ok(exemplar_labels(pairs.into_iter()).map(|labels| Exemplar { labels, value, t }))
+}
+
 fn proto_err(message: &'static str) -> impl FnOnce(prost::DecodeError) -> DecodeError {
     move |e| DecodeError::Protobuf { message, reason: e.to_string() }
 }
@@ -841,6 +899,7 @@ fn decode_v1<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                 pairs.clear();
                 let samples_start = out.samples.len();
                 let hists_start = out.hists.len();
+                let exs_start = out.exs.len();
                 let mut bad_hists = (0u64, None);
                 let (mut histograms, mut exemplars) = (0usize, 0usize);
                 while !ts.is_empty() {
@@ -855,7 +914,10 @@ fn decode_v1<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                         }
                         (3, wt) => {
                             ts.expect_wt(3, wt, WT_LEN)?;
-                            Reader::check_message(ts.bytes()?, 1)?;
+                            match read_exemplar_v1(ts.bytes()?)? {
+                                Some(e) => out.exs.push(e),
+                                None => out.unreadable_exemplars += 1,
+                            }
                             exemplars += 1;
                         }
                         (4, wt) => {
@@ -867,7 +929,7 @@ fn decode_v1<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                         (tag, wt) => ts.skip(tag, wt)?,
                     }
                 }
-                out.finish_series(&pairs, (samples_start, hists_start), (histograms, exemplars, false), None, bad_hists, limits);
+                out.finish_series(&pairs, (samples_start, hists_start, exs_start), (histograms, exemplars, false), None, bad_hists, limits);
             }
             (3, wt) => {
                 r.expect_wt(3, wt, WT_LEN)?;
@@ -967,6 +1029,7 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
         refs.clear();
         let samples_start = out.samples.len();
         let hists_start = out.hists.len();
+        let exs_start = out.exs.len();
         let mut bad_hists = (0u64, None);
         let (mut histograms, mut exemplars) = (0usize, 0usize);
         let mut meta: Option<MetaRefs> = None;
@@ -991,13 +1054,29 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                     ts.expect_wt(4, wt, WT_LEN).map_err(werr)?;
                     let mut ex = Reader::new(ts.bytes().map_err(werr)?);
                     ex_refs.clear();
+                    let (mut value, mut t) = (0f64, 0i64);
                     while !ex.is_empty() {
                         match ex.key().map_err(werr)? {
                             (1, wt) => read_u32s(&mut ex, 1, wt, &mut ex_refs).map_err(werr)?,
+                            (2, wt) => {
+                                ex.expect_wt(2, wt, WT_FIXED64).map_err(werr)?;
+                                value = f64::from_bits(ex.fixed64().map_err(werr)?);
+                            }
+                            (3, wt) => {
+                                ex.expect_wt(3, wt, WT_VARINT).map_err(werr)?;
+                                t = ex.varint().map_err(werr)? as i64;
+                            }
                             (tag, wt) => ex.skip(tag, wt).map_err(werr)?,
                         }
                     }
                     exemplars += 1;
+                    if ex_refs.len().is_multiple_of(2) && ex_refs.iter().all(|&r| (r as usize) < nsym) {
+                        let pairs = ex_refs.chunks_exact(2).map(|p| (sym(p[0]).unwrap_or(b""), sym(p[1]).unwrap_or(b"")));
+                        match exemplar_labels(pairs) {
+                            Some(labels) => out.exs.push(Exemplar { labels, value, t }),
+                            None => out.unreadable_exemplars += 1,
+                        }
+                    }
                     if problem.is_none() {
                         if !ex_refs.len().is_multiple_of(2) {
                             problem = Some(format!("exemplar labels_refs has odd length {}", ex_refs.len()));
@@ -1063,7 +1142,7 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
             md_text = Some((help, unit, m.kind));
             None
         });
-        if out.finish_series(&pairs, (samples_start, hists_start), (histograms, exemplars, has_st), problem, bad_hists, limits)
+        if out.finish_series(&pairs, (samples_start, hists_start, exs_start), (histograms, exemplars, has_st), problem, bad_hists, limits)
             && let Some((help, unit, kind)) = md_text
         {
             let kind = MetricType::from_wire(kind);
@@ -1198,12 +1277,29 @@ impl V1Builder {
 
     /// Appends one `TimeSeries` with float and native-histogram samples.
     pub fn add_series_with_histograms(&mut self, labels: &Labels, samples: &[Sample], hists: &[HistogramSample]) {
+        self.add_series_full(labels, samples, hists, &[]);
+    }
+
+    /// Appends one `TimeSeries` with float samples, native histograms and exemplars.
+    pub fn add_series_full(&mut self, labels: &Labels, samples: &[Sample], hists: &[HistogramSample], exemplars: &[Exemplar]) {
         let hist_bodies = encode_histogram_bodies(hists);
+        let ex_bodies: Vec<Vec<u8>> = exemplars
+            .iter()
+            .map(|e| {
+                prompb::Exemplar {
+                    labels: e.labels.iter().map(|l| prompb::Label { name: l.name.clone(), value: l.value.clone() }).collect(),
+                    value: e.value,
+                    timestamp: e.t,
+                }
+                .encode_to_vec()
+            })
+            .collect();
         let labels_len: usize = labels.iter().map(|l| len_field_len(1, label_body_len(l))).sum();
         let samples_len: usize = samples.iter().map(|s| len_field_len(2, sample_body_len(s, 0))).sum();
         let hists_len: usize = hist_bodies.iter().map(|h| len_field_len(4, h.len())).sum();
+        let ex_len: usize = ex_bodies.iter().map(|h| len_field_len(3, h.len())).sum();
         put_key(&mut self.buf, 1, WT_LEN);
-        put_uvarint(&mut self.buf, (labels_len + samples_len + hists_len) as u64);
+        put_uvarint(&mut self.buf, (labels_len + samples_len + hists_len + ex_len) as u64);
         for l in labels {
             put_key(&mut self.buf, 1, WT_LEN);
             put_uvarint(&mut self.buf, label_body_len(l) as u64);
@@ -1216,6 +1312,9 @@ impl V1Builder {
         }
         for s in samples {
             put_sample(&mut self.buf, 2, s, 0);
+        }
+        for e in &ex_bodies {
+            put_bytes_field(&mut self.buf, 3, e);
         }
         for h in &hist_bodies {
             put_bytes_field(&mut self.buf, 4, h);
@@ -1331,7 +1430,29 @@ impl V2Builder {
         start_timestamps: &[i64],
         hists: &[HistogramSample],
     ) {
+        self.add_series_full(labels, samples, metadata, start_timestamps, hists, &[]);
+    }
+
+    /// [`Self::add_series`] with native histograms and exemplars too.
+    pub fn add_series_full(
+        &mut self,
+        labels: &Labels,
+        samples: &[Sample],
+        metadata: Option<&Metadata>,
+        start_timestamps: &[i64],
+        hists: &[HistogramSample],
+        exemplars: &[Exemplar],
+    ) {
         let hist_bodies = encode_histogram_bodies(hists);
+        let mut ex_bodies: Vec<Vec<u8>> = Vec::with_capacity(exemplars.len());
+        for e in exemplars {
+            let mut refs = Vec::new();
+            for l in e.labels.iter() {
+                refs.push(self.intern(&l.name));
+                refs.push(self.intern(&l.value));
+            }
+            ex_bodies.push(prompb::v2::Exemplar { labels_refs: refs, value: e.value, timestamp: e.t }.encode_to_vec());
+        }
         let st = |i: usize| start_timestamps.get(i).copied().unwrap_or(0);
         let mut refs = std::mem::take(&mut self.refs);
         refs.clear();
@@ -1347,6 +1468,7 @@ impl V2Builder {
         }
         body += samples.iter().enumerate().map(|(i, s)| len_field_len(2, sample_body_len(s, st(i)))).sum::<usize>();
         body += hist_bodies.iter().map(|h| len_field_len(3, h.len())).sum::<usize>();
+        body += ex_bodies.iter().map(|h| len_field_len(4, h.len())).sum::<usize>();
         let md_body = md.map(|(t, h, u)| {
             (if t != 0 { 1 + uvarint_len(t as u64) } else { 0 })
                 + (if h != 0 { 1 + uvarint_len(h as u64) } else { 0 })
@@ -1370,6 +1492,9 @@ impl V2Builder {
         }
         for h in &hist_bodies {
             put_bytes_field(b, 3, h);
+        }
+        for e in &ex_bodies {
+            put_bytes_field(b, 4, e);
         }
         if let (Some((t, h, u)), Some(n)) = (md, md_body) {
             put_key(b, 5, WT_LEN);
@@ -1423,7 +1548,7 @@ impl V2Builder {
 pub fn encode_v1(series: &[WriteSeries], metadata: &[Metadata]) -> Vec<u8> {
     let mut b = V1Builder::new();
     for s in series {
-        b.add_series_with_histograms(&s.labels, &s.samples, &s.histogram_samples);
+        b.add_series_full(&s.labels, &s.samples, &s.histogram_samples, &s.exemplar_list);
     }
     for m in metadata {
         b.add_metadata(m);
@@ -1437,7 +1562,7 @@ pub fn encode_v2(series: &[WriteSeries], metadata: &[Metadata]) -> Vec<u8> {
     let mut b = V2Builder::new();
     for s in series {
         let md = metadata.iter().find(|m| m.metric_family_name == s.labels.metric_name());
-        b.add_series_with_histograms(&s.labels, &s.samples, md, &s.start_timestamps, &s.histogram_samples);
+        b.add_series_full(&s.labels, &s.samples, md, &s.start_timestamps, &s.histogram_samples, &s.exemplar_list);
     }
     b.finish()
 }

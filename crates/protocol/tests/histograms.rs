@@ -222,3 +222,31 @@ fn encoders_carry_histograms_both_versions() {
         assert_eq!(d.series[0].samples, s.samples);
     }
 }
+
+#[test]
+fn exemplars_decode_in_both_versions_and_unreadable_ones_are_counted() {
+    let ex = vec![
+        tessera_model::Exemplar { labels: tessera_model::labels!("trace_id" => "abc"), value: 1.5, t: 7 },
+        tessera_model::Exemplar { labels: tessera_model::Labels::default(), value: -2.0, t: 9 },
+    ];
+    let mut s = WriteSeries::new(tessera_model::labels!("__name__" => "h"), vec![tessera_model::Sample::new(5, 1.0)]);
+    s.exemplar_list = ex.clone();
+    for (v, body) in [(ProtoVersion::V1, encode_v1(&[s.clone()], &[])), (ProtoVersion::V2, encode_v2(&[s.clone()], &[]))] {
+        let d = decode(v, &body, &Limits::default()).expect("decodes");
+        assert_eq!(d.series[0].exemplar_list, ex, "{v:?}");
+        assert_eq!(d.exemplars, 2);
+    }
+    // A 1.0 exemplar whose label value is not UTF-8: dropped and counted, the series kept.
+    let raw = raw::WriteRequest {
+        timeseries: vec![raw::TimeSeries {
+            labels: vec![raw::Label { name: b"__name__".to_vec(), value: b"h".to_vec() }],
+            samples: vec![prompb::Sample { value: 1.0, timestamp: 1 }],
+            exemplars: vec![raw::Exemplar { labels: vec![raw::Label { name: b"t".to_vec(), value: vec![0xff] }], value: 1.0, timestamp: 1 }],
+            histograms: vec![],
+        }],
+        metadata: vec![],
+    };
+    let bytes = raw.encode_to_vec();
+    let r = decode_ref(ProtoVersion::V1, &bytes, &Limits::default()).expect("decodes");
+    assert_eq!((r.len(), r.unreadable_exemplars, r.get(0).exemplar_list.len()), (1, 1, 0));
+}

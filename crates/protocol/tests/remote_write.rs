@@ -131,6 +131,7 @@ fn sample_series() -> Vec<WriteSeries> {
             // Per-sample start timestamps; the 0 is "unset" for that sample.
             start_timestamps: vec![1_600_000_000_000, 0, -7],
             histogram_samples: vec![],
+            exemplar_list: vec![],
         },
         WriteSeries::new(labels!("__name__" => "up"), vec![Sample::new(0, f64::NAN)]),
         WriteSeries::new(labels!("__name__" => "nothing", "ünïcode" => "väl"), vec![]),

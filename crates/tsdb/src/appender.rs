@@ -22,7 +22,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use tessera_model::{HistogramSample, Labels, Sample};
+use tessera_model::{Exemplar, HistogramSample, Labels, Sample};
 
 use crate::db::Db;
 use crate::error::Result;
@@ -134,6 +134,8 @@ pub struct CommitReport {
     pub samples_written: u64,
     /// Native-histogram samples accepted (exact duplicates included, as for floats).
     pub histograms_written: u64,
+    /// Exemplars stored (duplicates of a series' newest one count, as upstream's no-op).
+    pub exemplars_written: u64,
     pub series_created: u64,
     pub rejected: Vec<Rejected>,
 }
@@ -142,6 +144,7 @@ impl CommitReport {
     pub(crate) fn merge(&mut self, o: CommitReport) {
         self.samples_written += o.samples_written;
         self.histograms_written += o.histograms_written;
+        self.exemplars_written += o.exemplars_written;
         self.series_created += o.series_created;
         self.rejected.extend(o.rejected);
     }
@@ -208,6 +211,8 @@ pub(crate) struct Batch<'a> {
     pub(crate) sts: Cow<'a, [i64]>,
     /// Native-histogram samples of the series (judged and stored after its float samples).
     pub(crate) hists: Cow<'a, [HistogramSample]>,
+    /// Exemplars of the series (stored after its samples; see [`Appender::add_ref_exemplars`]).
+    pub(crate) exemplars: Cow<'a, [Exemplar]>,
 }
 
 /// Buffers batches until [`Appender::commit`]. `'a` covers the database and whatever the batches borrow
@@ -221,7 +226,7 @@ pub struct Appender<'a> {
 
 impl<'a> Appender<'a> {
     fn push(&mut self, labels: BatchLabels<'a>, samples: Cow<'a, [Sample]>, sts: Cow<'a, [i64]>) {
-        self.batches.push(Batch { labels, samples, sts, hists: Cow::Borrowed(&[]) });
+        self.batches.push(Batch { labels, samples, sts, hists: Cow::Borrowed(&[]), exemplars: Cow::Borrowed(&[]) });
     }
 
     /// Buffers native-histogram samples of one series (integer or float, in time order). They follow
@@ -236,6 +241,7 @@ impl<'a> Appender<'a> {
             samples: Cow::Borrowed(&[]),
             sts: Cow::Borrowed(&[]),
             hists: Cow::Owned(hists),
+            exemplars: Cow::Borrowed(&[]),
         });
     }
 
@@ -246,7 +252,43 @@ impl<'a> Appender<'a> {
         } else {
             BatchLabels::Owned(Labels::from_pairs(labels.iter().copied()))
         };
-        self.batches.push(Batch { labels, samples: Cow::Borrowed(&[]), sts: Cow::Borrowed(&[]), hists: Cow::Borrowed(hists) });
+        self.batches.push(Batch {
+            labels,
+            samples: Cow::Borrowed(&[]),
+            sts: Cow::Borrowed(&[]),
+            hists: Cow::Borrowed(hists),
+            exemplars: Cow::Borrowed(&[]),
+        });
+    }
+
+    /// Buffers exemplars of one series (labels borrowed as in [`Appender::add_ref`]). They are kept in
+    /// the shard's bounded ring (see `crate::exemplars`) when the series exists — written before in
+    /// the head or by this commit — as upstream's `AppendExemplar` needs its series; duplicates, ones
+    /// too far out of order and ones with over-long labels are dropped and counted, never an error.
+    pub fn add_ref_exemplars(&mut self, labels: &'a [(&'a str, &'a str)], exemplars: &'a [Exemplar]) {
+        let labels = if tessera_model::labels::pairs_are_canonical(labels) {
+            BatchLabels::Borrowed(labels)
+        } else {
+            BatchLabels::Owned(Labels::from_pairs(labels.iter().copied()))
+        };
+        self.batches.push(Batch {
+            labels,
+            samples: Cow::Borrowed(&[]),
+            sts: Cow::Borrowed(&[]),
+            hists: Cow::Borrowed(&[]),
+            exemplars: Cow::Borrowed(exemplars),
+        });
+    }
+
+    /// [`Appender::add_ref_exemplars`] with owned labels and exemplars.
+    pub fn add_exemplars(&mut self, labels: Labels, exemplars: Vec<Exemplar>) {
+        self.batches.push(Batch {
+            labels: BatchLabels::Owned(labels),
+            samples: Cow::Borrowed(&[]),
+            sts: Cow::Borrowed(&[]),
+            hists: Cow::Borrowed(&[]),
+            exemplars: Cow::Owned(exemplars),
+        });
     }
 
     /// Buffers one batch: samples of one series. Nothing is validated here.
@@ -324,13 +366,13 @@ impl<'a> Appender<'a> {
         let budget = std::sync::atomic::AtomicUsize::new(self.new_series_limit);
         let budget = &budget;
         let mut per_shard: Vec<Vec<ShardBatch<'_>>> = (0..n).map(|_| Vec::new()).collect();
-        for (i, Batch { labels, samples, sts, hists }) in self.batches.into_iter().enumerate() {
-            if samples.is_empty() && hists.is_empty() {
+        for (i, Batch { labels, samples, sts, hists, exemplars }) in self.batches.into_iter().enumerate() {
+            if samples.is_empty() && hists.is_empty() && exemplars.is_empty() {
                 continue;
             }
             let hash = labels.hash();
             let s = tessera_model::labels::shard_of_hash(hash, n);
-            per_shard[s].push(ShardBatch { index: i, hash, labels, samples, sts, hists });
+            per_shard[s].push(ShardBatch { index: i, hash, labels, samples, sts, hists, exemplars });
         }
         let busy: Vec<(usize, Vec<ShardBatch<'_>>)> =
             per_shard.into_iter().enumerate().filter(|(_, b)| !b.is_empty()).collect();

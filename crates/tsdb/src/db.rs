@@ -323,6 +323,27 @@ impl Db {
         Ok(())
     }
 
+    /// Exemplars of the series matching any of the matcher sets (each set ANDed; upstream
+    /// `ExemplarQuerier.Select`), with those in `[start_ms, end_ms]`, series sorted by labels.
+    pub fn select_exemplars(
+        &self,
+        start_ms: i64,
+        end_ms: i64,
+        matcher_sets: &[Vec<tessera_model::Matcher>],
+    ) -> Vec<(tessera_model::Labels, Vec<tessera_model::Exemplar>)> {
+        let mut out = Vec::new();
+        for s in &self.shards {
+            out.extend(s.exemplars.lock().select(start_ms, end_ms, matcher_sets));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Exemplars held in memory now (all shards).
+    pub fn exemplar_count(&self) -> usize {
+        self.shards.iter().map(|s| s.exemplars.lock().len()).sum()
+    }
+
     /// Head and disk statistics summed over shards.
     pub fn stats(&self) -> Stats {
         let mut st = Stats { head_min_t: i64::MAX, head_max_t: i64::MIN, shards: self.shards.len(), ..Default::default() };

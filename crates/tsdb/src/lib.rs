@@ -16,6 +16,7 @@ pub mod block;
 pub mod compact;
 pub mod db;
 pub mod error;
+pub mod exemplars;
 pub mod head;
 pub mod index;
 mod maintenance;

@@ -35,6 +35,10 @@ pub struct Metrics {
     pub blocks_deleted_by_retention: AtomicU64,
     pub blocks: AtomicU64,
     pub disk_bytes: AtomicU64,
+    /// Exemplars added to the rings.
+    pub exemplars_stored: AtomicU64,
+    /// Exemplars not stored: out of order, labels too long, storage off, or no such series.
+    pub exemplars_refused: AtomicU64,
 }
 
 impl Metrics {
@@ -84,5 +88,7 @@ impl Metrics {
         c(out, "retention_blocks_deleted_total", "Blocks deleted by retention.", &self.blocks_deleted_by_retention);
         g(out, "blocks", "Blocks on disk.", &self.blocks);
         g(out, "disk_bytes", "Bytes of blocks on disk.", &self.disk_bytes);
+        c(out, "exemplars_appended_total", "Exemplars stored in the exemplar rings.", &self.exemplars_stored);
+        c(out, "exemplars_refused_total", "Exemplars not stored (out of order, labels over 128 runes, storage off, unknown series).", &self.exemplars_refused);
     }
 }

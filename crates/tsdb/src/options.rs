@@ -37,6 +37,9 @@ pub struct Options {
     /// rejects the new series' samples ([`crate::RejectReason::MaxSeries`]) and still writes those of
     /// existing series. 0 = no limit (default, as Prometheus).
     pub max_series: u64,
+    /// Most exemplars kept in memory (upstream `--storage.exemplars.exemplars-limit`, default 100 000),
+    /// split evenly over the shards; the oldest stored goes first. 0 turns exemplar storage off.
+    pub max_exemplars: usize,
     /// Repairs a data directory that an older version wedged with samples from the future: WAL replay
     /// drops samples beyond [`Options::max_future_ms`] (counted, logged) and blocks wholly beyond it
     /// are moved to `future-blocks/`. Off by default, because a clock that is behind at start-up
@@ -81,6 +84,7 @@ impl Default for Options {
             cold_codec: ColdCodec::default(),
             max_future_ms: 10 * 60 * 1000,
             max_series: 0,
+            max_exemplars: 100_000,
             repair_future: false,
         }
     }

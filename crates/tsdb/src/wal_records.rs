@@ -3,8 +3,8 @@
 //!
 //! One record per shard per committed batch ([`Record::Batch`]): the series the batch created and its
 //! accepted samples (type 2, or type 4 when some samples carry start timestamps), so that a batch is in the log entirely or not at all (the WAL's CRC covers the whole
-//! record; a torn record is dropped as a whole on replay). Checkpoints reuse [`Record::Series`] and
-//! [`Record::Tombstones`].
+//! record; a torn record is dropped as a whole on replay). Checkpoints reuse [`Record::Series`],
+//! [`Record::Tombstones`] and [`Record::Exemplars`].
 //!
 //! Layout (all integers LEB128 varints; `zz` = zigzag-encoded signed):
 //! ```text
@@ -20,7 +20,12 @@
 //!         count zero_count (uvar each for integer, u64le bits for float) sum:u64le
 //!         npos_spans:uvar { offset:zz length:uvar } nneg_spans:uvar { … }
 //!         npos:uvar { delta:zz | count:u64le } nneg:uvar { … } ncustom:uvar { bound:u64le }
+//! type 6 Exemplars  : n:uvar { series-labels t:zz v:u64le exemplar-labels }
+//!                     labels := nlabels:uvar { len:uvar name len:uvar value }
 //! ```
+//! Exemplars (type 6) are logged after their commit's batch record and written into checkpoints; they
+//! name their series by its labels, not its ref, so they outlive the series' time in the head (the
+//! exemplar ring is independent of head garbage collection, as upstream's).
 //! Native-histogram samples (type 5) travel in the same record as the float samples of their commit, so
 //! a commit stays all-or-nothing in the log; commits without histograms keep writing types 2 and 4.
 //! Samples are grouped per series (a batch usually carries many samples of few series), timestamps as
@@ -31,7 +36,7 @@
 //! the remaining input before anything is allocated.
 
 use tessera_model::histogram::{CounterResetHint, FloatHistogram, Histogram, Span};
-use tessera_model::{HistogramSample, HistogramValue, Label, Labels, Sample};
+use tessera_model::{Exemplar, HistogramSample, HistogramValue, Label, Labels, Sample};
 
 pub const REC_SERIES: u8 = 1;
 pub const REC_BATCH: u8 = 2;
@@ -41,6 +46,8 @@ pub const REC_TOMBSTONES: u8 = 3;
 pub const REC_BATCH_ST: u8 = 4;
 /// A type 4 batch followed by native-histogram sample groups.
 pub const REC_BATCH_HIST: u8 = 5;
+/// Exemplars of series the shard defines.
+pub const REC_EXEMPLARS: u8 = 6;
 
 /// A series definition: the shard-local ref and its labels.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +86,7 @@ pub enum Record {
     Series(Vec<SeriesDef>),
     Batch { series: Vec<SeriesDef>, groups: Vec<SampleGroup>, hists: Vec<HistogramGroup> },
     Tombstones(Vec<TombstoneRec>),
+    Exemplars(Vec<(Labels, Exemplar)>),
 }
 
 // ---- encoding -------------------------------------------------------------------------------------
@@ -292,6 +300,27 @@ fn put_histogram(b: &mut Vec<u8>, h: &HistogramValue) {
     }
 }
 
+/// Appends a [`Record::Exemplars`] to `buf`.
+pub fn encode_exemplars<'a>(buf: &mut Vec<u8>, ex: impl ExactSizeIterator<Item = (&'a Labels, &'a Exemplar)>) {
+    let put_labels = |buf: &mut Vec<u8>, ls: &Labels| {
+        put_uvarint(buf, ls.len() as u64);
+        for l in ls.iter() {
+            put_uvarint(buf, l.name.len() as u64);
+            buf.extend_from_slice(l.name.as_bytes());
+            put_uvarint(buf, l.value.len() as u64);
+            buf.extend_from_slice(l.value.as_bytes());
+        }
+    };
+    buf.push(REC_EXEMPLARS);
+    put_uvarint(buf, ex.len() as u64);
+    for (series, e) in ex {
+        put_labels(buf, series);
+        put_varint(buf, e.t);
+        buf.extend_from_slice(&e.value.to_bits().to_le_bytes());
+        put_labels(buf, &e.labels);
+    }
+}
+
 /// Appends a [`Record::Tombstones`] to `buf`.
 pub fn encode_tombstones(buf: &mut Vec<u8>, ts: &[TombstoneRec]) {
     buf.push(REC_TOMBSTONES);
@@ -450,6 +479,16 @@ impl<'a> Dec<'a> {
             _ => Err(self.err("unknown histogram kind")),
         }
     }
+    fn labels(&mut self) -> Result<Labels, DecodeError> {
+        let nl = self.len(2)?;
+        let mut ls = Vec::with_capacity(nl);
+        for _ in 0..nl {
+            let name = self.str()?;
+            let value = self.str()?;
+            ls.push(Label { name, value });
+        }
+        Labels::from_sorted(ls).map_err(|_| self.err("labels not sorted/unique"))
+    }
     fn series_defs(&mut self) -> Result<Vec<SeriesDef>, DecodeError> {
         let n = self.len(2)?;
         let mut out = Vec::with_capacity(n);
@@ -544,6 +583,19 @@ pub fn decode(rec: &[u8]) -> Result<Record, DecodeError> {
                 }
             }
             Record::Batch { series, groups, hists }
+        }
+        REC_EXEMPLARS => {
+            // Label count, t, 8 value bytes, label count: at least 11 bytes each.
+            let n = d.len(11)?;
+            let mut v = Vec::with_capacity(n);
+            for _ in 0..n {
+                let series = d.labels()?;
+                let t = d.varint()?;
+                let value = d.f64()?;
+                let labels = d.labels()?;
+                v.push((series, Exemplar { labels, value, t }));
+            }
+            Record::Exemplars(v)
         }
         REC_TOMBSTONES => {
             let n = d.len(3)?;
@@ -688,6 +740,22 @@ mod tests {
         let HistogramValue::Float(f) = &hists[1].samples[0].h else { panic!("kind") };
         assert_eq!(f.sum.to_bits(), 0x7ff0_0000_0000_0002);
         assert_eq!(f.custom_values, vec![0.1, 1.0]);
+        for cut in 0..buf.len() {
+            assert!(decode(&buf[..cut]).is_err(), "prefix of {cut} bytes decoded");
+        }
+    }
+
+    #[test]
+    fn exemplars_round_trip_and_truncations_fail() {
+        let e = Exemplar { labels: labels!("trace_id" => "abc", "span" => "x"), value: f64::from_bits(0x7ff8_0000_0000_0001), t: -3 };
+        let f = Exemplar { labels: Labels::default(), value: 2.5, t: i64::MAX };
+        let mut buf = Vec::new();
+        let (a, b) = (labels!("__name__" => "a"), labels!("__name__" => "b", "x" => "y"));
+        encode_exemplars(&mut buf, [(&a, &e), (&b, &f)].into_iter());
+        let Record::Exemplars(got) = decode(&buf).expect("decodes") else { panic!("type") };
+        assert_eq!(got.len(), 2);
+        assert_eq!((&got[0].0, &got[0].1.labels, got[0].1.t, got[0].1.value.to_bits()), (&a, &e.labels, -3, e.value.to_bits()));
+        assert_eq!((&got[1].0, &got[1].1), (&b, &f));
         for cut in 0..buf.len() {
             assert!(decode(&buf[..cut]).is_err(), "prefix of {cut} bytes decoded");
         }

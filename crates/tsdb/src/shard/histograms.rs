@@ -144,3 +144,59 @@ pub(super) fn accepted_histograms<'b>(
     }
     out
 }
+
+impl Shard {
+    /// Stores the batches' exemplars of series that exist (created by this commit or before) in the
+    /// shard's ring and logs the stored ones (record type 6). Refusals are counted in the metrics, never
+    /// errors (upstream's remote-write handler drops them the same way). Called with the writer lock held,
+    /// after the batches were applied. Returns how many were stored (duplicates included).
+    pub(super) fn store_exemplars(
+        &self,
+        w: &mut Writer,
+        batches: &[ShardBatch<'_>],
+        refs: &[(u32, bool)],
+    ) -> crate::error::Result<u64> {
+        use crate::exemplars::ExemplarRefusal;
+        let mut logged: Vec<(tessera_model::Labels, tessera_model::Exemplar)> = Vec::new();
+        let mut written = 0u64;
+        {
+            let st = self.state.read();
+            let mut store = self.exemplars.lock();
+            for (bi, b) in batches.iter().enumerate() {
+                if b.exemplars.is_empty() {
+                    continue;
+                }
+                let r = refs[bi].0;
+                let Some(series) = (r != NO_SERIES).then(|| st.head.series(r)).flatten() else {
+                    self.metrics.exemplars_refused.fetch_add(b.exemplars.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    continue;
+                };
+                for e in b.exemplars.iter() {
+                    match store.add(&series.labels, e.clone()) {
+                        Ok(()) => {
+                            written += 1;
+                            logged.push((series.labels.clone(), e.clone()));
+                        }
+                        Err(ExemplarRefusal::Duplicate) => written += 1,
+                        Err(_) => {
+                            self.metrics.exemplars_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+        }
+        if !logged.is_empty() {
+            w.buf.clear();
+            crate::wal_records::encode_exemplars(&mut w.buf, logged.iter().map(|(l, e)| (l, e)).collect::<Vec<_>>().into_iter());
+            let wal = w.wal.as_mut().ok_or(crate::error::Error::Closed)?;
+            if let Err(e) = wal.log(&w.buf) {
+                let msg = format!("WAL write failed: {e}");
+                tracing::error!(shard = self.id, error = %e, "WAL write failed; shard poisoned");
+                w.poisoned = Some(msg.clone());
+                return Err(crate::error::Error::Poisoned(format!("shard {}: {msg}", self.id)));
+            }
+            self.metrics.exemplars_stored.fetch_add(logged.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(written)
+    }
+}

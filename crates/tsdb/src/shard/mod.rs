@@ -52,6 +52,8 @@ pub(crate) struct ShardBatch<'a> {
     pub sts: Cow<'a, [i64]>,
     /// Native-histogram samples, judged and stored after `samples` ([`Shard::judge_histograms`]).
     pub hists: Cow<'a, [tessera_model::HistogramSample]>,
+    /// Exemplars, stored after the samples ([`Shard::store_exemplars`]).
+    pub exemplars: Cow<'a, [tessera_model::Exemplar]>,
 }
 
 /// What readers see.
@@ -130,6 +132,8 @@ pub(crate) struct Shard {
     /// Serialises head cuts (inline ones and the background thread's).
     cut_lock: Mutex<()>,
     pub state: RwLock<State>,
+    /// The shard's exemplars (a bounded ring, see [`crate::exemplars`]).
+    pub(crate) exemplars: Mutex<crate::exemplars::ExemplarStore>,
 }
 
 /// Closed head chunks above this many bytes trigger an early ("memory pressure") cut of the oldest data,
@@ -182,7 +186,9 @@ impl Shard {
         let mut head = Head::new(opts.block_range_ms, min_valid);
         let wal_dir = dir.join(WAL_DIR);
         std::fs::create_dir_all(&wal_dir).map_err(|e| Error::io(&wal_dir, e))?;
-        replay(&wal_dir, &mut head, &opts, &metrics)?;
+        let per_shard = if opts.max_exemplars == 0 { 0 } else { opts.max_exemplars.div_ceil(opts.shards.max(1)) };
+        let mut exemplars = crate::exemplars::ExemplarStore::new(per_shard, opts.ooo_window_ms);
+        replay(&wal_dir, &mut head, &mut exemplars, &opts, &metrics)?;
         metrics.active_series.fetch_add(head.num_series() as u64, Relaxed);
         let wal_opts = WalOptions { segment_bytes: opts.wal_segment_bytes, fsync: opts.fsync };
         let wal = match wal_fs {
@@ -207,6 +213,7 @@ impl Shard {
             writer: Mutex::new(Writer { wal: Some(wal), poisoned: None, buf: Vec::new(), seg_maxt, next_ref, verdicts: Vec::new(), hverdicts: Vec::new(), pending: Pending::default() }),
             cut_lock: Mutex::new(()),
             state: RwLock::new(State { head, blocks }),
+            exemplars: Mutex::new(exemplars),
         })
     }
 
@@ -247,6 +254,11 @@ impl Shard {
                 });
                 let (r, is_new) = match found {
                     Some(r) => (r, false),
+                    // Exemplars alone never create a series (upstream's `AppendExemplar` needs one).
+                    None if b.samples.is_empty() && b.hists.is_empty() => {
+                        refs.push((NO_SERIES, false));
+                        continue;
+                    }
                     None if let Some(reason) = self.reserve_series(new_series_budget) => {
                         // Every sample of a series that may not be created is rejected; the ref
                         // `NO_SERIES` makes the later phases pass the batch over.
@@ -465,6 +477,9 @@ impl Shard {
             }
         }
         report.series_created = created;
+        if batches.iter().any(|b| !b.exemplars.is_empty()) {
+            report.exemplars_written = self.store_exemplars(w, &batches, &refs)?;
+        }
         self.metrics.samples_appended.fetch_add(appended, Relaxed);
         self.metrics.out_of_order_samples_appended.fetch_add(ooo, Relaxed);
         self.metrics.series_created.fetch_add(created, Relaxed);
@@ -675,6 +690,14 @@ impl Shard {
                 wal_records::encode_tombstones(&mut buf, &ts);
                 recs.push(buf);
             }
+            // Every exemplar of the ring, oldest stored first (so a replay refills it in the same order).
+            let store = self.exemplars.lock();
+            let ex = store.all();
+            for part in ex.chunks(4096) {
+                let mut buf = Vec::new();
+                wal_records::encode_exemplars(&mut buf, part.iter().copied().collect::<Vec<_>>().into_iter());
+                recs.push(buf);
+            }
             recs
         };
         let wal_dir = self.dir.join(WAL_DIR);
@@ -831,7 +854,13 @@ fn open_blocks(dir: &Path) -> Result<Vec<Arc<Block>>> {
 /// Replays checkpoint and segments into `head`. A torn tail is handled by the WAL (truncated with a
 /// warning); a corrupt record is reported with file and offset, the log is repaired (cut there) and the
 /// shard opens with everything before it.
-fn replay(wal_dir: &Path, head: &mut Head, opts: &Options, metrics: &Metrics) -> Result<()> {
+fn replay(
+    wal_dir: &Path,
+    head: &mut Head,
+    exemplars: &mut crate::exemplars::ExemplarStore,
+    opts: &Options,
+    metrics: &Metrics,
+) -> Result<()> {
     // WAL series refs that name a label set already in the head under another ref → that ref.
     let mut alias: HashMap<u32, u32> = HashMap::new();
     // Samples too far in the future, which older versions accepted and which would wedge the shard
@@ -841,6 +870,12 @@ fn replay(wal_dir: &Path, head: &mut Head, opts: &Options, metrics: &Metrics) ->
     let mut apply = |rec: &[u8]| -> std::result::Result<(), WalError> {
         metrics.wal_replayed_records.fetch_add(1, Relaxed);
         match wal_records::decode(rec) {
+            Ok(Record::Exemplars(ex)) => {
+                for (series, e) in ex {
+                    // Duplicates (a checkpoint and the segments after it) are refused, as at ingest.
+                    let _ = exemplars.add(&series, e);
+                }
+            }
             Ok(r) => replay_record(head, &mut alias, r, opts, max_valid, &mut future),
             Err(e) => {
                 metrics.wal_corruptions.fetch_add(1, Relaxed);
@@ -990,6 +1025,7 @@ fn replay_record(
                 head.apply_histograms(g.series_ref, &g.samples, &verdicts);
             }
         }
+        Record::Exemplars(_) => unreachable!("replayed by the caller"),
         Record::Tombstones(ts) => {
             for t in ts {
                 let r = resolve(alias, t.series_ref);
