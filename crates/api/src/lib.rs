@@ -18,6 +18,7 @@
 //! reads) runs on tokio's blocking pool, never on the async workers.
 #![forbid(unsafe_code)]
 
+pub mod exemplars;
 pub mod metadata;
 pub mod metrics;
 pub mod ops;
@@ -248,7 +249,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/metadata", get(read::metadata))
         .route("/api/v1/query", get(query::query).post(query::query))
         .route("/api/v1/query_range", get(query::query_range).post(query::query_range))
-        .route("/api/v1/query_exemplars", get(query::query_exemplars).post(query::query_exemplars))
+        .route("/api/v1/query_exemplars", get(exemplars::query_exemplars).post(exemplars::query_exemplars))
         .route("/api/v1/format_query", get(query::format_query).post(query::format_query))
         .route("/api/v1/parse_query", get(query::parse_query).post(query::parse_query))
         .route("/api/v1/status/buildinfo", get(status::buildinfo))

@@ -30,6 +30,7 @@ pub struct ApiMetrics {
     pub rw_samples_written: AtomicU64,
     pub rw_histograms_received: AtomicU64,
     pub rw_histograms_written: AtomicU64,
+    pub rw_exemplars_written: AtomicU64,
     pub rw_exemplars_received: AtomicU64,
     rw_rejected: Mutex<BTreeMap<String, u64>>,
     /// Series dropped by validation (bad labels, limits).
@@ -93,12 +94,13 @@ impl ApiMetrics {
             let _ = writeln!(out, "tessera_http_request_duration_seconds_sum{{handler=\"{h}\"}} {}", fmt_f64(hist.sum));
             let _ = writeln!(out, "tessera_http_request_duration_seconds_count{{handler=\"{h}\"}} {}", hist.count);
         }
-        let counters: [(&str, &str, &AtomicU64); 7] = [
+        let counters: [(&str, &str, &AtomicU64); 8] = [
             ("tessera_remote_write_samples_received_total", "Float samples received through remote write.", &self.rw_samples_received),
             ("tessera_remote_write_samples_written_total", "Float samples written to storage through remote write.", &self.rw_samples_written),
             ("tessera_remote_write_histograms_received_total", "Native histogram samples received through remote write.", &self.rw_histograms_received),
             ("tessera_remote_write_histograms_written_total", "Native histogram samples written to storage through remote write.", &self.rw_histograms_written),
-            ("tessera_remote_write_exemplars_received_total", "Exemplars received (not supported yet, not written).", &self.rw_exemplars_received),
+            ("tessera_remote_write_exemplars_received_total", "Exemplars received through remote write.", &self.rw_exemplars_received),
+            ("tessera_remote_write_exemplars_written_total", "Exemplars stored through remote write (duplicates of a series' newest included).", &self.rw_exemplars_written),
             ("tessera_remote_write_invalid_series_total", "Series dropped from remote-write requests by validation.", &self.rw_invalid_series),
             ("tessera_remote_write_throttled_requests_total", "Remote-write requests answered 429 because the in-flight byte budget was used up.", &self.rw_throttled),
         ];

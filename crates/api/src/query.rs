@@ -69,40 +69,6 @@ pub async fn parse_query(State(st): State<Arc<AppState>>, req: Request) -> Respo
     }
 }
 
-/// `GET|POST /api/v1/query_exemplars` (upstream `queryExemplars`): the parameters are checked as
-/// upstream checks them; exemplars are not stored yet, so the answer is `[]` (or, for a query without
-/// selectors, upstream's empty `apiFuncResult`: 204 with no body).
-pub async fn query_exemplars(State(st): State<Arc<AppState>>, req: Request) -> Response {
-    let p = match form(req).await {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
-    let start = match crate::params::parse_time_param(&p, "start", crate::params::MIN_TIME_MS) {
-        Ok(t) => t,
-        Err(e) => return ApiError::invalid_param("start", e).into_response(),
-    };
-    let end = match crate::params::parse_time_param(&p, "end", crate::params::MAX_TIME_MS) {
-        Ok(t) => t,
-        Err(e) => return ApiError::invalid_param("end", e).into_response(),
-    };
-    if end < start {
-        return ApiError::bad_data("end timestamp must not be before start timestamp").into_response();
-    }
-    match st.options.promql.parse(p.get("query")) {
-        Ok(e) => {
-            let mut selectors = false;
-            e.walk(&mut |n| {
-                selectors |= matches!(n, tessera_promql::parser::Expr::VectorSelector(_) | tessera_promql::parser::Expr::MatrixSelector(_))
-            });
-            if !selectors {
-                return StatusCode::NO_CONTENT.into_response();
-            }
-            crate::response::success(&[(); 0], &[], &[])
-        }
-        Err(e) => ApiError::bad_data(e.to_string()).into_response(),
-    }
-}
-
 /// Sets the cancel token when dropped: the handler future is dropped when the client disconnects.
 struct CancelOnDrop(CancelToken);
 

@@ -17,8 +17,8 @@
 //!
 //! Answers (senders retry 5xx and 429, never other 4xx): 204 only when everything was written; 400 with
 //! a plain-text body saying what was not written and why (invalid series, histograms failing upstream's
-//! validation, samples and histograms rejected by storage by reason with counts, exemplars that storage
-//! does not keep yet) — the valid rest of the request is written all the same; 5xx only when storage failed in a way worth a retry.
+//! validation, samples and histograms rejected by storage by reason with counts) — the valid rest of
+//! the request is written all the same; exemplars never fail a request (upstream only logs theirs); 5xx only when storage failed in a way worth a retry.
 //! The `X-Prometheus-Remote-Write-*-Written` headers are set on every answer to a 2.0 request that was
 //! read, and on none to 1.0, as Prometheus' handler does (1.0 defines no such headers; the compliance
 //! suite's `TestRW1BasicCompatibility` checks that a 1.0 answer reports nothing; a missing header means
@@ -48,6 +48,7 @@ struct Outcome {
     status: u16,
     samples_written: u64,
     histograms_written: u64,
+    exemplars_written: u64,
     body: String,
     /// A 2.0 request: the answer carries the Written headers.
     v2: bool,
@@ -60,8 +61,7 @@ fn answer(o: Outcome) -> Response {
     if o.v2 {
         h.insert(HEADER_SAMPLES_WRITTEN, HeaderValue::from(o.samples_written));
         h.insert(HEADER_HISTOGRAMS_WRITTEN, HeaderValue::from(o.histograms_written));
-        // Storage keeps no exemplars yet: none is ever written.
-        h.insert(HEADER_EXEMPLARS_WRITTEN, HeaderValue::from(0u64));
+        h.insert(HEADER_EXEMPLARS_WRITTEN, HeaderValue::from(o.exemplars_written));
     }
     if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
         h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -222,6 +222,9 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
         if !s.histogram_samples.is_empty() {
             app.add_ref_histograms(&pairs[at..at + n], s.histogram_samples);
         }
+        if !s.exemplar_list.is_empty() {
+            app.add_ref_exemplars(&pairs[at..at + n], s.exemplar_list);
+        }
         at += n;
     }
     let report = match app.commit() {
@@ -237,6 +240,7 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
     };
     m.rw_samples_written.fetch_add(report.samples_written, Relaxed);
     m.rw_histograms_written.fetch_add(report.histograms_written, Relaxed);
+    m.rw_exemplars_written.fetch_add(report.exemplars_written, Relaxed);
 
     let mut problems: Vec<String> = Vec::new();
     if !dec.invalid.is_empty() {
@@ -284,9 +288,9 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
         }
         problems.push(s);
     }
-    if dec.exemplars > 0 {
-        problems.push(format!("exemplars are not supported yet: {} exemplars were not written", dec.exemplars));
-    }
+    // Exemplars never fail a request (upstream's handler only logs and counts their errors): refused
+    // ones are counted in `tessera_tsdb_exemplars_refused_total`, unreadable ones here.
+    m.add_rejected("unreadable_exemplar", dec.unreadable_exemplars);
     if !dec.invalid_metadata.is_empty() {
         let mut s = format!("invalid metadata: {} entries were not stored", dec.invalid_metadata.len());
         for r in dec.invalid_metadata.iter().take(MAX_LISTED_INVALID) {
@@ -299,6 +303,7 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
             status: 204,
             samples_written: report.samples_written,
             histograms_written: report.histograms_written,
+            exemplars_written: report.exemplars_written,
             ..Outcome::default()
         };
     }
@@ -311,7 +316,14 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
         body.push_str(&p);
         body.push('\n');
     }
-    Outcome { status: 400, samples_written: report.samples_written, histograms_written: report.histograms_written, body, v2: false }
+    Outcome {
+        status: 400,
+        samples_written: report.samples_written,
+        histograms_written: report.histograms_written,
+        exemplars_written: report.exemplars_written,
+        body,
+        v2: false,
+    }
 }
 
 /// Reads and discards up to `limit` bytes of `body` without holding them.

@@ -84,6 +84,11 @@ pub struct ServeArgs {
     #[arg(long = "storage.tsdb.max-series", value_name = "N")]
     pub storage_tsdb_max_series: Option<String>,
 
+    /// Maximum exemplars kept in memory (Prometheus' flag of the same name), split over the shards;
+    /// the oldest stored goes first; 0 turns exemplar storage off. [default: 100000]
+    #[arg(long = "storage.exemplars.exemplars-limit", value_name = "N")]
+    pub storage_exemplars_exemplars_limit: Option<String>,
+
     /// Maximum series one remote-write request may create; samples of further new series are
     /// rejected (400); 0 = no limit. [default: 100000]
     #[arg(long = "web.remote-write.max-new-series-per-request", value_name = "N")]
@@ -176,6 +181,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("storage.tsdb.cold-codec", "dense"),
     ("storage.tsdb.max-future-time", "10m"),
     ("storage.tsdb.max-series", "0"),
+    ("storage.exemplars.exemplars-limit", "100000"),
     ("storage.tsdb.repair-future-samples", "false"),
     ("web.remote-write.max-new-series-per-request", "100000"),
     ("query.max-concurrency", "20"),
@@ -201,7 +207,7 @@ impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
         let features = (!self.enable_feature.is_empty()).then(|| self.enable_feature.join(","));
-        let pairs: [(&str, &Option<String>); 28] = [
+        let pairs: [(&str, &Option<String>); 29] = [
             ("storage.tsdb.path", &self.storage_tsdb_path),
             ("web.listen-address", &self.web_listen_address),
             ("storage.tsdb.retention.time", &self.storage_tsdb_retention_time),
@@ -212,6 +218,7 @@ impl ServeArgs {
             ("storage.tsdb.cold-codec", &self.storage_tsdb_cold_codec),
             ("storage.tsdb.max-future-time", &self.storage_tsdb_max_future_time),
             ("storage.tsdb.max-series", &self.storage_tsdb_max_series),
+            ("storage.exemplars.exemplars-limit", &self.storage_exemplars_exemplars_limit),
             ("storage.tsdb.repair-future-samples", &self.storage_tsdb_repair_future_samples),
             ("web.remote-write.max-new-series-per-request", &self.web_remote_write_max_new_series_per_request),
             ("query.max-concurrency", &self.query_max_concurrency),
@@ -261,6 +268,7 @@ pub struct Settings {
     pub cold_codec: ColdCodec,
     pub max_future_ms: i64,
     pub max_series: u64,
+    pub max_exemplars: usize,
     pub repair_future: bool,
     pub max_new_series_per_request: usize,
     pub query_max_concurrency: usize,
@@ -346,6 +354,7 @@ impl Settings {
                 .map_err(|e| anyhow::anyhow!("--storage.tsdb.cold-codec: {e}"))?,
             max_future_ms: dur("storage.tsdb.max-future-time")?,
             max_series: num("storage.tsdb.max-series")? as u64,
+            max_exemplars: num("storage.exemplars.exemplars-limit")?,
             repair_future: match get("storage.tsdb.repair-future-samples").trim() {
                 "true" | "1" => true,
                 "false" | "0" | "" => false,

@@ -94,6 +94,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         cold_codec: s.cold_codec,
         max_future_ms: s.max_future_ms,
         max_series: s.max_series,
+        max_exemplars: s.max_exemplars,
         repair_future: s.repair_future,
         ..Options::default()
     };

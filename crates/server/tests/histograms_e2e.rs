@@ -114,9 +114,17 @@ fn prometheus_histogram_requests_are_written_counted_and_read_back_in_both_modes
     let s = Server::start(dir.path(), &[]);
     let body = hex::decode(v["rw2_request_snappy_hex"].as_str().expect("hex")).expect("hex");
     let (status, hist_written, text) = post_write(&s, body, CT_V2);
-    // Every sample and histogram is written; the request's one exemplar is not kept yet (400 says so).
-    assert_eq!((status, hist_written.as_deref()), (400, Some("6")), "{text}");
-    assert!(text.contains("2 of 2 samples and 6 of 6 histogram samples written") && text.contains("exemplars"), "{text}");
+    assert_eq!((status, hist_written.as_deref()), (204, Some("6")), "{text}");
+    // The request's exemplar is stored and served as upstream's query_exemplars serves it.
+    let (code, ex) = s.get("/api/v1/query_exemplars?query=rate(http_requests_total%5B5m%5D)&start=1699999999&end=1700000100");
+    assert_eq!(code, 200);
+    assert_eq!(
+        ex,
+        r#"{"status":"success","data":[{"seriesLabels":{"__name__":"http_requests_total","code":"200","job":"api"},"exemplars":[{"labels":{"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"},"value":"1","timestamp":1700000014.123}]}]}"#
+    );
+    // Outside the range, or other series: none.
+    assert_eq!(s.get("/api/v1/query_exemplars?query=up&start=1699999999&end=1700000100").1, r#"{"status":"success","data":[]}"#);
+    assert_eq!(s.get("/api/v1/query_exemplars?query=http_requests_total&start=1700000015&end=1700000100").1, r#"{"status":"success","data":[]}"#);
     // The 1.0 request (the same integer and float histograms) into another server: all written, and
     // 1.0 answers carry no Written headers.
     let dir1 = tempfile::tempdir().expect("tempdir");

@@ -695,7 +695,7 @@ impl Shard {
             let ex = store.all();
             for part in ex.chunks(4096) {
                 let mut buf = Vec::new();
-                wal_records::encode_exemplars(&mut buf, part.iter().copied().collect::<Vec<_>>().into_iter());
+                wal_records::encode_exemplars(&mut buf, part.iter().copied());
                 recs.push(buf);
             }
             recs
