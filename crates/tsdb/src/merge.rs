@@ -18,34 +18,43 @@ use tessera_encoding::{
     decode_chunk_range_st_into, decode_float_histogram_into, decode_histogram_into, encode_float_histograms,
     encode_histograms, encode_xor, encode_xor_st,
 };
-use tessera_model::{ChunkEncoding, ChunkRef, FloatHistogram, Histogram, Sample};
+use tessera_model::{ChunkEncoding, ChunkRef, FloatHistogram, Histogram, HistogramSample, HistogramValue, Sample};
 
 use crate::error::{Error, Result};
 use crate::head::SAMPLES_PER_CHUNK;
 use crate::tombstones::Interval;
 
 /// Sorts `chunks`, merges `extra` (out-of-order samples; `extra_sts[i]` is `extra[i]`'s start
-/// timestamp, 0 = unset, an empty `extra_sts` means none) into them and removes the samples inside
-/// `deleted`; re-encodes only when needed (see the module docs).
+/// timestamp, 0 = unset, an empty `extra_sts` means none) and `extra_hists` (out-of-order histogram
+/// samples) into them and removes the samples inside `deleted`; re-encodes only when needed (see the
+/// module docs). Chunk data wins over an out-of-order sample at the same timestamp.
 pub(crate) fn finalize_chunks_st(
     mut chunks: Vec<ChunkRef>,
     extra: &[Sample],
     extra_sts: &[i64],
+    extra_hists: &[HistogramSample],
     deleted: &[Interval],
 ) -> Result<Vec<ChunkRef>> {
     chunks.sort_by_key(|c| c.mint_ms);
     let overlapping = chunks.windows(2).any(|w| w[1].mint_ms <= w[0].maxt_ms);
     let cut = deleted.iter().any(|iv| chunks.iter().any(|c| iv.overlaps(c.mint_ms, c.maxt_ms)));
-    if extra.is_empty() && !overlapping && !cut {
+    if extra.is_empty() && extra_hists.is_empty() && !overlapping && !cut {
         return Ok(chunks);
     }
-    if chunks.iter().any(|c| is_histogram(c.encoding)) {
+    if !extra_hists.is_empty() || chunks.iter().any(|c| is_histogram(c.encoding)) {
         let mut vals = Vec::new();
         for c in &chunks {
             decode_any(c, &mut vals)?;
         }
         let sts = if extra_sts.len() == extra.len() { extra_sts } else { &[] };
         vals.extend(extra.iter().enumerate().map(|(i, s)| (s.t, AnyVal::F(s.v, sts.get(i).copied().unwrap_or(0)))));
+        vals.extend(extra_hists.iter().map(|s| {
+            let v = match &s.h {
+                HistogramValue::Int(h) => AnyVal::H(h.clone()),
+                HistogramValue::Float(h) => AnyVal::FH(h.clone()),
+            };
+            (s.t, v)
+        }));
         return merge_any(vals, deleted, SAMPLES_PER_CHUNK);
     }
     let mut samples: Vec<Sample> = Vec::new();

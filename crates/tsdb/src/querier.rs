@@ -262,6 +262,8 @@ impl ShardSeries {
             let mut extra: Vec<Sample> = Vec::new();
             // Start timestamps of `extra` (out-of-order head samples), kept through the merge.
             let mut extra_sts: Vec<i64> = Vec::new();
+            // Out-of-order native-histogram samples of the head.
+            let mut extra_hists: Vec<tessera_model::HistogramSample> = Vec::new();
             let mut deleted: Vec<Interval> = Vec::new();
             for c in &self.view.blocks {
                 if c.cur.as_ref() != Some(&labels) {
@@ -292,7 +294,7 @@ impl ShardSeries {
                 while self.view.head.cur.as_ref() == Some(&labels) {
                     let r = self.view.head.refs[self.view.head.pos];
                     if let Some(ms) = st.head.series(r) {
-                        ms.read_st(mint, maxt, &mut chunks, &mut extra, &mut extra_sts);
+                        ms.read_st(mint, maxt, &mut chunks, &mut extra, &mut extra_sts, &mut extra_hists);
                         deleted.extend(st.head.tombstones_of(r).iter().map(|&(a, b)| Interval::new(a, b)));
                     }
                     self.view.head.pos += 1;
@@ -304,10 +306,10 @@ impl ShardSeries {
             }
             self.last = Some(labels.clone());
             self.maybe_release();
-            if chunks.is_empty() && extra.is_empty() {
+            if chunks.is_empty() && extra.is_empty() && extra_hists.is_empty() {
                 continue;
             }
-            let chunks = finalize_chunks_st(chunks, &extra, &extra_sts, &deleted)?;
+            let chunks = finalize_chunks_st(chunks, &extra, &extra_sts, &extra_hists, &deleted)?;
             if has_sample_in(&chunks, mint, maxt) {
                 return Ok(Some(Series { labels, chunks }));
             }

@@ -289,3 +289,46 @@ fn stale_histogram_markers_are_stored() {
     assert!(matches!(&got[1], Got::H(2, h) if h.is_stale()), "{got:?}");
     assert_eq!(got.len(), 3);
 }
+
+#[test]
+fn out_of_order_histograms_inside_the_window_are_merged_everywhere() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let o = || tessera_tsdb::Options { ooo_window_ms: 500, ..opts(1) };
+    let db = Db::open(dir.path(), o()).expect("open");
+    let l = labels!("__name__" => "h");
+    let inorder = hs((0..10).map(|i| 600 + i * 20), |i| HistogramValue::Float(fh(i + 1)));
+    let mut app = db.appender();
+    app.add_histograms(l.clone(), inorder.clone());
+    app.commit().expect("commit");
+    let late = vec![
+        HistogramSample::new(610, HistogramValue::Float(fh(50))),
+        HistogramSample::new(630, HistogramValue::Float(fh(51))),
+        HistogramSample::new(610, HistogramValue::Float(fh(50))), // the same again: a duplicate
+        HistogramSample::new(630, HistogramValue::Float(fh(7))),  // same time, other value
+        HistogramSample::new(620, HistogramValue::Float(fh(7))),  // an in-order sample is there
+        HistogramSample::new(50, HistogramValue::Float(fh(1))),   // beyond the window
+    ];
+    let mut app = db.appender();
+    app.add_histograms(l.clone(), late.clone());
+    let rep = app.commit().expect("commit");
+    assert_eq!(rep.histograms_written, 4, "two stored, one duplicate, one merged away at read time: {:?}", rep.rejected);
+    let mut reasons: Vec<_> = rep.rejected.iter().map(|r| (r.reason, r.count)).collect();
+    reasons.sort_by_key(|r| r.0.label());
+    assert_eq!(reasons, [(RejectReason::DuplicateTimestamp, 1), (RejectReason::TooOld, 1)]);
+    // In-order data wins at 620; 610 and 630 come from the out-of-order buffer.
+    let mut want = expected(&inorder);
+    want.extend(expected(&late[..2]));
+    want.sort_by_key(|g| match g {
+        Got::FH(t, _) => *t,
+        _ => unreachable!(),
+    });
+    let check = |db: &std::sync::Arc<Db>, what: &str| assert_eq!(normalise(read(db, &l, 0, 2000).0), normalise(want.clone()), "{what}");
+    check(&db, "head");
+    drop(db);
+    let db = Db::open(dir.path(), o()).expect("reopen");
+    check(&db, "replayed");
+    db.flush().expect("flush");
+    check(&db, "block");
+    db.compact().expect("compact");
+    check(&db, "compacted");
+}

@@ -158,6 +158,10 @@ pub(crate) struct MemSeries {
     /// Boxed on purpose: 8 bytes in every series instead of a 24-byte `Vec` almost all never use.
     #[allow(clippy::box_collection)]
     pub ooo_st: Option<Box<Vec<i64>>>,
+    /// Out-of-order native-histogram samples, sorted by time, unique timestamps (`None` until the
+    /// first; boxed like `ooo_st`).
+    #[allow(clippy::box_collection)]
+    pub ooo_hists: Option<Box<Vec<HistogramSample>>>,
 }
 
 impl MemSeries {
@@ -173,18 +177,23 @@ impl MemSeries {
             last_bits: 0,
             ooo: Vec::new(),
             ooo_st: None,
+            ooo_hists: None,
         }
     }
 
     /// True when the series holds no sample at all.
     pub(crate) fn is_empty(&self) -> bool {
-        self.chunks.is_empty() && self.open_n == 0 && self.ooo.is_empty()
+        self.chunks.is_empty() && self.open_n == 0 && self.ooo.is_empty() && self.ooo_hists.is_none()
     }
 
     /// Earliest sample time held, if any.
     pub(crate) fn min_t(&self) -> Option<i64> {
         let a = self.chunks.first().map(|c| c.mint).or((self.open_n > 0).then_some(self.open_mint));
-        match (a, self.ooo.first().map(|s| s.t)) {
+        let ooo_first = match (self.ooo.first().map(|s| s.t), self.ooo_hists.as_ref().and_then(|v| v.first()).map(|s| s.t)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match (a, ooo_first) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -333,6 +342,24 @@ impl MemSeries {
         }
     }
 
+    /// Inserts an out-of-order histogram sample; one already at that time wins (returns false).
+    pub(crate) fn insert_ooo_hist(&mut self, s: &HistogramSample) -> bool {
+        let v = self.ooo_hists.get_or_insert_with(Default::default);
+        match v.binary_search_by_key(&s.t, |x| x.t) {
+            Ok(_) => false,
+            Err(i) => {
+                v.insert(i, s.clone());
+                true
+            }
+        }
+    }
+
+    /// The fingerprint of an out-of-order histogram sample at `t`, if any.
+    pub(crate) fn ooo_hist_at(&self, t: i64) -> Option<u64> {
+        let v = self.ooo_hists.as_deref()?;
+        v.binary_search_by_key(&t, |x| x.t).ok().map(|i| v[i].h.fingerprint())
+    }
+
     /// Start timestamp of out-of-order sample `i` (0 when unset).
     #[inline]
     pub(crate) fn ooo_st_of(&self, i: usize) -> i64 {
@@ -349,7 +376,15 @@ impl MemSeries {
         if self.ooo.is_empty() {
             self.ooo_st = None;
         }
-        k
+        let mut kh = 0;
+        if let Some(v) = self.ooo_hists.as_deref_mut() {
+            kh = v.partition_point(|x| x.t < t);
+            v.drain(..kh);
+            if v.is_empty() {
+                self.ooo_hists = None;
+            }
+        }
+        k + kh
     }
 
     /// Value bits of an out-of-order sample at `t`, if any.
@@ -358,8 +393,8 @@ impl MemSeries {
     }
 
     /// The series' chunks and out-of-order samples overlapping `[mint, maxt]`, with each out-of-order
-    /// sample's start timestamp in `extra_sts` (0 when unset), for `crate::merge::finalize_chunks_st`
-    /// (the querier and block cuts).
+    /// sample's start timestamp in `extra_sts` (0 when unset) and the out-of-order histogram samples in
+    /// `extra_hists`, for `crate::merge::finalize_chunks_st` (the querier and block cuts).
     pub(crate) fn read_st(
         &self,
         mint: i64,
@@ -367,8 +402,12 @@ impl MemSeries {
         chunks: &mut Vec<ChunkRef>,
         extra: &mut Vec<Sample>,
         extra_sts: &mut Vec<i64>,
+        extra_hists: &mut Vec<HistogramSample>,
     ) {
         self.read_chunks(mint, maxt, chunks);
+        if let Some(v) = self.ooo_hists.as_deref() {
+            extra_hists.extend(v.iter().filter(|s| s.t >= mint && s.t <= maxt).cloned());
+        }
         for (i, s) in self.ooo.iter().enumerate() {
             if s.t >= mint && s.t <= maxt {
                 extra.push(*s);
@@ -691,8 +730,9 @@ impl Head {
         (stored, ooo)
     }
 
-    /// Applies a series' native-histogram samples: `verdicts[i]` judges `samples[i]`; only `InOrder`
-    /// ones are stored (out-of-order histograms are refused before this). Returns the samples stored.
+    /// Applies a series' native-histogram samples: `verdicts[i]` judges `samples[i]`; `InOrder` ones go
+    /// to the histogram chunks, `OutOfOrder` ones to the series' out-of-order buffer. Returns the
+    /// samples stored.
     /// A sample the chunk encoder refuses (validated before, so only a bug) is logged and skipped.
     pub(crate) fn apply_histograms(&mut self, r: u32, samples: &[HistogramSample], verdicts: &[Verdict]) -> u64 {
         let range = self.chunk_range;
@@ -700,6 +740,14 @@ impl Head {
         let (mut stored, mut created, mut closed_bytes) = (0u64, 0u64, 0u64);
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         for (s, v) in samples.iter().zip(verdicts) {
+            if *v == Verdict::OutOfOrder {
+                if ms.insert_ooo_hist(s) {
+                    stored += 1;
+                    lo = lo.min(s.t);
+                    hi = hi.max(s.t);
+                }
+                continue;
+            }
             if *v != Verdict::InOrder {
                 continue;
             }

@@ -41,9 +41,10 @@ fn buckets_match_spans(h: &HistogramValue) -> bool {
 
 impl Shard {
     /// Judges every histogram sample of `batches` (whose series refs are `refs`) into `w.hverdicts`,
-    /// counting rejections in `report`. Out-of-order histograms are refused (`OutOfOrder`, or `TooOld`
-    /// when an out-of-order window is set: the window covers float samples only). Returns the newest
-    /// accepted timestamp (`i64::MIN` if none).
+    /// counting rejections in `report`. Inside the out-of-order window an older histogram is accepted
+    /// as out of order (upstream stores out-of-order native histograms the same way); a second one at
+    /// the same time is a duplicate (same value) or refused. Returns the newest accepted timestamp
+    /// (`i64::MIN` if none).
     pub(super) fn judge_histograms(
         &self,
         w: &mut Writer,
@@ -64,10 +65,13 @@ impl Shard {
                 w.hverdicts.resize(w.hverdicts.len() + batch.hists.len(), Verdict::Reject(RejectReason::MaxSeries));
                 continue;
             }
+            let ms = head.series(r);
             let (mut last_t, mut last_bits) = match w.pending.get(r) {
                 Some(p) => p,
-                None => head.series(r).map(|s| (s.last_t, s.last_bits)).unwrap_or((i64::MIN, 0)),
+                None => ms.map(|s| (s.last_t, s.last_bits)).unwrap_or((i64::MIN, 0)),
             };
+            // Out-of-order times accepted earlier in this batch (the head's buffer does not have them yet).
+            let mut ooo_here: Vec<(i64, u64)> = Vec::new();
             let mut rej = [(0u64, 0i64); RejectReason::ALL.len()];
             for s in batch.hists.iter() {
                 let fp = s.h.fingerprint();
@@ -76,10 +80,17 @@ impl Shard {
                 } else if !buckets_match_spans(&s.h) {
                     Verdict::Reject(RejectReason::InvalidHistogram)
                 } else {
-                    match appendable_bits(last_t, last_bits, s.t, fp, b.head_max, b.min_valid, b.block_min_valid, 0) {
-                        Verdict::OutOfOrder => unreachable!("no out-of-order window was given"),
-                        Verdict::Reject(RejectReason::OutOfOrder) if self.opts.ooo_window_ms > 0 => {
-                            Verdict::Reject(RejectReason::TooOld)
+                    match appendable_bits(last_t, last_bits, s.t, fp, b.head_max, b.min_valid, b.block_min_valid, self.opts.ooo_window_ms) {
+                        Verdict::OutOfOrder => {
+                            let earlier = ooo_here.iter().find(|x| x.0 == s.t).map(|x| x.1);
+                            match earlier.or_else(|| ms.and_then(|m| m.ooo_hist_at(s.t))) {
+                                Some(f) if f == fp => Verdict::Duplicate,
+                                Some(_) => Verdict::Reject(RejectReason::DuplicateTimestamp),
+                                None => {
+                                    ooo_here.push((s.t, fp));
+                                    Verdict::OutOfOrder
+                                }
+                            }
                         }
                         v => v,
                     }
@@ -99,7 +110,10 @@ impl Shard {
                         }
                         slot.0 += 1;
                     }
-                    Verdict::OutOfOrder => {}
+                    Verdict::OutOfOrder => {
+                        maxt = maxt.max(s.t);
+                        report.histograms_written += 1;
+                    }
                 }
                 w.hverdicts.push(v);
             }
@@ -116,8 +130,8 @@ impl Shard {
     }
 }
 
-/// Each batch's accepted (in-order) histogram samples with its series ref, for the WAL record: borrowed
-/// when the whole batch was accepted, copied otherwise.
+/// Each batch's accepted (in-order or out-of-order) histogram samples with its series ref, for the WAL
+/// record: borrowed when the whole batch was accepted, copied otherwise.
 pub(super) fn accepted_histograms<'b>(
     batches: &'b [ShardBatch<'_>],
     refs: &[(u32, bool)],
@@ -132,12 +146,13 @@ pub(super) fn accepted_histograms<'b>(
         if n == 0 || refs[bi].0 == NO_SERIES {
             continue;
         }
-        if vs.iter().all(|v| *v == Verdict::InOrder) {
+        let kept = |v: &Verdict| matches!(v, Verdict::InOrder | Verdict::OutOfOrder);
+        if vs.iter().all(kept) {
             out.push((refs[bi].0, Cow::Borrowed(&b.hists[..])));
             continue;
         }
         let kept: Vec<HistogramSample> =
-            b.hists.iter().zip(vs).filter(|(_, v)| **v == Verdict::InOrder).map(|(s, _)| s.clone()).collect();
+            b.hists.iter().zip(vs).filter(|(_, v)| kept(v)).map(|(s, _)| s.clone()).collect();
         if !kept.is_empty() {
             out.push((refs[bi].0, Cow::Owned(kept)));
         }

@@ -25,7 +25,7 @@ use tessera_wal::{Wal, WalError, WalOptions};
 use crate::appender::{BatchLabels, CommitReport, RejectReason, Rejected};
 use crate::block::{self, Block};
 use crate::error::{Error, Result};
-use crate::head::{appendable, Head, IdHasher, Verdict};
+use crate::head::{appendable, appendable_bits, Head, IdHasher, Verdict};
 use crate::metrics::Metrics;
 use crate::options::Options;
 use crate::merge::finalize_chunks_st;
@@ -378,7 +378,7 @@ impl Shard {
             let defs = defs.collect::<Vec<_>>().into_iter();
             // Record type 4 only when some batch carries start timestamps; otherwise type 2 as always.
             let any_st = batches.iter().any(|b| !b.sts.is_empty());
-            let any_hist = w.hverdicts.contains(&Verdict::InOrder);
+            let any_hist = w.hverdicts.iter().any(|v| matches!(v, Verdict::InOrder | Verdict::OutOfOrder));
             let mut enc = if any_hist {
                 BatchEncoder::new_hist(&mut w.buf, defs)
             } else if any_st {
@@ -429,7 +429,7 @@ impl Shard {
         }
         let has_content = !new_series.is_empty()
             || w.verdicts.iter().any(|v| matches!(v, Verdict::InOrder | Verdict::OutOfOrder))
-            || w.hverdicts.contains(&Verdict::InOrder);
+            || w.hverdicts.iter().any(|v| matches!(v, Verdict::InOrder | Verdict::OutOfOrder));
         if has_content {
             let wal = w.wal.as_mut().expect("checked above");
             if let Err(e) = wal.log(&w.buf) {
@@ -606,13 +606,17 @@ impl Shard {
                 if ms.ooo_st.is_some() {
                     extra_sts.extend((0..extra.len()).map(|i| ms.ooo_st_of(i)));
                 }
-                if chunks.is_empty() && extra.is_empty() {
+                let extra_hists: &[tessera_model::HistogramSample] = match ms.ooo_hists.as_deref() {
+                    Some(v) => &v[..v.partition_point(|s| s.t < w_end)],
+                    None => &[],
+                };
+                if chunks.is_empty() && extra.is_empty() && extra_hists.is_empty() {
                     continue;
                 }
                 let dels: Vec<Interval> =
                     head.tombstones_of(r).iter().map(|&(a, b)| Interval::new(a, b)).collect();
-                if !extra.is_empty() || !dels.is_empty() {
-                    chunks = finalize_chunks_st(chunks, &extra, &extra_sts, &dels)?;
+                if !extra.is_empty() || !extra_hists.is_empty() || !dels.is_empty() {
+                    chunks = finalize_chunks_st(chunks, &extra, &extra_sts, extra_hists, &dels)?;
                 }
                 if !chunks.is_empty() {
                     series.push((ms.labels.clone(), chunks));
@@ -1008,18 +1012,21 @@ fn replay_record(
                         future.1 = future.1.max(s.t);
                     }
                 }
-                // In-order only (as they were accepted); a sample already replayed (a checkpoint and
-                // the segments after it) is skipped.
+                // As they were accepted: newer than the last one in order, older ones out of order
+                // (whatever the window is now, as for floats); what is already in blocks is skipped.
+                let mut last_bits = ms.last_bits;
                 let verdicts: Vec<Verdict> = g
                     .samples
                     .iter()
                     .map(|s| {
-                        if s.t > last_t && s.t >= head.min_valid_t {
+                        let fp = s.h.fingerprint();
+                        let window = if s.t < last_t { i64::MAX / 4 } else { 0 };
+                        let v = appendable_bits(last_t, last_bits, s.t, fp, head.max_t, head.min_valid_t, head.min_valid_t, window);
+                        if v == Verdict::InOrder {
                             last_t = s.t;
-                            Verdict::InOrder
-                        } else {
-                            Verdict::Duplicate
+                            last_bits = fp;
                         }
+                        v
                     })
                     .collect();
                 head.apply_histograms(g.series_ref, &g.samples, &verdicts);
