@@ -19,6 +19,7 @@ pub mod fixtures;
 pub mod gofloat;
 pub mod histogram;
 pub mod histogram_float;
+pub mod histogram_quantile;
 pub mod labels;
 pub mod matcher;
 pub mod sample;
