@@ -3083,3 +3083,154 @@ mod tests {
         assert!(h.validate().is_err());
     }
 }
+
+#[cfg(test)]
+mod hostile {
+    //! Random, mostly invalid histograms through every operation: nothing may panic or hang.
+
+    use super::*;
+    use crate::histogram_quantile::{histogram_fraction, histogram_quantile, histogram_variance};
+    use proptest::prelude::*;
+
+    fn cases(default: u32) -> u32 {
+        std::env::var("TESSERA_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    }
+
+    fn any_f64() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            4 => prop::sample::select(vec![0.0, -0.0, 1.0, 2.5, 0.001, 1e300, -1.0, 3.0, 0.5]),
+            1 => prop::sample::select(vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, f64::MAX, f64::MIN_POSITIVE]),
+            1 => any::<f64>(),
+        ]
+    }
+
+    fn any_span() -> impl Strategy<Value = Span> {
+        let offset = prop_oneof![
+            6 => -4i32..6,
+            1 => prop::sample::select(vec![i32::MIN, i32::MAX, i32::MAX - 1, -1_000_000, 1_000_000]),
+        ];
+        let length = prop_oneof![8 => 0u32..5, 1 => prop::sample::select(vec![u32::MAX, 1 << 31, 1000])];
+        (offset, length).prop_map(|(o, l)| Span::new(o, l))
+    }
+
+    fn any_schema() -> impl Strategy<Value = i32> {
+        prop_oneof![
+            3 => -4i32..=8,
+            2 => Just(CUSTOM_BUCKETS_SCHEMA),
+            1 => prop::sample::select(vec![-10, -9, 9, 20, 52, 53, 64, -64, i32::MIN, i32::MAX, -54, -52]),
+        ]
+    }
+
+    prop_compose! {
+        fn any_hist()(
+            hint in 0u8..4,
+            schema in any_schema(),
+            zero_threshold in any_f64(),
+            zero_count in any_f64(),
+            count in any_f64(),
+            sum in any_f64(),
+            positive_spans in prop::collection::vec(any_span(), 0..4),
+            negative_spans in prop::collection::vec(any_span(), 0..3),
+            positive_buckets in prop::collection::vec(any_f64(), 0..9),
+            negative_buckets in prop::collection::vec(any_f64(), 0..6),
+            custom_values in prop::collection::vec(any_f64(), 0..5),
+        ) -> FloatHistogram {
+            FloatHistogram {
+                counter_reset_hint: CounterResetHint::from_u8(hint).unwrap_or_default(),
+                schema, zero_threshold, zero_count, count, sum,
+                positive_spans, negative_spans, positive_buckets, negative_buckets, custom_values,
+            }
+        }
+    }
+
+    // Consistent layouts (so the arithmetic runs through, rather than stopping at the layout
+    // check) with hostile values.
+    prop_compose! {
+        fn consistent_hist()(mut h in any_hist(), lens in prop::collection::vec(0u32..4, 0..4), nlens in prop::collection::vec(0u32..3, 0..3)) -> FloatHistogram {
+            h.positive_spans = lens.iter().enumerate().map(|(i, &l)| Span::new(if i == 0 { -3 } else { i as i32 % 3 }, l)).collect();
+            h.positive_buckets.resize(lens.iter().sum::<u32>() as usize, 1.0);
+            h.negative_spans = nlens.iter().enumerate().map(|(i, &l)| Span::new(if i == 0 { 1 } else { 2 }, l)).collect();
+            h.negative_buckets.resize(nlens.iter().sum::<u32>() as usize, 0.0);
+            if h.schema < -4 && h.schema != CUSTOM_BUCKETS_SCHEMA || h.schema > 8 {
+                h.schema = h.schema.rem_euclid(13) - 4;
+            }
+            if h.uses_custom_buckets() && let Some(s) = h.positive_spans.first_mut() {
+                s.offset = 0;
+            }
+            h
+        }
+    }
+
+    fn exercise(a: &FloatHistogram, b: &FloatHistogram) {
+        let _ = a.validate();
+        let _ = a.to_string();
+        let _ = a.equals(b);
+        let _ = a.detect_reset(b);
+        let _ = a.has_overflow();
+        let _ = a.size();
+        let _ = a.all_bucket_iter().count() + a.all_reverse_bucket_iter().count();
+        let _ = a.positive_bucket_iter().chain(a.negative_bucket_iter()).count();
+        let _ = a.positive_reverse_bucket_iter().chain(a.negative_reverse_bucket_iter()).count();
+        for q in [0.0, 0.3, 0.5, 0.99, 1.0, f64::NAN] {
+            let _ = histogram_quantile(q, a);
+        }
+        let _ = histogram_fraction(-1.0, 2.0, a) + histogram_fraction(f64::NEG_INFINITY, 0.0, a);
+        let _ = histogram_variance(a);
+        let mut x = a.clone();
+        let _ = x.add(b);
+        x.compact(0);
+        let mut x = a.clone();
+        let _ = x.sub(b);
+        x.compact(2);
+        let mut x = a.clone();
+        if let Ok((c, _, _)) = x.kahan_add(b, None) {
+            let _ = x.kahan_add(b, Some(c.clone()));
+            let _ = x.clone().add(&c);
+        }
+        let _ = a.clone().kahan_add(b, Some(b.clone()));
+        for s in [-4, 0, 3, 8, CUSTOM_BUCKETS_SCHEMA, 100] {
+            let _ = a.copy_to_schema(s);
+            let _ = a.clone().reduce_resolution(s);
+        }
+        a.clone().mul(-2.0).div(0.0);
+        a.clone().div(f64::NAN).compact(1);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: cases(400), failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn arbitrary_histograms_never_panic(a in any_hist(), b in any_hist()) {
+            exercise(&a, &b);
+        }
+
+        #[test]
+        fn consistent_layouts_with_hostile_values_never_panic(a in consistent_hist(), b in consistent_hist()) {
+            exercise(&a, &b);
+        }
+
+        #[test]
+        fn integer_histograms_never_panic(
+            a in any_hist(),
+            deltas in prop::collection::vec(prop_oneof![3 => -3i64..4, 1 => any::<i64>()], 0..9),
+            n in 0usize..3,
+        ) {
+            let mut h = Histogram {
+                schema: a.schema,
+                zero_threshold: a.zero_threshold,
+                zero_count: 3,
+                count: deltas.len() as u64,
+                sum: a.sum,
+                positive_spans: a.positive_spans.clone(),
+                negative_spans: a.negative_spans.clone(),
+                positive_buckets: deltas.clone(),
+                negative_buckets: deltas.iter().rev().copied().collect(),
+                custom_values: a.custom_values.clone(),
+                ..Histogram::default()
+            };
+            let _ = h.validate();
+            let _ = h.clone().reduce_resolution(-4);
+            h.compact(n);
+        }
+    }
+}
