@@ -1367,19 +1367,13 @@ fn kahan_reduce_resolution(
     (t_spans, t_buckets, t_comp)
 }
 
-/// Whether `compact_generic` can run on this layout without upstream's out-of-range accesses: the
-/// spans describe exactly `n` buckets and no span after the first has a negative offset.
-fn layout_consistent(spans: &[Span], n: usize) -> bool {
-    check_spans(spans, n).is_ok()
-}
-
 /// Mirrors upstream `compactBuckets` (model/histogram/generic.go): cuts empty buckets at the
 /// edges of spans, splits spans at runs of more than `max_empty` empty buckets, merges spans at
 /// most `max_empty` apart. `comp` (Kahan compensation buckets, float only) moves in lockstep; a
 /// bucket only counts as empty if its compensation is zero, too.
 ///
-/// A layout whose spans disagree with its buckets (or with a negative offset after the first
-/// span) is returned unchanged, where upstream may panic.
+/// On layouts where upstream would panic (spans asking for more buckets than there are, negative
+/// offsets when merging, compensation buckets of another length) compaction stops where it is.
 fn compact_generic<T: BucketValue>(
     buckets: &mut Vec<T>,
     mut comp: Option<&mut Vec<f64>>,
@@ -1387,7 +1381,8 @@ fn compact_generic<T: BucketValue>(
     max_empty: usize,
     delta: bool,
 ) {
-    if !layout_consistent(spans, buckets.len()) || comp.as_ref().is_some_and(|c| c.len() != buckets.len()) {
+    if comp.as_ref().is_some_and(|c| c.len() != buckets.len()) {
+        // Upstream panics.
         return;
     }
     // Fast path: no empty bucket, no span offset ≤ max_empty and no empty span.
@@ -1521,11 +1516,16 @@ fn compact_generic<T: BucketValue>(
         return;
     }
 
-    // Merge spans whose gap is at most max_empty, inserting empty buckets.
-    let mut i_bucket = spans[0].length as usize;
+    // Merge spans whose gap is at most max_empty, inserting empty buckets. Where upstream would
+    // index out of range (spans needing more buckets than there are, negative offsets), stop.
+    let Some(first) = spans.first() else { return };
+    let mut i_bucket = first.length as usize;
+    if i_bucket > buckets.len() {
+        return;
+    }
     if delta {
         cur = T::default();
-        for &b in &buckets[..i_bucket.min(buckets.len())] {
+        for &b in &buckets[..i_bucket] {
             cur = cur.plus(b);
         }
     }
@@ -1534,8 +1534,8 @@ fn compact_generic<T: BucketValue>(
         if (spans[i_span].offset as i64) > max_empty as i64 {
             let l = spans[i_span].length as usize;
             if delta {
-                let end = (i_bucket + l).min(buckets.len());
-                for &b in &buckets[i_bucket.min(end)..end] {
+                let Some(run) = buckets.get(i_bucket..i_bucket + l) else { return };
+                for &b in run {
                     cur = cur.plus(b);
                 }
             }
@@ -1543,25 +1543,23 @@ fn compact_generic<T: BucketValue>(
             i_span += 1;
             continue;
         }
-        let offset = spans[i_span].offset.max(0) as usize;
+        let Ok(offset) = usize::try_from(spans[i_span].offset) else { return };
+        if i_bucket >= buckets.len() {
+            return;
+        }
         spans[i_span - 1].length = spans[i_span - 1].length.wrapping_add(offset as u32).wrapping_add(spans[i_span].length);
         spans.remove(i_span);
-        let at = i_bucket.min(buckets.len());
-        buckets.splice(at..at, std::iter::repeat_n(T::default(), offset));
-        if delta && offset > 0 {
-            buckets[at] = T::default().minus(cur);
-            if let Some(b) = buckets.get_mut(at + offset) {
-                *b = b.plus(cur);
-            }
+        buckets.splice(i_bucket..i_bucket, std::iter::repeat_n(T::default(), offset));
+        if delta {
+            buckets[i_bucket] = T::default().minus(cur);
+            buckets[i_bucket + offset] = buckets[i_bucket + offset].plus(cur);
         }
         if let Some(c) = comp.as_deref_mut() {
-            let at = at.min(c.len());
-            c.splice(at..at, std::iter::repeat_n(0.0, offset));
+            c.splice(i_bucket..i_bucket, std::iter::repeat_n(0.0, offset));
         }
         i_bucket += offset;
-        if let Some(&b) = buckets.get(i_bucket) {
-            cur = b;
-        }
+        let Some(&b) = buckets.get(i_bucket) else { return };
+        cur = b;
     }
 }
 
@@ -2504,8 +2502,8 @@ impl FloatHistogram {
     /// Mirrors upstream `FloatHistogram.Compact` (model/histogram/float_histogram.go), including,
     /// for `max_empty > 0`, its placement of inserted empty buckets when more than two spans merge
     /// in a row (it does not step past the span merged before, so the empty buckets land before
-    /// that span's buckets instead of after them). Layouts whose spans disagree with their buckets
-    /// are left as they are.
+    /// that span's buckets instead of after them). Where upstream would panic on an inconsistent
+    /// layout, compaction stops early instead.
     pub fn compact(&mut self, max_empty: usize) -> &mut Self {
         compact_generic(&mut self.positive_buckets, None, &mut self.positive_spans, max_empty, false);
         compact_generic(&mut self.negative_buckets, None, &mut self.negative_spans, max_empty, false);
@@ -2732,6 +2730,9 @@ impl Histogram {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod upstream_tests;
 
 #[cfg(test)]
 mod tests {
