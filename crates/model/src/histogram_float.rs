@@ -1543,23 +1543,40 @@ fn compact_generic<T: BucketValue>(
             i_span += 1;
             continue;
         }
-        let Ok(offset) = usize::try_from(spans[i_span].offset) else { return };
-        if i_bucket >= buckets.len() {
+        // Merge the span into the previous one, inserting `offset` empty buckets. With a negative
+        // offset (an invalid layout) this follows Go's slice semantics as upstream's code has them,
+        // stopping where that code would panic.
+        let offset = i64::from(spans[i_span].offset);
+        let (len, ib) = (buckets.len() as i64, i_bucket as i64);
+        let new_len = len + offset;
+        if new_len < 0 || ib > len || ib + offset < 0 || ib + offset >= new_len || (delta && ib >= new_len) {
             return;
         }
+        let (new_len, dst) = (new_len as usize, (ib + offset) as usize);
         spans[i_span - 1].length = spans[i_span - 1].length.wrapping_add(offset as u32).wrapping_add(spans[i_span].length);
         spans.remove(i_span);
-        buckets.splice(i_bucket..i_bucket, std::iter::repeat_n(T::default(), offset));
+        let widen = |old: &[T]| -> Vec<T> {
+            let mut new = vec![T::default(); new_len];
+            let head = i_bucket.min(new_len);
+            new[..head].copy_from_slice(&old[..head]);
+            new[dst..].copy_from_slice(&old[i_bucket..]);
+            new
+        };
+        let mut new = widen(buckets);
         if delta {
-            buckets[i_bucket] = T::default().minus(cur);
-            buckets[i_bucket + offset] = buckets[i_bucket + offset].plus(cur);
+            new[i_bucket] = T::default().minus(cur);
+            new[dst] = new[dst].plus(cur);
         }
+        *buckets = new;
         if let Some(c) = comp.as_deref_mut() {
-            c.splice(i_bucket..i_bucket, std::iter::repeat_n(0.0, offset));
+            let mut new_c = vec![0.0; new_len];
+            let head = i_bucket.min(new_len);
+            new_c[..head].copy_from_slice(&c[..head]);
+            new_c[dst..].copy_from_slice(&c[i_bucket..]);
+            *c = new_c;
         }
-        i_bucket += offset;
-        let Some(&b) = buckets.get(i_bucket) else { return };
-        cur = b;
+        i_bucket = dst;
+        cur = buckets[i_bucket];
     }
 }
 
@@ -2486,6 +2503,78 @@ impl FloatHistogram {
                 + self.custom_values.len())
     }
 
+    /// Trims the histogram at `rhs` in place for the PromQL trim operators: with `is_upper_trim`
+    /// (`</`) observations above `rhs` are removed, otherwise (`>/`) those below. A bucket containing
+    /// `rhs` keeps the interpolated part (linearly for NHCB and the zero bucket, on a log scale for
+    /// exponential buckets); buckets with an infinite bound are kept or dropped whole as upstream
+    /// decides. If anything was trimmed, count and sum are recomputed from the kept buckets (each at
+    /// its midpoint) and the histogram is compacted. Returns `self`.
+    ///
+    /// Mirrors upstream `FloatHistogram.TrimBuckets` (model/histogram/float_histogram.go).
+    pub fn trim_buckets(&mut self, rhs: f64, is_upper_trim: bool) -> &mut Self {
+        let nhcb = self.uses_custom_buckets();
+        let (mut updated_count, mut updated_sum) = (0.0, 0.0);
+        let mut trimmed = false;
+        let (mut has_positive, mut has_negative) = (false, false);
+        for positive in [true, false] {
+            let found: Vec<(usize, Bucket)> = if positive {
+                self.positive_bucket_iter().enumerate().collect()
+            } else {
+                self.negative_bucket_iter().enumerate().collect()
+            };
+            for (i, b) in found {
+                if b.count == 0.0 {
+                    continue;
+                }
+                if positive {
+                    has_positive = true;
+                } else {
+                    has_negative = true;
+                }
+                let (keep_all, partial) = if is_upper_trim {
+                    (b.upper <= rhs, b.lower < rhs)
+                } else {
+                    (b.lower >= rhs, b.upper > rhs)
+                };
+                let slot = if positive { self.positive_buckets.get_mut(i) } else { self.negative_buckets.get_mut(i) };
+                if keep_all {
+                    updated_count += b.count;
+                    updated_sum += trim_midpoint(b.lower, b.upper, positive, nhcb) * b.count;
+                } else if partial {
+                    let (keep, midpoint) = trim_bucket(&b, rhs, is_upper_trim, positive, nhcb);
+                    updated_count += keep;
+                    updated_sum += midpoint * keep;
+                    if let Some(slot) = slot
+                        && *slot != keep
+                    {
+                        *slot = keep;
+                        trimmed = true;
+                    }
+                } else {
+                    if let Some(slot) = slot {
+                        *slot = 0.0;
+                    }
+                    trimmed = true;
+                }
+            }
+        }
+        if self.zero_count > 0.0 {
+            let (keep, midpoint) = trim_zero_bucket(&self.zero_bucket(), rhs, has_negative, has_positive, is_upper_trim);
+            if self.zero_count != keep {
+                self.zero_count = keep;
+                trimmed = true;
+            }
+            updated_sum += midpoint * keep;
+            updated_count += keep;
+        }
+        if trimmed {
+            self.count = updated_count;
+            self.sum = updated_sum;
+            self.compact(0);
+        }
+        self
+    }
+
     /// Whether any count, the sum or a custom bound is infinite (upstream `HasOverflow`).
     pub fn has_overflow(&self) -> bool {
         [self.zero_count, self.count, self.sum]
@@ -2632,35 +2721,136 @@ impl FloatHistogram {
     }
 }
 
+/// Mirrors upstream `handleInfinityBuckets` (model/histogram/float_histogram.go): what survives of
+/// a bucket with an infinite bound, and the value its observations count at.
+fn trim_infinity_bucket(is_upper_trim: bool, b: &Bucket, rhs: f64) -> (f64, f64) {
+    let zero_if_inf = |x: f64| if x.is_infinite() { 0.0 } else { x };
+    if b.lower == f64::NEG_INFINITY {
+        if is_upper_trim {
+            if rhs >= b.upper {
+                return (b.count, 0.0);
+            }
+            if rhs > 0.0 && b.upper > 0.0 && b.upper != f64::INFINITY {
+                // Only possible for NHCB: treat the lower bound as 0, interpolate linearly.
+                return (b.count * rhs / b.upper, rhs / 2.0);
+            }
+            if b.upper <= 0.0 {
+                return (b.count, rhs);
+            }
+            return (0.0, zero_if_inf(b.upper));
+        }
+        if rhs <= b.lower {
+            return (b.count, 0.0);
+        }
+        if rhs >= 0.0 && b.upper > rhs && b.upper != f64::INFINITY {
+            return (b.count * (1.0 - rhs / b.upper), (rhs + b.upper) / 2.0);
+        }
+        return (0.0, zero_if_inf(b.upper));
+    }
+    // The upper bound is +Inf (upstream panics if neither bound is infinite; callers make sure).
+    if is_upper_trim {
+        return (0.0, zero_if_inf(b.lower));
+    }
+    if rhs >= b.lower {
+        return (b.count, rhs);
+    }
+    (0.0, zero_if_inf(b.lower))
+}
+
+/// Mirrors upstream `computeSplit`: the part of the bucket's count at or below `rhs`.
+fn trim_split(b: &Bucket, rhs: f64, linear: bool) -> f64 {
+    if rhs <= b.lower {
+        return 0.0;
+    }
+    if rhs >= b.upper {
+        return b.count;
+    }
+    b.count * b.fraction_below(rhs, linear)
+}
+
+/// Mirrors upstream `computeZeroBucketTrim`: the kept count of the zero bucket and its midpoint.
+fn trim_zero_bucket(zero: &Bucket, rhs: f64, has_negative: bool, has_positive: bool, is_upper_trim: bool) -> (f64, f64) {
+    let (mut lower, mut upper) = (zero.lower, zero.upper);
+    if has_negative && !has_positive {
+        upper = 0.0;
+    }
+    if has_positive && !has_negative {
+        lower = 0.0;
+    }
+    let (fraction, midpoint) = if is_upper_trim {
+        if rhs <= lower {
+            return (0.0, 0.0);
+        }
+        if rhs >= upper {
+            return (zero.count, (lower + upper) / 2.0);
+        }
+        ((rhs - lower) / (upper - lower), (lower + rhs) / 2.0)
+    } else {
+        if rhs <= lower {
+            return (zero.count, (lower + upper) / 2.0);
+        }
+        if rhs >= upper {
+            return (0.0, 0.0);
+        }
+        ((upper - rhs) / (upper - lower), (rhs + upper) / 2.0)
+    };
+    (zero.count * fraction, midpoint)
+}
+
+/// Mirrors upstream `computeBucketTrim`: the kept count of a bucket containing `rhs`, and the
+/// midpoint of its surviving part.
+fn trim_bucket(b: &Bucket, rhs: f64, is_upper_trim: bool, positive: bool, nhcb: bool) -> (f64, f64) {
+    if b.lower == f64::NEG_INFINITY || b.upper == f64::INFINITY {
+        return trim_infinity_bucket(is_upper_trim, b, rhs);
+    }
+    let under = trim_split(b, rhs, nhcb);
+    if is_upper_trim {
+        return (under, trim_midpoint(b.lower, rhs, positive, nhcb));
+    }
+    (b.count - under, trim_midpoint(rhs, b.upper, positive, nhcb))
+}
+
+/// Mirrors upstream `computeMidpoint`: arithmetic mean for linear buckets, signed geometric mean
+/// for exponential ones, with the infinite cases as upstream.
+fn trim_midpoint(lower: f64, upper: f64, positive: bool, linear: bool) -> f64 {
+    if lower.is_infinite() {
+        if upper.is_infinite() {
+            return 0.0;
+        }
+        if upper > 0.0 {
+            return upper / 2.0;
+        }
+        return upper;
+    } else if upper.is_infinite() {
+        return lower;
+    }
+    if linear {
+        return (lower + upper) / 2.0;
+    }
+    let geo_mean = (lower * upper).abs().sqrt();
+    if positive { geo_mean } else { -geo_mean }
+}
+
 /// Mirrors upstream `detectReset` (model/histogram/float_histogram.go): walks both bucket
 /// iterators in index order; a populated previous bucket missing now, or a current bucket lower
-/// than the previous one, is a reset.
+/// than the previous one, is a reset. (When the current buckets run out, upstream looks only at
+/// the previous bucket at hand, not at the ones after it; so does this.)
 fn detect_reset_buckets(mut curr_it: FloatBucketIter<'_>, mut prev_it: FloatBucketIter<'_>) -> bool {
     if !prev_it.advance() {
         return false;
     }
     let mut prev = (prev_it.curr_count, prev_it.curr_idx);
-    // All remaining previous buckets must be empty.
-    let rest_empty = |prev: (f64, i32), prev_it: &mut FloatBucketIter<'_>| -> bool {
-        let mut p = prev;
-        loop {
-            if p.0 != 0.0 {
-                return true;
-            }
-            if !prev_it.advance() {
-                return false;
-            }
-            p = (prev_it.curr_count, prev_it.curr_idx);
-        }
-    };
+    // Where the current buckets run out, upstream means to check that all remaining previous
+    // buckets are empty, but it never advances the bucket it looks at: only the previous bucket
+    // at hand decides. Mirrored as it is.
     if !curr_it.advance() {
-        return rest_empty(prev, &mut prev_it);
+        return prev.0 != 0.0;
     }
     let mut curr = (curr_it.curr_count, curr_it.curr_idx);
     loop {
         while curr.1 < prev.1 {
             if !curr_it.advance() {
-                return rest_empty(prev, &mut prev_it);
+                return prev.0 != 0.0;
             }
             curr = (curr_it.curr_count, curr_it.curr_idx);
         }
