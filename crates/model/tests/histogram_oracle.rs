@@ -8,8 +8,12 @@
 //! `offset:length`, lists comma-separated, `-` if empty). Where upstream panics the result is
 //! `PANIC`; then only "does not panic" is checked here.
 //!
-//! The file is large and generated, so it is not in the repository: point
-//! `TESSERA_HIST_ORACLE` at it and run `cargo test -p tessera-model --test histogram_oracle -- --ignored`.
+//! The file is large (tens of MB) and generated, so it is not in the repository. Make it with
+//! `sh crates/model/tests/histogram_oracle_gen/setup.sh <prometheus checkout> <scratch dir> [seed n] > cases.txt`
+//! (Go and python3 needed, no network), then run
+//! `TESSERA_HIST_ORACLE=cases.txt cargo test -p tessera-model --test histogram_oracle -- --ignored`.
+//! Sections: random valid histograms (every operation), "wide" values (tiny, huge, Inf and NaN
+//! counts; chains of 2–6 `kahan_add`s), and invalid layouts (only what upstream survives).
 
 use tessera_model::histogram::{CounterResetHint, FloatHistogram, Histogram, Span};
 use tessera_model::histogram_quantile::{histogram_fraction_annotated, histogram_quantile_annotated, histogram_variance};
@@ -194,6 +198,22 @@ fn run(op: &str, args: &[&str]) -> String {
             match fin.add(&comp) {
                 Ok(_) => format!("{s} {}", fmt_h(fin.compact(0))),
                 Err(e) => format!("{s} {}", err(e)),
+            }
+        }
+        "kahann" => {
+            let mut x = parse_h(args[0]);
+            let mut comp = None;
+            for y in &args[1..] {
+                match x.kahan_add(&parse_h(y), comp.take()) {
+                    Ok((c, _, _)) => comp = Some(c),
+                    Err(e) => return err(e),
+                }
+            }
+            let comp = comp.expect("at least one addend");
+            let mut fin = x.clone();
+            match fin.add(&comp) {
+                Ok(_) => format!("{} {} {}", fmt_h(&x), fmt_h(&comp), fmt_h(fin.compact(0))),
+                Err(e) => err(e),
             }
         }
         "detect" => parse_h(args[0]).detect_reset(&parse_h(args[1])).to_string(),
