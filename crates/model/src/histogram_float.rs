@@ -24,8 +24,10 @@
 //! - [`compact`](FloatHistogram::compact), [`copy_to_schema`](FloatHistogram::copy_to_schema),
 //!   [`reduce_resolution`](FloatHistogram::reduce_resolution), [`detect_reset`](FloatHistogram::detect_reset),
 //!   [`equals`](FloatHistogram::equals), [`has_overflow`](FloatHistogram::has_overflow),
-//!   [`size`](FloatHistogram::size), [`zero_bucket`](FloatHistogram::zero_bucket), and `Display`
-//!   (upstream `String()`, e.g. `{count:4, sum:6, (0.5,1]:1, (1,2]:2}`).
+//!   [`size`](FloatHistogram::size), [`zero_bucket`](FloatHistogram::zero_bucket), `Display`
+//!   (upstream `String()`, e.g. `{count:4, sum:6, (0.5,1]:1, (1,2]:2}`) and
+//!   [`test_expression`](FloatHistogram::test_expression) (upstream `TestExpression()`, the
+//!   promqltest notation `{{count:4 sum:6 buckets:[1 2]}}`).
 //! - [`Histogram::compact`], [`Histogram::reduce_resolution`] for integer histograms.
 //!
 //! Buckets
@@ -1440,7 +1442,9 @@ fn compact_generic<T: BucketValue>(
             break;
         }
     }
-    if nothing_to_do && spans.iter().any(|s| (s.offset as i64) <= max_empty as i64 || s.length == 0) {
+    // Go's `int`: a `max_empty` beyond i64::MAX is as good as i64::MAX.
+    let max_empty_i64 = i64::try_from(max_empty).unwrap_or(i64::MAX);
+    if nothing_to_do && spans.iter().any(|s| i64::from(s.offset) <= max_empty_i64 || s.length == 0) {
         nothing_to_do = false;
     }
     if nothing_to_do {
@@ -1576,7 +1580,7 @@ fn compact_generic<T: BucketValue>(
     }
     let mut i_span = 1usize;
     while i_span < spans.len() {
-        if (spans[i_span].offset as i64) > max_empty as i64 {
+        if i64::from(spans[i_span].offset) > max_empty_i64 {
             let l = spans[i_span].length as usize;
             if delta {
                 let Some(run) = buckets.get(i_bucket..i_bucket + l) else { return };
@@ -2620,6 +2624,72 @@ impl FloatHistogram {
         self
     }
 
+    /// The histogram in the promqltest series notation, e.g.
+    /// `{{schema:1 count:4 sum:6 z_bucket:1 z_bucket_w:0.001 buckets:[1 0 2]}}`, as promqltest
+    /// prints expected and actual histograms: compacted into one span per side, fields that are
+    /// zero left out.
+    ///
+    /// Mirrors upstream `FloatHistogram.TestExpression` (model/histogram/float_histogram.go).
+    /// Upstream panics if more than one span remains on a side (only possible for invalid
+    /// layouts); here every span's offset is written. A layout whose gaps would need more than
+    /// 2^24 explicit empty buckets is written with `Display` instead (upstream would print them all).
+    pub fn test_expression(&self) -> String {
+        const MAX_GAP_BUCKETS: i64 = 1 << 24;
+        let gaps = |spans: &[Span]| spans.iter().skip(1).map(|s| i64::from(s.offset).max(0)).sum::<i64>();
+        if gaps(&self.positive_spans) > MAX_GAP_BUCKETS || gaps(&self.negative_spans) > MAX_GAP_BUCKETS {
+            return self.to_string();
+        }
+        let mut m = self.clone();
+        if m.uses_custom_buckets() {
+            m.zero_threshold = 0.0;
+            m.zero_count = 0.0;
+            m.negative_spans.clear();
+            m.negative_buckets.clear();
+        } else {
+            m.custom_values.clear();
+        }
+        m.compact(usize::MAX);
+        let mut res: Vec<String> = Vec::new();
+        if m.schema != 0 {
+            res.push(format!("schema:{}", m.schema));
+        }
+        if m.count != 0.0 {
+            res.push(format!("count:{}", format_g(m.count)));
+        }
+        if m.sum != 0.0 {
+            res.push(format!("sum:{}", format_g(m.sum)));
+        }
+        if m.zero_count != 0.0 {
+            res.push(format!("z_bucket:{}", format_g(m.zero_count)));
+        }
+        if m.zero_threshold != 0.0 {
+            res.push(format!("z_bucket_w:{}", format_g(m.zero_threshold)));
+        }
+        if m.uses_custom_buckets() {
+            let bounds: Vec<String> = m.custom_values.iter().map(|v| format_g(*v)).collect();
+            res.push(format!("custom_values:[{}]", bounds.join(" ")));
+        }
+        match m.counter_reset_hint {
+            CounterResetHint::Unknown => {}
+            CounterResetHint::CounterReset => res.push("counter_reset_hint:reset".into()),
+            CounterResetHint::NotCounterReset => res.push("counter_reset_hint:not_reset".into()),
+            CounterResetHint::Gauge => res.push("counter_reset_hint:gauge".into()),
+        }
+        for (buckets_key, offset_key, buckets, spans) in [
+            ("buckets", "offset", &m.positive_buckets, &m.positive_spans),
+            ("n_buckets", "n_offset", &m.negative_buckets, &m.negative_spans),
+        ] {
+            for s in spans.iter().filter(|s| s.offset != 0) {
+                res.push(format!("{offset_key}:{}", s.offset));
+            }
+            if !buckets.is_empty() {
+                let b: Vec<String> = buckets.iter().map(|v| format_g(*v)).collect();
+                res.push(format!("{buckets_key}:[{}]", b.join(" ")));
+            }
+        }
+        format!("{{{{{}}}}}", res.join(" "))
+    }
+
     /// Whether any count, the sum or a custom bound is infinite (upstream `HasOverflow`).
     pub fn has_overflow(&self) -> bool {
         [self.zero_count, self.count, self.sum]
@@ -3377,6 +3447,60 @@ mod tests {
         assert!(go_log2(-1.0).is_nan() && go_log2(0.0) == f64::NEG_INFINITY);
         assert_eq!(go_exp2(2000.0), f64::INFINITY);
         assert_eq!(go_exp2(-2000.0), 0.0);
+    }
+
+    /// Expected strings as upstream's `TestExpression` writes them for these histograms.
+    #[test]
+    fn test_expression_like_upstream() {
+        let h = FloatHistogram {
+            counter_reset_hint: CounterResetHint::NotCounterReset,
+            zero_threshold: 0.00390625,
+            zero_count: 3.5,
+            count: 4.0,
+            sum: -105.57142857142857,
+            negative_spans: vec![Span::new(-2, 4)],
+            negative_buckets: vec![0.0, 0.25, 0.0, 0.25],
+            ..FloatHistogram::default()
+        };
+        assert_eq!(
+            h.test_expression(),
+            "{{count:4 sum:-105.57142857142857 z_bucket:3.5 z_bucket_w:0.00390625 counter_reset_hint:not_reset n_offset:-1 n_buckets:[0.25 0 0.25]}}"
+        );
+        let h = FloatHistogram {
+            schema: CUSTOM_BUCKETS_SCHEMA,
+            sum: f64::NAN,
+            custom_values: vec![-5.0, -1.0, 0.5, 1.0, 5.0],
+            ..FloatHistogram::default()
+        };
+        assert_eq!(h.test_expression(), "{{schema:-53 sum:NaN custom_values:[-5 -1 0.5 1 5]}}");
+        let h = FloatHistogram {
+            count: 3.6,
+            sum: -67.14285714285714,
+            zero_threshold: 0.00390625,
+            positive_spans: vec![Span::new(6, 0)],
+            negative_spans: vec![Span::new(6, 4)],
+            negative_buckets: vec![0.1, 3.5, 0.0, 0.0],
+            ..FloatHistogram::default()
+        };
+        assert_eq!(
+            h.test_expression(),
+            "{{count:3.6 sum:-67.14285714285714 z_bucket_w:0.00390625 n_offset:6 n_buckets:[0.1 3.5]}}"
+        );
+        // Spans merge into one, gaps written as empty buckets.
+        let h = FloatHistogram {
+            count: 3.0,
+            positive_spans: vec![Span::new(-1, 1), Span::new(2, 2)],
+            positive_buckets: vec![1.0, 1.0, 1.0],
+            ..FloatHistogram::default()
+        };
+        assert_eq!(h.test_expression(), "{{count:3 offset:-1 buckets:[1 0 0 1 1]}}");
+        // A hostile gap is not materialised.
+        let h = FloatHistogram {
+            positive_spans: vec![Span::new(0, 1), Span::new(i32::MAX - 5, 1)],
+            positive_buckets: vec![1.0, 1.0],
+            ..FloatHistogram::default()
+        };
+        assert!(h.test_expression().starts_with("{count:0, sum:0"));
     }
 
     #[test]

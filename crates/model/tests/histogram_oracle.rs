@@ -236,6 +236,7 @@ fn run(op: &str, args: &[&str]) -> String {
             }
         }
         "string" => parse_h(args[0]).to_string().replace(' ', "_"),
+        "testexpr" => parse_h(args[0]).test_expression().replace(' ', "_"),
         "validate" => match parse_h(args[0]).validate() {
             Ok(()) => "ok".into(),
             Err(e) => err(e),
