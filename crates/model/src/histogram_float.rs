@@ -2019,7 +2019,7 @@ impl FloatHistogram {
     /// Mirrors upstream `FloatHistogram.CopyToSchema` (model/histogram/float_histogram.go).
     pub fn copy_to_schema(&self, target_schema: i32) -> Result<FloatHistogram, HistogramError> {
         if target_schema == self.schema {
-            return Ok(self.clone());
+            return Ok(self.upstream_copy());
         }
         if self.uses_custom_buckets() {
             return Err(HistogramError::Unsupported(format!(
@@ -2052,6 +2052,21 @@ impl FloatHistogram {
             negative_buckets,
             custom_values: Vec::new(),
         })
+    }
+
+    /// A deep copy as upstream's `FloatHistogram.Copy` makes it: an NHCB loses its zero-bucket
+    /// and negative fields, an exponential histogram its custom values (all unused there).
+    fn upstream_copy(&self) -> FloatHistogram {
+        let mut c = self.clone();
+        if c.uses_custom_buckets() {
+            c.zero_threshold = 0.0;
+            c.zero_count = 0.0;
+            c.negative_spans.clear();
+            c.negative_buckets.clear();
+        } else {
+            c.custom_values.clear();
+        }
+        c
     }
 
     /// Reduces the resolution in place to the lower `target_schema`. Errors (histogram unchanged)
@@ -2639,15 +2654,7 @@ impl FloatHistogram {
         if gaps(&self.positive_spans) > MAX_GAP_BUCKETS || gaps(&self.negative_spans) > MAX_GAP_BUCKETS {
             return self.to_string();
         }
-        let mut m = self.clone();
-        if m.uses_custom_buckets() {
-            m.zero_threshold = 0.0;
-            m.zero_count = 0.0;
-            m.negative_spans.clear();
-            m.negative_buckets.clear();
-        } else {
-            m.custom_values.clear();
-        }
+        let mut m = self.upstream_copy();
         m.compact(usize::MAX);
         let mut res: Vec<String> = Vec::new();
         if m.schema != 0 {
@@ -2701,7 +2708,8 @@ impl FloatHistogram {
     }
 
     /// Removes empty buckets at the edges of spans, splits spans at runs of more than `max_empty`
-    /// empty buckets and merges spans at most `max_empty` apart, in place. Returns `self`.
+    /// empty buckets and merges spans at most `max_empty` apart, in place. Returns `self`. (A
+    /// large `max_empty` materialises the gaps it merges as buckets: memory grows with them.)
     ///
     /// Mirrors upstream `FloatHistogram.Compact` (model/histogram/float_histogram.go), including,
     /// for `max_empty > 0`, its placement of inserted empty buckets when more than two spans merge
