@@ -1414,6 +1414,12 @@ fn kahan_reduce_resolution(
     (t_spans, t_buckets, t_comp)
 }
 
+/// The most buckets compaction builds when merging spans: 2^20, twice what the widest valid
+/// exponential layout needs (schema 8 spans about 537,000 bucket indexes from the smallest to the
+/// largest float). Beyond that it stops merging (the spans stay apart, no count is lost) rather
+/// than allocate what upstream would try to.
+const MAX_MERGED_BUCKETS: i64 = 1 << 20;
+
 /// Mirrors upstream `compactBuckets` (model/histogram/generic.go): cuts empty buckets at the
 /// edges of spans, splits spans at runs of more than `max_empty` empty buckets, merges spans at
 /// most `max_empty` apart. `comp` (Kahan compensation buckets, float only) moves in lockstep; a
@@ -1599,6 +1605,11 @@ fn compact_generic<T: BucketValue>(
         let (len, ib) = (buckets.len() as i64, i_bucket as i64);
         let new_len = len + offset;
         if new_len < 0 || ib > len || ib + offset < 0 || ib + offset >= new_len || (delta && ib >= new_len) {
+            return;
+        }
+        if new_len > MAX_MERGED_BUCKETS {
+            // Not upstream, which would try to allocate them: only reachable with a huge
+            // `max_empty` and huge gaps.
             return;
         }
         let (new_len, dst) = (new_len as usize, (ib + offset) as usize);
@@ -2647,14 +2658,19 @@ impl FloatHistogram {
     /// Mirrors upstream `FloatHistogram.TestExpression` (model/histogram/float_histogram.go).
     /// Upstream panics if more than one span remains on a side (only possible for invalid
     /// layouts); here every span's offset is written. A layout whose gaps would need more than
-    /// 2^24 explicit empty buckets is written with `Display` instead (upstream would print them all).
+    /// 2^20 explicit empty buckets is written with `Display` instead (upstream would print them all).
     pub fn test_expression(&self) -> String {
-        const MAX_GAP_BUCKETS: i64 = 1 << 24;
+        const MAX_GAP_BUCKETS: i64 = MAX_MERGED_BUCKETS;
+        let mut m = self.upstream_copy();
+        // The gaps left after compacting with max_empty 0 are what merging everything fills with
+        // empty buckets. (The merge itself must run on the uncompacted copy: upstream's placement
+        // of the empty buckets depends on the spans it starts from.)
+        let mut probe = m.clone();
+        probe.compact(0);
         let gaps = |spans: &[Span]| spans.iter().skip(1).map(|s| i64::from(s.offset).max(0)).sum::<i64>();
-        if gaps(&self.positive_spans) > MAX_GAP_BUCKETS || gaps(&self.negative_spans) > MAX_GAP_BUCKETS {
+        if gaps(&probe.positive_spans) > MAX_GAP_BUCKETS || gaps(&probe.negative_spans) > MAX_GAP_BUCKETS {
             return self.to_string();
         }
-        let mut m = self.upstream_copy();
         m.compact(usize::MAX);
         let mut res: Vec<String> = Vec::new();
         if m.schema != 0 {
@@ -2709,7 +2725,8 @@ impl FloatHistogram {
 
     /// Removes empty buckets at the edges of spans, splits spans at runs of more than `max_empty`
     /// empty buckets and merges spans at most `max_empty` apart, in place. Returns `self`. (A
-    /// large `max_empty` materialises the gaps it merges as buckets: memory grows with them.)
+    /// large `max_empty` materialises the gaps it merges as buckets; merging stops short of 2^20
+    /// buckets, more than any valid layout has.)
     ///
     /// Mirrors upstream `FloatHistogram.Compact` (model/histogram/float_histogram.go), including,
     /// for `max_empty > 0`, its placement of inserted empty buckets when more than two spans merge
@@ -3635,6 +3652,13 @@ mod hostile {
         }
         a.clone().mul(-2.0).div(0.0);
         a.clone().div(f64::NAN).compact(1);
+        let _ = a.test_expression();
+        for rhs in [f64::NEG_INFINITY, -1.0, 0.0, 0.7, 1e300, f64::NAN] {
+            a.clone().trim_buckets(rhs, true);
+            a.clone().trim_buckets(rhs, false);
+        }
+        a.clone().kahan_compact(2, &mut b.clone());
+        a.clone().kahan_compact(0, &mut a.new_compensation_histogram());
     }
 
     proptest! {
