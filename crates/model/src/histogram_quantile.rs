@@ -14,7 +14,7 @@
 //! None of these functions panic, on any histogram.
 
 use crate::histogram::FloatHistogram;
-use crate::histogram_float::{go_exp2, go_log2, kahan_inc, Bucket};
+use crate::histogram_float::{Bucket, go_exp2, go_log2, kahan_inc};
 
 /// An info-level annotation upstream attaches to a histogram estimate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,8 +59,14 @@ pub fn histogram_quantile_annotated(q: f64, h: &FloatHistogram) -> (f64, Option<
     } else {
         (h.all_reverse_bucket_iter(), (1.0 - q) * h.count)
     };
-    let mut bucket =
-        Bucket { lower: 0.0, upper: 0.0, lower_inclusive: false, upper_inclusive: false, count: 0.0, index: 0 };
+    let mut bucket = Bucket {
+        lower: 0.0,
+        upper: 0.0,
+        lower_inclusive: false,
+        upper_inclusive: false,
+        count: 0.0,
+        index: 0,
+    };
     let mut count = 0.0;
     for b in it.by_ref() {
         bucket = b;
@@ -259,7 +265,7 @@ pub fn histogram_stddev(h: &FloatHistogram) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::histogram::{CounterResetHint, Span, CUSTOM_BUCKETS_SCHEMA};
+    use crate::histogram::{CUSTOM_BUCKETS_SCHEMA, CounterResetHint, Span};
 
     #[test]
     fn quantile_edge_cases() {
@@ -307,7 +313,10 @@ mod tests {
             counter_reset_hint: CounterResetHint::Gauge,
             ..FloatHistogram::default()
         };
-        assert_eq!(histogram_quantile_annotated(0.2, &h).1, Some(HistogramInfo::QuantileNaNSkew));
+        assert_eq!(
+            histogram_quantile_annotated(0.2, &h).1,
+            Some(HistogramInfo::QuantileNaNSkew)
+        );
         let (v, info) = histogram_quantile_annotated(0.99, &h);
         assert!(v.is_nan());
         assert_eq!(info, Some(HistogramInfo::QuantileNaNResult));
@@ -389,7 +398,11 @@ quantile 0000000000000000 3;7;3fe0000000000000;400c000000000000;40c82278ead65b7b
     }
 
     fn fls(s: &str) -> Vec<f64> {
-        if s == "-" { Vec::new() } else { s.split(',').map(fl).collect() }
+        if s == "-" {
+            Vec::new()
+        } else {
+            s.split(',').map(fl).collect()
+        }
     }
 
     fn parse_h(s: &str) -> FloatHistogram {
@@ -404,7 +417,11 @@ quantile 0000000000000000 3;7;3fe0000000000000;400c000000000000;40c82278ead65b7b
                 .collect()
         };
         FloatHistogram {
-            counter_reset_hint: f[0].parse().ok().and_then(CounterResetHint::from_u8).unwrap_or_default(),
+            counter_reset_hint: f[0]
+                .parse()
+                .ok()
+                .and_then(CounterResetHint::from_u8)
+                .unwrap_or_default(),
             schema: f[1].parse().unwrap_or_default(),
             zero_threshold: fl(f[2]),
             zero_count: fl(f[3]),
@@ -422,7 +439,9 @@ quantile 0000000000000000 3;7;3fe0000000000000;400c000000000000;40c82278ead65b7b
     fn upstream_vectors() {
         let mut n = 0;
         for line in UPSTREAM_VECTORS.lines() {
-            let Some((lhs, want)) = line.split_once(" => ") else { continue };
+            let Some((lhs, want)) = line.split_once(" => ") else {
+                continue;
+            };
             let args: Vec<&str> = lhs.split(' ').collect();
             let (v, info) = match args[0] {
                 "quantile" => histogram_quantile_annotated(fl(args[1]), &parse_h(args[2])),
@@ -432,7 +451,10 @@ quantile 0000000000000000 3;7;3fe0000000000000;400c000000000000;40c82278ead65b7b
             };
             let mut want = want.split(' ');
             let want_v = fl(want.next().unwrap_or_default());
-            assert!(v.to_bits() == want_v.to_bits() || (v.is_nan() && want_v.is_nan()), "{line}: got {v}");
+            assert!(
+                v.to_bits() == want_v.to_bits() || (v.is_nan() && want_v.is_nan()),
+                "{line}: got {v}"
+            );
             if let Some(want_info) = want.next() {
                 assert_eq!(info.map_or("-".into(), |i| format!("{i:?}")), want_info, "{line}");
             }

@@ -16,14 +16,20 @@
 //! counts; chains of 2–6 `kahan_add`s), and invalid layouts (only what upstream survives).
 
 use tessera_model::histogram::{CounterResetHint, FloatHistogram, Histogram, Span};
-use tessera_model::histogram_quantile::{histogram_fraction_annotated, histogram_quantile_annotated, histogram_variance};
+use tessera_model::histogram_quantile::{
+    histogram_fraction_annotated, histogram_quantile_annotated, histogram_variance,
+};
 
 fn fl(s: &str) -> f64 {
     f64::from_bits(u64::from_str_radix(s, 16).unwrap_or_else(|e| panic!("bad float {s}: {e}")))
 }
 
 fn fls(s: &str) -> Vec<f64> {
-    if s == "-" { Vec::new() } else { s.split(',').map(fl).collect() }
+    if s == "-" {
+        Vec::new()
+    } else {
+        s.split(',').map(fl).collect()
+    }
 }
 
 fn sps(s: &str) -> Vec<Span> {
@@ -57,7 +63,11 @@ fn parse_h(s: &str) -> FloatHistogram {
 }
 
 fn ints(s: &str) -> Vec<i64> {
-    if s == "-" { Vec::new() } else { s.split(',').map(|x| x.parse().expect("int")).collect() }
+    if s == "-" {
+        Vec::new()
+    } else {
+        s.split(',').map(|x| x.parse().expect("int")).collect()
+    }
 }
 
 fn parse_ih(s: &str) -> Histogram {
@@ -80,7 +90,11 @@ fn parse_ih(s: &str) -> Histogram {
 
 fn fmt_ih(h: &Histogram) -> String {
     let ints = |v: &[i64]| {
-        if v.is_empty() { "-".to_string() } else { v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",") }
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+        }
     };
     format!(
         "{};{};{};{};{};{};{};{};{};{};{}",
@@ -103,14 +117,21 @@ fn hx(v: f64) -> String {
 }
 
 fn hxs(v: &[f64]) -> String {
-    if v.is_empty() { "-".into() } else { v.iter().map(|x| hx(*x)).collect::<Vec<_>>().join(",") }
+    if v.is_empty() {
+        "-".into()
+    } else {
+        v.iter().map(|x| hx(*x)).collect::<Vec<_>>().join(",")
+    }
 }
 
 fn spss(v: &[Span]) -> String {
     if v.is_empty() {
         "-".into()
     } else {
-        v.iter().map(|s| format!("{}:{}", s.offset, s.length)).collect::<Vec<_>>().join(",")
+        v.iter()
+            .map(|s| format!("{}:{}", s.offset, s.length))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
@@ -305,7 +326,9 @@ fn histogram_ops_match_upstream() {
     let text = std::fs::read_to_string(&path).expect("read oracle file");
     let (mut failures, mut total, mut panics) = (Vec::new(), 0, 0);
     for (n, line) in text.lines().enumerate() {
-        let Some((lhs, want)) = line.split_once(" => ") else { continue };
+        let Some((lhs, want)) = line.split_once(" => ") else {
+            continue;
+        };
         let mut parts = lhs.split(' ');
         let op = parts.next().expect("op");
         let args: Vec<&str> = parts.collect();
@@ -319,10 +342,21 @@ fn histogram_ops_match_upstream() {
             failures.push(format!("line {}: {lhs}\n  want {want}\n  got  {got}", n + 1));
         }
     }
-    eprintln!("{total} cases, {panics} where upstream panics (checked for no panic only), {} failures", failures.len());
+    eprintln!(
+        "{total} cases, {panics} where upstream panics (checked for no panic only), {} failures",
+        failures.len()
+    );
     let mut shown = std::collections::HashSet::new();
-    for f in failures.iter().filter(|f| shown.insert(f.split(' ').nth(2).map(str::to_string))).take(15) {
+    for f in failures
+        .iter()
+        .filter(|f| shown.insert(f.split(' ').nth(2).map(str::to_string)))
+        .take(15)
+    {
         eprintln!("{f}");
     }
-    assert!(failures.is_empty(), "{} of {total} cases differ from upstream", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {total} cases differ from upstream",
+        failures.len()
+    );
 }
