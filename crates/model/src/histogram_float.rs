@@ -56,11 +56,44 @@
 //! current buckets run out; `HistogramQuantile` interpolates in the last bucket when the sum is NaN;
 //! a copy to another schema loses the counter-reset hint.
 //!
+//! # Example
+//!
+//! ```
+//! use tessera_model::histogram::{FloatHistogram, Span};
+//!
+//! let a = FloatHistogram {
+//!     count: 2.0,
+//!     sum: 3.0,
+//!     positive_spans: vec![Span::new(0, 2)],
+//!     positive_buckets: vec![1.0, 1.0],
+//!     ..FloatHistogram::default()
+//! };
+//! // `a + a`, as the PromQL `+` operator does it: on a copy, then compacted.
+//! let mut sum = a.clone();
+//! let (counter_reset_collision, nhcb_bounds_reconciled) = sum.add(&a).expect("both exponential");
+//! sum.compact(0);
+//! assert!(!counter_reset_collision && !nhcb_bounds_reconciled);
+//! assert_eq!(sum.to_string(), "{count:4, sum:6, (0.5,1]:2, (1,2]:2}");
+//!
+//! // `sum(...)` over many histograms, Kahan-compensated as upstream's aggregation does it.
+//! let mut total = a.clone();
+//! let mut comp = None;
+//! for _ in 0..3 {
+//!     let (c, _, _) = total.kahan_add(&a, comp.take()).expect("both exponential");
+//!     comp = Some(c);
+//! }
+//! if let Some(c) = comp {
+//!     total.add(&c).expect("same layout");
+//! }
+//! assert_eq!(total.compact(0).count, 8.0);
+//! ```
+//!
 //! # How this is tested
 //!
 //! Upstream's table tests (histogram_float/upstream_tests.rs), a proptest that random invalid
 //! histograms never panic, and a differential test against Prometheus' Go code
-//! (tests/histogram_oracle.rs, ~146,000 cases, all bit-identical where upstream does not panic).
+//! (tests/histogram_oracle.rs with the generator in tests/histogram_oracle_gen/): about 1.2
+//! million cases over seven seeds, all bit-identical to upstream where upstream does not panic.
 
 use std::fmt;
 
