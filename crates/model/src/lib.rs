@@ -21,6 +21,7 @@ pub mod fixtures;
 pub mod gofloat;
 pub mod histogram;
 pub mod histogram_float;
+pub mod histogram_quantile;
 pub mod histogram_sample;
 pub mod labels;
 pub mod matcher;
