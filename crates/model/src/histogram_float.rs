@@ -91,9 +91,9 @@
 //! # How this is tested
 //!
 //! Upstream's table tests (histogram_float/upstream_tests.rs), a proptest that random invalid
-//! histograms never panic, and a differential test against Prometheus' Go code
-//! (tests/histogram_oracle.rs with the generator in tests/histogram_oracle_gen/): about 1.2
-//! million cases over seven seeds, all bit-identical to upstream where upstream does not panic.
+//! histograms never panic, and (once, outside the repository, with a harness built from Prometheus'
+//! source, which the repository must not carry) a differential run against Prometheus' Go code: about
+//! 1.2 million cases over seven seeds, all bit-identical to upstream where upstream does not panic.
 
 use std::fmt;
 

@@ -325,8 +325,8 @@ mod tests {
     }
 
     /// Results of upstream's `HistogramQuantile`, `HistogramFraction` and `histogramVariance`,
-    /// computed by Prometheus 3.14's Go code for random histograms (a selection from the
-    /// differential test of tests/histogram_oracle.rs, same format: floats as bit patterns, a
+    /// computed by Prometheus 3.14's Go code for random histograms (a selection from the differential
+    /// run described in `crate::histogram_float`'s docs: floats as bit patterns, a
     /// histogram as `hint;schema;zt;zc;count;sum;pos spans;neg spans;pos buckets;neg buckets;bounds`).
     const UPSTREAM_VECTORS: &str = "\
 quantile 0000000000000000 0;-53;0000000000000000;0000000000000000;4002aaaaaaaaaaab;c050492492492492;0:2,3:1;-;0000000000000000,0000000000000000,3fd5555555555555;-;3fe0000000000000,3ff0000000000000,4000000000000000,4034000000000000,4059000000000000 => 4059000000000000 -
