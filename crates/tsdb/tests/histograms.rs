@@ -332,3 +332,65 @@ fn out_of_order_histograms_inside_the_window_are_merged_everywhere() {
     db.compact().expect("compact");
     check(&db, "compacted");
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A histogram with arbitrary layout: any schema, sparse spans with huge gaps, big counts. Only
+    /// those upstream's validation accepts reach storage (as remote write guarantees), but the
+    /// layouts of consecutive samples may differ wildly.
+    fn arb_hist() -> impl Strategy<Value = Histogram> {
+        (
+            -6i32..10,
+            proptest::collection::vec((prop_oneof![Just(0i32), 1..3i32, Just(i32::MAX / 4), Just(-(i32::MAX / 4))], 1u32..4), 0..4),
+            proptest::collection::vec(0u64..1_000_000, 0..12),
+            any::<bool>(),
+        )
+            .prop_map(|(schema, spans, counts, nan)| {
+                let n: u32 = spans.iter().map(|s| s.1).sum();
+                let buckets: Vec<u64> = (0..n as usize).map(|i| counts.get(i).copied().unwrap_or(1)).collect();
+                let mut prev = 0i64;
+                let deltas = buckets
+                    .iter()
+                    .map(|&c| {
+                        let d = c as i64 - prev;
+                        prev = c as i64;
+                        d
+                    })
+                    .collect();
+                Histogram {
+                    schema,
+                    count: buckets.iter().sum(),
+                    sum: if nan { f64::NAN } else { 1.0 },
+                    positive_spans: spans.iter().map(|&(o, l)| Span::new(o, l)).collect(),
+                    positive_buckets: deltas,
+                    ..Histogram::default()
+                }
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+        #[test]
+        fn any_valid_sequence_is_stored_and_read_back(hs in proptest::collection::vec(arb_hist(), 1..40)) {
+            let dir = tempfile::tempdir().expect("tmp");
+            let db = Db::open(dir.path(), opts(1)).expect("open");
+            let l = labels!("__name__" => "h");
+            let samples: Vec<HistogramSample> = hs
+                .into_iter()
+                .filter(|h| h.validate().is_ok())
+                .enumerate()
+                .map(|(i, h)| HistogramSample::new(i as i64 * 7, HistogramValue::Int(h)))
+                .collect();
+            let mut app = db.appender();
+            app.add_histograms(l.clone(), samples.clone());
+            let rep = app.commit().expect("commit");
+            prop_assert_eq!(rep.histograms_written as usize, samples.len());
+            let (got, _) = read(&db, &l, i64::MIN, i64::MAX);
+            prop_assert_eq!(got.len(), samples.len());
+            // Compared as text: NaN sums are equal there.
+            prop_assert_eq!(format!("{:?}", normalise(got)), format!("{:?}", normalise(expected(&samples))));
+        }
+    }
+}
