@@ -6,7 +6,8 @@
 //! `crash_child` test. The block range is tiny and the WAL segments small so that kills land in WAL
 //! writes, head cuts (block writes, checkpoints, segment deletion) and block compactions alike; the kill
 //! moment is random (and sometimes lands while the child is still replaying the previous crash).
-//! Trials: 50 by default, `TESSERA_CRASH_TRIALS=N` for more.
+//! Every batch carries float series and native-histogram series (WAL record type 5), so both kinds are
+//! checked the same way. Trials: 50 by default, `TESSERA_CRASH_TRIALS=N` for more.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -14,11 +15,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
-use tessera_model::{Labels, MatchOp, Matcher, Queryable, Sample, SelectHints};
+use tessera_model::histogram::{Histogram, Span};
+use tessera_model::{ChunkEncoding, HistogramSample, HistogramValue, Labels, MatchOp, Matcher, Queryable, Sample, SelectHints};
 use tessera_tsdb::{Db, FsyncPolicy, Options};
 
 const SHARDS: usize = 2;
 const SERIES: usize = 6;
+/// Series with native-histogram samples (labels `k` = SERIES..SERIES+HSERIES).
+const HSERIES: usize = 2;
 const SAMPLES_PER_SERIES: i64 = 8;
 const STEP: i64 = 5;
 const BATCH_SPAN: i64 = SAMPLES_PER_SERIES * STEP;
@@ -44,6 +48,12 @@ fn value(b: u64, k: usize, j: i64) -> f64 {
     (b * 1000 + k as u64 * 10 + j as u64) as f64
 }
 
+/// The histogram sample `j` of batch `b` for series `k`: its count (one bucket) carries the value.
+fn hvalue(b: u64, k: usize, j: i64) -> Histogram {
+    let c = value(b, k, j) as u64;
+    Histogram { count: c, sum: 1.0, positive_spans: vec![Span::new(0, 1)], positive_buckets: vec![c as i64], ..Histogram::default() }
+}
+
 /// The child: opens the db in `TESSERA_CRASH_CHILD` and appends batches from `TESSERA_CRASH_FIRST` on,
 /// printing `ACK <id>` after each commit returns. Compacts now and then. Runs until killed.
 #[test]
@@ -61,6 +71,12 @@ fn crash_child() {
                 .map(|j| Sample::new(b as i64 * BATCH_SPAN + j * STEP, value(b, k, j)))
                 .collect();
             app.add(series_labels(k), &s);
+        }
+        for k in SERIES..SERIES + HSERIES {
+            let h: Vec<HistogramSample> = (0..SAMPLES_PER_SERIES)
+                .map(|j| HistogramSample::new(b as i64 * BATCH_SPAN + j * STEP, HistogramValue::Int(hvalue(b, k, j))))
+                .collect();
+            app.add_histograms(series_labels(k), h);
         }
         let rep = app.commit().expect("child commit");
         assert!(rep.rejected.is_empty(), "child batch {b} rejected: {rep:?}");
@@ -83,6 +99,12 @@ fn present(db: &std::sync::Arc<Db>) -> BTreeMap<u64, [usize; SHARDS]> {
         let shard = s.labels.shard(SHARDS);
         let mut v = Vec::new();
         for c in &s.chunks {
+            if c.encoding == ChunkEncoding::Histogram {
+                let mut hs = Vec::new();
+                tessera_encoding::decode_histogram_into(&c.data, &mut hs).expect("histogram chunk decodes");
+                v.extend(hs.into_iter().map(|(t, h)| Sample::new(t, h.count as f64)));
+                continue;
+            }
             tessera_encoding::decode_chunk_range_into(c, i64::MIN, i64::MAX, &mut v).expect("chunk decodes");
         }
         for w in v.windows(2) {
@@ -110,7 +132,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_batch() {
     let exe = std::env::current_exe().expect("current exe");
     // Per series, how many samples a shard must hold for a complete batch.
     let mut per_shard_full = [0usize; SHARDS];
-    for k in 0..SERIES {
+    for k in 0..SERIES + HSERIES {
         per_shard_full[series_labels(k).shard(SHARDS)] += SAMPLES_PER_SERIES as usize;
     }
 
@@ -200,6 +222,12 @@ fn sigkill_at_random_moments_loses_no_acknowledged_batch() {
                 let s: Vec<Sample> =
                     (0..SAMPLES_PER_SERIES).map(|j| Sample::new(b as i64 * BATCH_SPAN + j * STEP, value(b, k, j))).collect();
                 app.add(series_labels(k), &s);
+            }
+            for k in SERIES..SERIES + HSERIES {
+                let h: Vec<HistogramSample> = (0..SAMPLES_PER_SERIES)
+                    .map(|j| HistogramSample::new(b as i64 * BATCH_SPAN + j * STEP, HistogramValue::Int(hvalue(b, k, j))))
+                    .collect();
+                app.add_histograms(series_labels(k), h);
             }
             let rep = app.commit().expect("write after crash");
             assert!(rep.rejected.is_empty(), "write after crash rejected: {rep:?}");
