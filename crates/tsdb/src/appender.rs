@@ -229,6 +229,20 @@ impl<'a> Appender<'a> {
         self.batches.push(Batch { labels, samples, sts, hists: Cow::Borrowed(&[]), exemplars: Cow::Borrowed(&[]) });
     }
 
+    /// A batch of histograms and/or exemplars alone (no float samples).
+    fn push_other(&mut self, labels: BatchLabels<'a>, hists: Cow<'a, [HistogramSample]>, exemplars: Cow<'a, [Exemplar]>) {
+        self.batches.push(Batch { labels, samples: Cow::Borrowed(&[]), sts: Cow::Borrowed(&[]), hists, exemplars });
+    }
+
+    /// Borrowed pairs as batch labels: kept borrowed when canonical, normalised (a copy) otherwise.
+    fn ref_labels(labels: &'a [(&'a str, &'a str)]) -> BatchLabels<'a> {
+        if tessera_model::labels::pairs_are_canonical(labels) {
+            BatchLabels::Borrowed(labels)
+        } else {
+            BatchLabels::Owned(Labels::from_pairs(labels.iter().copied()))
+        }
+    }
+
     /// Buffers native-histogram samples of one series (integer or float, in time order). They follow
     /// upstream's append rules for histograms: a later sample must be newer than the series' last sample
     /// of any kind (an exact duplicate is accepted and dropped); out-of-order histograms are refused
@@ -236,29 +250,12 @@ impl<'a> Appender<'a> {
     /// samples only for now. Histograms must be valid (see `tessera_protocol`'s checks): one whose bucket
     /// counts do not match its spans is skipped by the head with a warning.
     pub fn add_histograms(&mut self, labels: Labels, hists: Vec<HistogramSample>) {
-        self.batches.push(Batch {
-            labels: BatchLabels::Owned(labels),
-            samples: Cow::Borrowed(&[]),
-            sts: Cow::Borrowed(&[]),
-            hists: Cow::Owned(hists),
-            exemplars: Cow::Borrowed(&[]),
-        });
+        self.push_other(BatchLabels::Owned(labels), Cow::Owned(hists), Cow::Borrowed(&[]));
     }
 
     /// [`Appender::add_histograms`] borrowing labels (as [`Appender::add_ref`]) and samples.
     pub fn add_ref_histograms(&mut self, labels: &'a [(&'a str, &'a str)], hists: &'a [HistogramSample]) {
-        let labels = if tessera_model::labels::pairs_are_canonical(labels) {
-            BatchLabels::Borrowed(labels)
-        } else {
-            BatchLabels::Owned(Labels::from_pairs(labels.iter().copied()))
-        };
-        self.batches.push(Batch {
-            labels,
-            samples: Cow::Borrowed(&[]),
-            sts: Cow::Borrowed(&[]),
-            hists: Cow::Borrowed(hists),
-            exemplars: Cow::Borrowed(&[]),
-        });
+        self.push_other(Self::ref_labels(labels), Cow::Borrowed(hists), Cow::Borrowed(&[]));
     }
 
     /// Buffers exemplars of one series (labels borrowed as in [`Appender::add_ref`]). They are kept in
@@ -266,29 +263,12 @@ impl<'a> Appender<'a> {
     /// the head or by this commit — as upstream's `AppendExemplar` needs its series; duplicates, ones
     /// too far out of order and ones with over-long labels are dropped and counted, never an error.
     pub fn add_ref_exemplars(&mut self, labels: &'a [(&'a str, &'a str)], exemplars: &'a [Exemplar]) {
-        let labels = if tessera_model::labels::pairs_are_canonical(labels) {
-            BatchLabels::Borrowed(labels)
-        } else {
-            BatchLabels::Owned(Labels::from_pairs(labels.iter().copied()))
-        };
-        self.batches.push(Batch {
-            labels,
-            samples: Cow::Borrowed(&[]),
-            sts: Cow::Borrowed(&[]),
-            hists: Cow::Borrowed(&[]),
-            exemplars: Cow::Borrowed(exemplars),
-        });
+        self.push_other(Self::ref_labels(labels), Cow::Borrowed(&[]), Cow::Borrowed(exemplars));
     }
 
     /// [`Appender::add_ref_exemplars`] with owned labels and exemplars.
     pub fn add_exemplars(&mut self, labels: Labels, exemplars: Vec<Exemplar>) {
-        self.batches.push(Batch {
-            labels: BatchLabels::Owned(labels),
-            samples: Cow::Borrowed(&[]),
-            sts: Cow::Borrowed(&[]),
-            hists: Cow::Borrowed(&[]),
-            exemplars: Cow::Owned(exemplars),
-        });
+        self.push_other(BatchLabels::Owned(labels), Cow::Borrowed(&[]), Cow::Owned(exemplars));
     }
 
     /// Buffers one batch: samples of one series. Nothing is validated here.
@@ -324,11 +304,7 @@ impl<'a> Appender<'a> {
     /// [`Labels::from_pairs`] does (sorted, empty values dropped, the last of a repeated name wins), at
     /// the cost of a copy.
     pub fn add_ref(&mut self, labels: &'a [(&'a str, &'a str)], samples: &'a [Sample], sts: &'a [i64]) {
-        let labels = if tessera_model::labels::pairs_are_canonical(labels) {
-            BatchLabels::Borrowed(labels)
-        } else {
-            BatchLabels::Owned(Labels::from_pairs(labels.iter().copied()))
-        };
+        let labels = Self::ref_labels(labels);
         let sts: &[i64] = if sts.is_empty() || !Self::keep_sts(samples.len(), sts) { &[] } else { sts };
         self.push(labels, Cow::Borrowed(samples), Cow::Borrowed(sts));
     }

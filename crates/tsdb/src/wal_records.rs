@@ -425,21 +425,24 @@ impl<'a> Dec<'a> {
         let hint = CounterResetHint::from_u8(self.u8()?).ok_or_else(|| self.err("unknown counter-reset hint"))?;
         let schema = self.i32()?;
         let zero_threshold = self.f64()?;
-        match kind {
-            1 => {
-                let count = self.uvarint()?;
-                let zero_count = self.uvarint()?;
-                let sum = self.f64()?;
-                let positive_spans = self.spans()?;
-                let negative_spans = self.spans()?;
-                let mut deltas = || -> Result<Vec<i64>, DecodeError> {
-                    let n = self.len(1)?;
-                    (0..n).map(|_| self.varint()).collect()
-                };
-                let positive_buckets = deltas()?;
-                let negative_buckets = deltas()?;
-                let custom_values = self.f64s()?;
-                Ok(HistogramValue::Int(Histogram {
+        // Integer counts are varints and bucket deltas, float counts raw bits; the rest is shared.
+        let int_counts = match kind {
+            1 => Some((self.uvarint()?, self.uvarint()?)),
+            2 => None,
+            _ => return Err(self.err("unknown histogram kind")),
+        };
+        let float_counts = if int_counts.is_none() { (self.f64()?, self.f64()?) } else { (0.0, 0.0) };
+        let sum = self.f64()?;
+        let positive_spans = self.spans()?;
+        let negative_spans = self.spans()?;
+        let mut deltas = || -> Result<Vec<i64>, DecodeError> {
+            let n = self.len(1)?;
+            (0..n).map(|_| self.varint()).collect()
+        };
+        let h = match int_counts {
+            Some((count, zero_count)) => {
+                let (positive_buckets, negative_buckets) = (deltas()?, deltas()?);
+                HistogramValue::Int(Histogram {
                     counter_reset_hint: hint,
                     schema,
                     zero_threshold,
@@ -450,34 +453,27 @@ impl<'a> Dec<'a> {
                     negative_spans,
                     positive_buckets,
                     negative_buckets,
-                    custom_values,
-                }))
+                    custom_values: self.f64s()?,
+                })
             }
-            2 => {
-                let count = self.f64()?;
-                let zero_count = self.f64()?;
-                let sum = self.f64()?;
-                let positive_spans = self.spans()?;
-                let negative_spans = self.spans()?;
-                let positive_buckets = self.f64s()?;
-                let negative_buckets = self.f64s()?;
-                let custom_values = self.f64s()?;
-                Ok(HistogramValue::Float(FloatHistogram {
+            None => {
+                let (positive_buckets, negative_buckets) = (self.f64s()?, self.f64s()?);
+                HistogramValue::Float(FloatHistogram {
                     counter_reset_hint: hint,
                     schema,
                     zero_threshold,
-                    zero_count,
-                    count,
+                    zero_count: float_counts.1,
+                    count: float_counts.0,
                     sum,
                     positive_spans,
                     negative_spans,
                     positive_buckets,
                     negative_buckets,
-                    custom_values,
-                }))
+                    custom_values: self.f64s()?,
+                })
             }
-            _ => Err(self.err("unknown histogram kind")),
-        }
+        };
+        Ok(h)
     }
     fn labels(&mut self) -> Result<Labels, DecodeError> {
         let nl = self.len(2)?;
