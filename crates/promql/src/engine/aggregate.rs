@@ -9,7 +9,10 @@
 //! last bit. Group ids are computed once per series, so the per-step loops index flat arrays.
 
 use super::EngineError;
-use super::eval::{Grid, QueryCtx, Series, Val, eval_scalar, eval_vector};
+use super::eval::{Grid, HistCol, QueryCtx, Series, Val, eval_scalar, eval_vector};
+use std::sync::Arc;
+use tessera_model::FloatHistogram;
+use tessera_model::histogram::CounterResetHint;
 use super::functions::{fmt_g, kahan_inc, quantile};
 use crate::parser::{AggregateExpr, AggregateOp, Call, Expr};
 use std::collections::HashMap;
@@ -219,8 +222,9 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
     if let (Expr::VectorSelector(vs), None) = (a.expr.unwrap_parens(), &a.param)
         && !vs.smoothed
         && is_decomposable(op)
+        && let Some(v) = pushed_down(ctx, a, vs, grid)?
     {
-        return pushed_down(ctx, a, vs, grid);
+        return Ok(v);
     }
     let v = eval_vector(ctx, &a.expr, grid)?;
     match op {
@@ -229,13 +233,14 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
         }
         AggregateOp::CountValues => return count_values(ctx, a, v, grid),
         AggregateOp::Quantile => {
+            ignore_histograms(ctx, &v, "quantile");
             let q = param.unwrap_or_default();
             if let Some(bad) = q.iter().find(|q| q.is_nan() || **q < 0.0 || **q > 1.0) {
                 ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*bad)));
             }
             let (ids, gl) = groups(&v, a);
             let mut out: Vec<Series> =
-                gl.into_iter().map(|labels| Series { labels, vals: vec![None; n], drop_name: false }).collect();
+                gl.into_iter().map(|labels| Series { hists: None, labels, vals: vec![None; n], drop_name: false }).collect();
             let mut buf: Vec<Vec<f64>> = vec![Vec::new(); out.len()];
             for (i, &qi) in q.iter().enumerate().take(n) {
                 if i % 1024 == 0 {
@@ -272,6 +277,39 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
             }
         }
     }
+    // Histograms (upstream `aggregation`): counted by count and group, summed by sum and avg, ignored
+    // with an info by the others. Only allocated when the input holds any.
+    let mut haccs: Vec<HistAcc> = Vec::new();
+    if v.iter().any(|s| s.hists.is_some()) {
+        match op {
+            AggregateOp::Count | AggregateOp::Group => {
+                for (s, &g) in v.iter().zip(&ids) {
+                    let row = &mut accs[g * n..(g + 1) * n];
+                    for (i, acc) in row.iter_mut().enumerate() {
+                        if s.hist(i).is_some() {
+                            acc.add(op, 0.0);
+                        }
+                    }
+                }
+            }
+            AggregateOp::Sum | AggregateOp::Avg => {
+                haccs = vec![HistAcc::default(); ng * n];
+                for (s, &g) in v.iter().zip(&ids) {
+                    let Some(hs) = &s.hists else { continue };
+                    for (i, h) in hs.iter().enumerate() {
+                        if let Some(h) = h {
+                            haccs[g * n + i].add(ctx, h, s.labels.metric_name());
+                        }
+                    }
+                }
+            }
+            AggregateOp::Min => ignore_histograms(ctx, &v, "min"),
+            AggregateOp::Max => ignore_histograms(ctx, &v, "max"),
+            AggregateOp::Stddev => ignore_histograms(ctx, &v, "stddev"),
+            AggregateOp::Stdvar => ignore_histograms(ctx, &v, "stdvar"),
+            _ => {}
+        }
+    }
     // Delayed name removal: a group keeps `__name__` (by (__name__)) but inherits the members' flag.
     let mut gdrop = vec![false; ng];
     for (s, &g) in v.iter().zip(&ids) {
@@ -282,12 +320,102 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
         .enumerate()
         .filter_map(|(g, labels)| {
             let row = &accs[g * n..(g + 1) * n];
-            let vals: Vec<Option<f64>> = row.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
+            let mut vals: Vec<Option<f64>> = row.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
             let drop_name = gdrop[g] && labels.has("__name__");
-            vals.iter().any(|x| x.is_some()).then_some(Series { labels, vals, drop_name })
+            let mut hists = None;
+            if !haccs.is_empty() {
+                let mut col: HistCol = vec![None; n];
+                for (i, h) in haccs[g * n..(g + 1) * n].iter().enumerate() {
+                    if h.count == 0 {
+                        continue;
+                    }
+                    if vals[i].is_some() {
+                        // Upstream: a group with floats and histograms yields nothing at that step.
+                        ctx.warn(super::hist::mixed_floats_histograms_agg_warning());
+                        vals[i] = None;
+                        continue;
+                    }
+                    col[i] = h.finish(ctx, op == AggregateOp::Avg);
+                }
+                hists = Some(col);
+            }
+            let mut s = Series { hists, labels, vals, drop_name };
+            s.tidy();
+            s.any_value().then_some(s)
         })
         .collect();
     Ok(Val::Vector(out))
+}
+
+/// Upstream's info for an aggregation that ignores histograms (`NewHistogramIgnoredInAggregationInfo`),
+/// when the input holds any.
+fn ignore_histograms(ctx: &QueryCtx<'_>, v: &[Series], op: &str) {
+    if v.iter().any(|s| s.hists.as_ref().is_some_and(|h| h.iter().any(|h| h.is_some()))) {
+        ctx.info(super::hist::ignored_in_aggregation_info(op));
+    }
+}
+
+/// The histogram side of a sum or avg group at one step (upstream `groupedAggregation`'s
+/// `histogramValue`, `counterResetSeen`, `notCounterResetSeen`, `incompatibleHistograms`).
+#[derive(Debug, Clone, Default)]
+struct HistAcc {
+    sum: Option<FloatHistogram>,
+    count: usize,
+    counter_reset: bool,
+    not_counter_reset: bool,
+    incompatible: bool,
+}
+
+impl HistAcc {
+    fn add(&mut self, ctx: &QueryCtx<'_>, h: &FloatHistogram, metric: &str) {
+        use super::hist::math;
+        self.count += 1;
+        match h.counter_reset_hint {
+            CounterResetHint::CounterReset => self.counter_reset = true,
+            CounterResetHint::NotCounterReset => self.not_counter_reset = true,
+            _ => {}
+        }
+        if self.incompatible {
+            return;
+        }
+        let Some(sum) = &mut self.sum else {
+            self.sum = Some(h.clone());
+            return;
+        };
+        // Upstream uses `KahanAdd` here; plain `Add` until the compensated one is available.
+        match math::add(sum, h) {
+            Ok(i) => {
+                if i.nhcb_bounds_reconciled {
+                    ctx.info(super::hist::mismatched_custom_buckets_info("aggregation"));
+                }
+            }
+            Err(e) => {
+                // Upstream `handleAggregationError`.
+                if e == math::HistOpError::IncompatibleSchema {
+                    ctx.warn(super::hist::mixed_exponential_custom_warning(metric));
+                } else if e == math::HistOpError::Incompatible {
+                    ctx.warn(super::hist::incompatible_bucket_layout_in_binop_warning("aggregation"));
+                }
+                self.incompatible = true;
+            }
+        }
+    }
+
+    fn finish(&self, ctx: &QueryCtx<'_>, avg: bool) -> Option<Arc<FloatHistogram>> {
+        use super::hist::math;
+        if self.counter_reset && self.not_counter_reset {
+            ctx.warn(super::hist::counter_reset_collision_warning("aggregation"));
+        }
+        if self.incompatible {
+            return None;
+        }
+        let mut h = self.sum.clone()?;
+        if avg {
+            math::div(&mut h, self.count as f64).ok()?;
+        }
+        math::compact(&mut h).ok()?;
+        Some(Arc::new(h))
+    }
 }
 
 /// Aggregations pushed into the shards: those whose merged partials give upstream's result. Upstream folds
@@ -315,7 +443,7 @@ fn pushed_down(
     a: &AggregateExpr,
     vs: &crate::parser::VectorSelector,
     grid: &Grid,
-) -> Result<Val, EngineError> {
+) -> Result<Option<Val>, EngineError> {
     let op = a.op;
     let n = grid.n;
     let eff = super::eval::effective_times_pub(ctx, vs.at, vs.original_offset_ms, grid);
@@ -341,6 +469,7 @@ fn pushed_down(
         }
         held
     })?;
+    let Some(partials) = partials else { return Ok(None) };
     // Merge stage.
     let mut idx: HashMap<u64, usize> = HashMap::new();
     let mut merged: Vec<(Labels, Vec<AggAcc>)> = Vec::new();
@@ -364,10 +493,10 @@ fn pushed_down(
         .into_iter()
         .filter_map(|(labels, accs)| {
             let vals: Vec<Option<f64>> = accs.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
-            vals.iter().any(|x| x.is_some()).then_some(Series { labels, vals, drop_name: false })
+            vals.iter().any(|x| x.is_some()).then_some(Series { hists: None, labels, vals, drop_name: false })
         })
         .collect();
-    Ok(Val::Vector(out))
+    Ok(Some(Val::Vector(out)))
 }
 
 /// topk, bottomk, limitk, limit_ratio (upstream `aggregationK`): output keeps the input series' labels.
@@ -422,6 +551,14 @@ fn aggregate_k(
     }
     let (ids, gl) = groups(&v, a);
     let mut keep: Vec<Vec<Option<f64>>> = vec![vec![None; n]; v.len()];
+    // Upstream `aggregationK`: topk and bottomk ignore histograms with an info; limitk and limit_ratio
+    // keep them like floats (their value plays no part).
+    let with_hists = matches!(op, AggregateOp::Limitk | AggregateOp::LimitRatio) && v.iter().any(|s| s.hists.is_some());
+    match op {
+        AggregateOp::Topk => ignore_histograms(ctx, &v, "topk"),
+        AggregateOp::Bottomk => ignore_histograms(ctx, &v, "bottomk"),
+        _ => {}
+    }
     // For instant queries the output order matters: per group, the selected series in rank order.
     let mut order: Vec<(usize, usize, usize)> = Vec::new();
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); gl.len()];
@@ -436,7 +573,12 @@ fn aggregate_k(
         let p = param[i];
         for (g, mem) in members.iter().enumerate() {
             cand.clear();
-            cand.extend(mem.iter().filter_map(|&k| v[k].vals[i].map(|x| (k, x))));
+            if with_hists {
+                // A histogram step is a candidate too; its value slot stays empty.
+                cand.extend(mem.iter().filter(|&&k| v[k].has(i)).map(|&k| (k, v[k].vals[i].unwrap_or(f64::NAN))));
+            } else {
+                cand.extend(mem.iter().filter_map(|&k| v[k].vals[i].map(|x| (k, x))));
+            }
             if cand.is_empty() {
                 continue;
             }
@@ -481,7 +623,20 @@ fn aggregate_k(
     let mut out: Vec<Option<Series>> = v
         .into_iter()
         .zip(keep)
-        .map(|(s, vals)| vals.iter().any(|x| x.is_some()).then_some(Series { vals, ..s }))
+        .map(|(s, kept)| {
+            if with_hists {
+                // `kept` marks the chosen steps; each keeps its own float or histogram.
+                let vals: Vec<Option<f64>> =
+                    kept.iter().zip(&s.vals).map(|(k, x)| if k.is_some() { *x } else { None }).collect();
+                let hists = s.hists.as_ref().map(|hs| {
+                    hs.iter().zip(&kept).map(|(h, k)| if k.is_some() { h.clone() } else { None }).collect()
+                });
+                let mut o = Series { vals, hists, ..s };
+                o.tidy();
+                return o.any_value().then_some(o);
+            }
+            kept.iter().any(|x| x.is_some()).then_some(Series { vals: kept, hists: None, ..s })
+        })
         .collect();
     if n == 1 {
         order.sort_by_key(|&(g, r, _)| (g, r));
@@ -636,7 +791,7 @@ fn count_values(ctx: &QueryCtx<'_>, a: &AggregateExpr, v: Vec<Series>, grid: &Gr
                 }
                 let l = b.build();
                 *by_labels.entry(l.clone()).or_insert_with(|| {
-                    out.push(Series { labels: l, vals: vec![None; n], drop_name: false });
+                    out.push(Series { hists: None, labels: l, vals: vec![None; n], drop_name: false });
                     out.len() - 1
                 })
             });
@@ -849,7 +1004,7 @@ fn per_histogram(
             *val = f(i, b, &labels);
         }
         if vals.iter().any(|x| x.is_some()) {
-            out.push(Series { labels, vals, drop_name: true });
+            out.push(Series { hists: None, labels, vals, drop_name: true });
         }
     }
     out

@@ -1,0 +1,511 @@
+//! Native histograms in the engine: the annotation texts upstream attaches to histogram evaluation
+//! (`util/annotations`), the range kernels' histogram cases (upstream `functions.go`), and [`math`], the
+//! one seam through which the engine reaches histogram arithmetic.
+//!
+//! # Key decision: one seam for histogram arithmetic
+//! Addition, subtraction, scaling, `Compact`, `DetectReset`, `Equals`, `CopyToSchema`, quantiles and
+//! fractions live in `tessera_model::histogram_float` (mirroring upstream `model/histogram` and
+//! `promql/quantile.go`), not here. Every engine path that needs one of them calls [`math`], whose
+//! functions are named after upstream's methods; while an operation is not available yet the function
+//! says so (`None`/`Err(Unavailable)`) and the caller drops that result exactly where upstream would have
+//! produced a histogram, so nothing is silently wrong — it is missing.
+
+use super::eval::{HPoint, QueryCtx};
+use super::functions::Window;
+use std::sync::Arc;
+use tessera_model::histogram::CounterResetHint;
+use tessera_model::{FloatHistogram, Sample};
+
+/// The histogram arithmetic the engine uses, named after upstream's `FloatHistogram` methods.
+pub mod math {
+    use tessera_model::FloatHistogram;
+
+    /// Why an operation gave no histogram.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum HistOpError {
+        /// Upstream `ErrHistogramsIncompatibleSchema` (exponential with custom buckets).
+        IncompatibleSchema,
+        /// Upstream `ErrHistogramsIncompatibleBounds` and other layout errors.
+        Incompatible,
+        /// The operation is not wired to `tessera_model::histogram_float` yet.
+        Unavailable,
+    }
+
+    /// What an addition or subtraction reports beside its result (upstream's extra return values).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct OpInfo {
+        /// A counter reset met a not-counter-reset (upstream `counterResetCollision`).
+        pub counter_reset_collision: bool,
+        /// Custom bounds were reconciled (upstream `nhcbBoundsReconciled`).
+        pub nhcb_bounds_reconciled: bool,
+    }
+
+    /// Upstream `FloatHistogram.Mul`: every count and the sum times `f`.
+    pub fn mul(_h: &mut FloatHistogram, _f: f64) -> Result<(), HistOpError> {
+        Err(HistOpError::Unavailable)
+    }
+
+    /// Upstream `FloatHistogram.Div`.
+    pub fn div(_h: &mut FloatHistogram, _f: f64) -> Result<(), HistOpError> {
+        Err(HistOpError::Unavailable)
+    }
+
+    /// Upstream `FloatHistogram.Add`: `h += other`.
+    pub fn add(_h: &mut FloatHistogram, _other: &FloatHistogram) -> Result<OpInfo, HistOpError> {
+        Err(HistOpError::Unavailable)
+    }
+
+    /// Upstream `FloatHistogram.Sub`: `h -= other`.
+    pub fn sub(_h: &mut FloatHistogram, _other: &FloatHistogram) -> Result<OpInfo, HistOpError> {
+        Err(HistOpError::Unavailable)
+    }
+
+    /// Upstream `FloatHistogram.DetectReset`: whether `cur` is a counter reset after `prev`.
+    pub fn detect_reset(_cur: &FloatHistogram, _prev: &FloatHistogram) -> Option<bool> {
+        None
+    }
+
+    /// Upstream `FloatHistogram.Equals`.
+    pub fn equals(_a: &FloatHistogram, _b: &FloatHistogram) -> Option<bool> {
+        None
+    }
+
+    /// Upstream `FloatHistogram.CopyToSchema`: a copy reduced to the lower `schema`.
+    pub fn copy_to_schema(_h: &FloatHistogram, _schema: i32) -> Result<FloatHistogram, HistOpError> {
+        Err(HistOpError::Unavailable)
+    }
+
+    /// Upstream `histogramVariance` (behind `histogram_stdvar`; `histogram_stddev` is its root): the
+    /// count-weighted variance of the buckets' representative values around the mean.
+    pub fn stdvar(_h: &FloatHistogram) -> Option<f64> {
+        None
+    }
+
+    /// Upstream `FloatHistogram.String()` (the value label `count_values` writes for a histogram).
+    pub fn to_string(_h: &FloatHistogram) -> Option<String> {
+        None
+    }
+
+    /// Upstream `FloatHistogram.Compact(0)`.
+    pub fn compact(_h: &mut FloatHistogram) -> Result<(), HistOpError> {
+        Err(HistOpError::Unavailable)
+    }
+}
+
+/// Upstream `NewMixedFloatsHistogramsWarning`.
+pub fn mixed_floats_histograms_warning(metric: &str) -> String {
+    format!("PromQL warning: encountered a mix of histograms and floats for metric name {}", go_q(metric))
+}
+
+/// Upstream `NewMixedFloatsHistogramsAggWarning`.
+pub fn mixed_floats_histograms_agg_warning() -> String {
+    "PromQL warning: encountered a mix of histograms and floats for aggregation".into()
+}
+
+/// Upstream `NewHistogramIgnoredInMixedRangeInfo`.
+pub fn ignored_in_mixed_range_info(metric: &str) -> String {
+    format!(
+        "PromQL info: ignored histograms in a range containing both floats and histograms for metric name {}",
+        go_q(metric)
+    )
+}
+
+/// Upstream `NewHistogramIgnoredInAggregationInfo`.
+pub fn ignored_in_aggregation_info(aggregation: &str) -> String {
+    format!("PromQL info: ignored histogram in {aggregation} aggregation")
+}
+
+/// Upstream `NewNativeHistogramNotCounterWarning`.
+pub fn not_counter_warning(metric: &str) -> String {
+    format!("PromQL warning: this native histogram metric is not a counter: {}", go_q(metric))
+}
+
+/// Upstream `NewNativeHistogramNotGaugeWarning`.
+pub fn not_gauge_warning(metric: &str) -> String {
+    format!("PromQL warning: this native histogram metric is not a gauge: {}", go_q(metric))
+}
+
+/// Upstream `NewMixedExponentialCustomHistogramsWarning`.
+pub fn mixed_exponential_custom_warning(metric: &str) -> String {
+    format!(
+        "PromQL warning: vector contains a mix of histograms with exponential and custom buckets schemas for metric name {}",
+        go_q(metric)
+    )
+}
+
+/// Upstream `NewIncompatibleTypesInBinOpInfo`.
+pub fn incompatible_types_in_binop_info(lhs: &str, op: &str, rhs: &str) -> String {
+    format!("PromQL info: incompatible sample types encountered for binary operator {}: {lhs} {op} {rhs}", go_q(op))
+}
+
+/// Upstream `NewIncompatibleBucketLayoutInBinOpWarning`.
+pub fn incompatible_bucket_layout_in_binop_warning(op: &str) -> String {
+    format!("PromQL warning: incompatible bucket layout encountered for binary operator {op}")
+}
+
+/// Upstream `NewHistogramCounterResetCollisionWarning` (`operation`: addition, subtraction, aggregation).
+pub fn counter_reset_collision_warning(operation: &str) -> String {
+    format!("PromQL warning: conflicting counter resets during histogram {operation}")
+}
+
+/// Upstream `NewMismatchedCustomBucketsHistogramsInfo`.
+pub fn mismatched_custom_buckets_info(operation: &str) -> String {
+    format!("PromQL info: mismatched custom buckets were reconciled during {operation}")
+}
+
+fn go_q(s: &str) -> String {
+    tessera_model::labels::go_quote(s)
+}
+
+/// What a range function yields for one window of a series that holds histograms.
+pub enum HOut {
+    None,
+    F(f64),
+    H(Arc<FloatHistogram>),
+}
+
+/// Range functions over a window holding histograms (upstream `funcXxx` in `functions.go`, which see a
+/// window's `Floats` and `Histograms` apart). `f`/`h`: the window's float and histogram samples; `win`
+/// the float window as the float kernels see it; `k` the float kernel.
+pub fn range_window(
+    ctx: &QueryCtx<'_>,
+    name: &str,
+    metric: &str,
+    f: &[Sample],
+    h: &[HPoint],
+    win: &Window<'_>,
+    k: fn(&Window<'_>) -> Option<f64>,
+) -> HOut {
+    let fk = |w: &Window<'_>| k(w).map_or(HOut::None, HOut::F);
+    if h.is_empty() {
+        return fk(win);
+    }
+    match name {
+        // Upstream `funcCountOverTime`, `funcPresentOverTime`.
+        "count_over_time" => HOut::F((f.len() + h.len()) as f64),
+        "present_over_time" => HOut::F(1.0),
+        // Upstream `funcLastOverTime`: the later of the last float and the last histogram.
+        "last_over_time" => match f.last() {
+            Some(p) if h[h.len() - 1].t < p.t => HOut::F(p.v),
+            _ => HOut::H(h[h.len() - 1].h.clone()),
+        },
+        // Upstream `funcFirstOverTime`.
+        "first_over_time" => match f.first() {
+            Some(p) if p.t < h[0].t => HOut::F(p.v),
+            _ => HOut::H(h[0].h.clone()),
+        },
+        // Upstream `funcTsOfLastOverTime`, `funcTsOfFirstOverTime`.
+        "ts_of_last_over_time" => {
+            let tf = f.last().map_or(0, |p| p.t);
+            HOut::F(tf.max(h[h.len() - 1].t) as f64 / 1000.0)
+        }
+        "ts_of_first_over_time" => {
+            let tf = f.first().map_or(i64::MAX, |p| p.t);
+            HOut::F(tf.min(h[0].t) as f64 / 1000.0)
+        }
+        // Upstream `compareOverTime`, `funcQuantileOverTime`, `varianceOverTime`, `funcMadOverTime`:
+        // floats only, histograms ignored with an info when there are floats.
+        "min_over_time" | "max_over_time" | "ts_of_min_over_time" | "ts_of_max_over_time" | "quantile_over_time"
+        | "stddev_over_time" | "stdvar_over_time" | "mad_over_time" => {
+            if f.is_empty() {
+                return HOut::None;
+            }
+            ctx.info(ignored_in_mixed_range_info(metric));
+            fk(win)
+        }
+        // Upstream `funcDeriv`, `funcPredictLinear`, `funcDoubleExponentialSmoothing`: two floats needed.
+        "deriv" | "predict_linear" | "double_exponential_smoothing" => {
+            if f.len() < 2 {
+                if f.len() == 1 {
+                    ctx.info(ignored_in_mixed_range_info(metric));
+                }
+                return HOut::None;
+            }
+            ctx.info(ignored_in_mixed_range_info(metric));
+            fk(win)
+        }
+        // Upstream `extrapolatedRate`, `funcSumOverTime`, `funcAvgOverTime`: a mix is dropped with a warning.
+        "rate" | "increase" | "delta" | "sum_over_time" | "avg_over_time" => {
+            if !f.is_empty() {
+                ctx.warn(mixed_floats_histograms_warning(metric));
+                return HOut::None;
+            }
+            match name {
+                "rate" | "increase" | "delta" => histogram_extrapolated_rate(ctx, metric, h, win, name != "delta", name == "rate"),
+                "sum_over_time" => sum_over_time(ctx, metric, h, false),
+                _ => sum_over_time(ctx, metric, h, true),
+            }
+        }
+        "irate" | "idelta" => instant_value(ctx, metric, f, h, name == "irate", win, k),
+        "changes" | "resets" => changes_or_resets(f, h, name == "resets"),
+        _ => HOut::None,
+    }
+}
+
+/// Upstream `extrapolatedRate` for a window of histograms (with `histogramRate`).
+fn histogram_extrapolated_rate(
+    ctx: &QueryCtx<'_>,
+    metric: &str,
+    h: &[HPoint],
+    win: &Window<'_>,
+    is_counter: bool,
+    is_rate: bool,
+) -> HOut {
+    if h.len() < 2 {
+        return HOut::None;
+    }
+    let Some(mut result) = histogram_rate(ctx, metric, h, is_counter) else { return HOut::None };
+    let n1 = h.len() - 1;
+    let (first_t, last_t) = (h[0].t, h[n1].t);
+    let mut to_start = (first_t - win.range_start) as f64 / 1000.0;
+    let mut to_end = (win.range_end - last_t) as f64 / 1000.0;
+    let sampled = (last_t - first_t) as f64 / 1000.0;
+    let avg = sampled / n1 as f64;
+    let threshold = avg * 1.1;
+    if to_start >= threshold {
+        to_start = avg / 2.0;
+    }
+    if is_counter && result.count > 0.0 && h[0].h.count >= 0.0 {
+        let to_zero = sampled * (h[0].h.count / result.count);
+        if to_zero < to_start {
+            to_start = to_zero;
+        }
+    }
+    if to_end >= threshold {
+        to_end = avg / 2.0;
+    }
+    let mut factor = if sampled != 0.0 { (sampled + to_start + to_end) / sampled } else { 1.0 };
+    if is_rate {
+        factor /= win.range_ms as f64 / 1000.0;
+    }
+    if math::mul(&mut result, factor).is_err() {
+        return HOut::None;
+    }
+    HOut::H(Arc::new(result))
+}
+
+/// Upstream `histogramRate`: last minus first, plus every value lost at a counter reset; `None` (with
+/// the annotation upstream adds) when the histograms cannot be combined.
+fn histogram_rate(ctx: &QueryCtx<'_>, metric: &str, points: &[HPoint], is_counter: bool) -> Option<FloatHistogram> {
+    let first = &points[0].h;
+    let last = &points[points.len() - 1].h;
+    if is_counter && (first.counter_reset_hint == CounterResetHint::Gauge || last.counter_reset_hint == CounterResetHint::Gauge) {
+        ctx.warn(not_counter_warning(metric));
+    }
+    let mut prev: Arc<FloatHistogram> = first.clone();
+    let mut custom = first.schema == tessera_model::histogram::CUSTOM_BUCKETS_SCHEMA;
+    if is_counter {
+        let second = &points[1].h;
+        if math::detect_reset(second, &prev)? {
+            prev = Arc::new(FloatHistogram {
+                schema: second.schema,
+                custom_values: second.custom_values.clone(),
+                ..FloatHistogram::default()
+            });
+            custom = second.schema == tessera_model::histogram::CUSTOM_BUCKETS_SCHEMA;
+        }
+    }
+    let is_custom = |h: &FloatHistogram| h.schema == tessera_model::histogram::CUSTOM_BUCKETS_SCHEMA;
+    if is_custom(last) != custom {
+        ctx.warn(mixed_exponential_custom_warning(metric));
+        return None;
+    }
+    let mut min_schema = last.schema.min(prev.schema);
+    for p in &points[1..points.len() - 1] {
+        if !is_counter {
+            continue;
+        }
+        if p.h.counter_reset_hint == CounterResetHint::Gauge {
+            ctx.warn(not_counter_warning(metric));
+        }
+        min_schema = min_schema.min(p.h.schema);
+        if is_custom(&p.h) != custom {
+            ctx.warn(mixed_exponential_custom_warning(metric));
+            return None;
+        }
+    }
+    let mut h = if last.schema > min_schema { math::copy_to_schema(last, min_schema).ok()? } else { (**last).clone() };
+    match math::sub(&mut h, &prev) {
+        Err(math::HistOpError::IncompatibleSchema) => {
+            ctx.warn(mixed_exponential_custom_warning(metric));
+            return None;
+        }
+        Err(math::HistOpError::Unavailable) => return None,
+        Err(_) => {}
+        Ok(i) => {
+            if i.nhcb_bounds_reconciled {
+                ctx.info(mismatched_custom_buckets_info("subtraction"));
+            }
+        }
+    }
+    if is_counter {
+        for w in points.windows(2) {
+            let (p, cur) = (&w[0].h, &w[1].h);
+            if math::detect_reset(cur, p)? {
+                match math::add(&mut h, p) {
+                    Err(math::HistOpError::IncompatibleSchema) => {
+                        ctx.warn(mixed_exponential_custom_warning(metric));
+                        return None;
+                    }
+                    Err(math::HistOpError::Unavailable) => return None,
+                    Err(_) => {}
+                    Ok(i) => {
+                        if i.nhcb_bounds_reconciled {
+                            ctx.info(mismatched_custom_buckets_info("addition"));
+                        }
+                    }
+                }
+            }
+        }
+    } else if first.counter_reset_hint != CounterResetHint::Gauge || last.counter_reset_hint != CounterResetHint::Gauge {
+        ctx.warn(not_gauge_warning(metric));
+    }
+    h.counter_reset_hint = CounterResetHint::Gauge;
+    math::compact(&mut h).ok()?;
+    Some(h)
+}
+
+/// Upstream `funcSumOverTime` / `funcAvgOverTime` over histograms only.
+fn sum_over_time(ctx: &QueryCtx<'_>, metric: &str, h: &[HPoint], avg: bool) -> HOut {
+    let (mut reset, mut not_reset, mut reconciled) = (false, false, false);
+    let mut sum = (*h[0].h).clone();
+    for p in h {
+        match p.h.counter_reset_hint {
+            CounterResetHint::CounterReset => reset = true,
+            CounterResetHint::NotCounterReset => not_reset = true,
+            _ => {}
+        }
+    }
+    for p in &h[1..] {
+        match math::add(&mut sum, &p.h) {
+            Ok(i) => reconciled |= i.nhcb_bounds_reconciled,
+            Err(math::HistOpError::IncompatibleSchema) => {
+                ctx.warn(mixed_exponential_custom_warning(metric));
+                return HOut::None;
+            }
+            Err(_) => return HOut::None,
+        }
+    }
+    if reset && not_reset {
+        ctx.warn(counter_reset_collision_warning("aggregation"));
+    }
+    if reconciled {
+        ctx.info(mismatched_custom_buckets_info("aggregation"));
+    }
+    if avg && math::div(&mut sum, h.len() as f64).is_err() {
+        return HOut::None;
+    }
+    HOut::H(Arc::new(sum))
+}
+
+/// Upstream `instantValue` (irate, idelta) over a window holding histograms: the last two samples of
+/// either kind.
+fn instant_value(
+    ctx: &QueryCtx<'_>,
+    metric: &str,
+    f: &[Sample],
+    h: &[HPoint],
+    is_rate: bool,
+    win: &Window<'_>,
+    k: fn(&Window<'_>) -> Option<f64>,
+) -> HOut {
+    if f.len() + h.len() < 2 {
+        return HOut::None;
+    }
+    let h1 = &h[h.len() - 1];
+    // The two newest samples, oldest first (upstream keeps a float before a histogram of the same time).
+    let mut all: Vec<(i64, bool)> = f.iter().rev().take(2).map(|p| (p.t, false)).collect();
+    all.extend(h.iter().rev().take(2).map(|p| (p.t, true)));
+    all.sort_by_key(|x| x.0);
+    let n = all.len();
+    match (all[n - 2].1, all[n - 1].1) {
+        (false, false) => k(win).map_or(HOut::None, HOut::F),
+        (true, true) => {
+            let h0 = &h[h.len() - 2];
+            let dt = h1.t - h0.t;
+            if dt == 0 {
+                return HOut::None;
+            }
+            if is_rate && (h1.h.counter_reset_hint == CounterResetHint::Gauge || h0.h.counter_reset_hint == CounterResetHint::Gauge) {
+                ctx.warn(not_counter_warning(metric));
+            }
+            if !is_rate && (h1.h.counter_reset_hint != CounterResetHint::Gauge || h0.h.counter_reset_hint != CounterResetHint::Gauge) {
+                ctx.warn(not_gauge_warning(metric));
+            }
+            let mut r = (*h1.h).clone();
+            let Some(reset) = math::detect_reset(&h1.h, &h0.h) else { return HOut::None };
+            if !is_rate || !reset {
+                match math::sub(&mut r, &h0.h) {
+                    Err(math::HistOpError::IncompatibleSchema) => {
+                        ctx.warn(mixed_exponential_custom_warning(metric));
+                        return HOut::None;
+                    }
+                    Err(math::HistOpError::Unavailable) => return HOut::None,
+                    Err(_) => {}
+                    Ok(i) => {
+                        if i.nhcb_bounds_reconciled {
+                            ctx.info(mismatched_custom_buckets_info("subtraction"));
+                        }
+                    }
+                }
+            }
+            r.counter_reset_hint = CounterResetHint::Gauge;
+            if math::compact(&mut r).is_err() {
+                return HOut::None;
+            }
+            if is_rate && math::div(&mut r, dt as f64 / 1000.0).is_err() {
+                return HOut::None;
+            }
+            HOut::H(Arc::new(r))
+        }
+        _ => {
+            ctx.warn(mixed_floats_histograms_warning(metric));
+            HOut::None
+        }
+    }
+}
+
+/// Upstream `funcChanges` / `funcResets` over floats and histograms merged by time: a switch between a
+/// float and a histogram counts; two histograms compare with `Equals` / `DetectReset`.
+fn changes_or_resets(f: &[Sample], h: &[HPoint], resets: bool) -> HOut {
+    enum S<'a> {
+        F(f64),
+        H(&'a FloatHistogram),
+    }
+    let (mut i, mut j) = (0usize, 0usize);
+    let mut prev: Option<S<'_>> = None;
+    let mut n = 0usize;
+    while i < f.len() || j < h.len() {
+        let cur = if j >= h.len() || (i < f.len() && f[i].t < h[j].t) {
+            i += 1;
+            S::F(f[i - 1].v)
+        } else {
+            j += 1;
+            S::H(&h[j - 1].h)
+        };
+        if let Some(p) = &prev {
+            let hit = match (p, &cur) {
+                (S::F(a), S::F(b)) => {
+                    if resets {
+                        b < a
+                    } else {
+                        a != b && !(a.is_nan() && b.is_nan())
+                    }
+                }
+                (S::H(a), S::H(b)) => {
+                    let r = if resets { math::detect_reset(b, a) } else { math::equals(b, a).map(|e| !e) };
+                    match r {
+                        Some(r) => r,
+                        None => return HOut::None,
+                    }
+                }
+                _ => true,
+            };
+            if hit {
+                n += 1;
+            }
+        }
+        prev = Some(cur);
+    }
+    HOut::F(n as f64)
+}
