@@ -18,6 +18,8 @@
 pub mod fixtures;
 pub mod gofloat;
 pub mod histogram;
+pub mod histogram_float;
+pub mod histogram_quantile;
 pub mod labels;
 pub mod matcher;
 pub mod sample;
