@@ -4,11 +4,10 @@
 //!
 //! # Key decision: one seam for histogram arithmetic
 //! Addition, subtraction, scaling, `Compact`, `DetectReset`, `Equals`, `CopyToSchema`, quantiles and
-//! fractions live in `tessera_model::histogram_float` (mirroring upstream `model/histogram` and
-//! `promql/quantile.go`), not here. Every engine path that needs one of them calls [`math`], whose
-//! functions are named after upstream's methods; while an operation is not available yet the function
-//! says so (`None`/`Err(Unavailable)`) and the caller drops that result exactly where upstream would have
-//! produced a histogram, so nothing is silently wrong — it is missing.
+//! fractions live in `tessera_model::histogram_float` and `histogram_quantile` (mirroring upstream
+//! `model/histogram` and `promql/quantile.go`), not here. The engine reaches them through [`math`],
+//! whose functions are named after upstream's methods and map the model's errors onto the two cases
+//! the engine treats differently (incompatible schemas, anything else).
 
 use super::eval::{HPoint, QueryCtx};
 use super::functions::Window;
@@ -16,19 +15,24 @@ use std::sync::Arc;
 use tessera_model::histogram::CounterResetHint;
 use tessera_model::{FloatHistogram, Sample};
 
-/// The histogram arithmetic the engine uses, named after upstream's `FloatHistogram` methods.
+/// The histogram arithmetic the engine uses: thin wrappers over `tessera_model::histogram_float`
+/// (upstream `model/histogram`) and `tessera_model::histogram_quantile` (upstream `promql/quantile.go`),
+/// mapping their errors onto what the engine needs to tell apart.
 pub mod math {
     use tessera_model::FloatHistogram;
+    use tessera_model::histogram_float::HistogramError;
 
     /// Why an operation gave no histogram.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum HistOpError {
         /// Upstream `ErrHistogramsIncompatibleSchema` (exponential with custom buckets).
         IncompatibleSchema,
-        /// Upstream `ErrHistogramsIncompatibleBounds` and other layout errors.
+        /// Any other error (an invalid layout upstream would panic on).
         Incompatible,
-        /// The operation is not wired to `tessera_model::histogram_float` yet.
-        Unavailable,
+    }
+
+    fn map_err(e: HistogramError) -> HistOpError {
+        if e == HistogramError::IncompatibleSchema { HistOpError::IncompatibleSchema } else { HistOpError::Incompatible }
     }
 
     /// What an addition or subtraction reports beside its result (upstream's extra return values).
@@ -41,54 +45,74 @@ pub mod math {
     }
 
     /// Upstream `FloatHistogram.Mul`: every count and the sum times `f`.
-    pub fn mul(_h: &mut FloatHistogram, _f: f64) -> Result<(), HistOpError> {
-        Err(HistOpError::Unavailable)
+    pub fn mul(h: &mut FloatHistogram, f: f64) -> Result<(), HistOpError> {
+        h.mul(f);
+        Ok(())
     }
 
     /// Upstream `FloatHistogram.Div`.
-    pub fn div(_h: &mut FloatHistogram, _f: f64) -> Result<(), HistOpError> {
-        Err(HistOpError::Unavailable)
+    pub fn div(h: &mut FloatHistogram, f: f64) -> Result<(), HistOpError> {
+        h.div(f);
+        Ok(())
     }
 
     /// Upstream `FloatHistogram.Add`: `h += other`.
-    pub fn add(_h: &mut FloatHistogram, _other: &FloatHistogram) -> Result<OpInfo, HistOpError> {
-        Err(HistOpError::Unavailable)
+    pub fn add(h: &mut FloatHistogram, other: &FloatHistogram) -> Result<OpInfo, HistOpError> {
+        let (c, r) = h.add(other).map_err(map_err)?;
+        Ok(OpInfo { counter_reset_collision: c, nhcb_bounds_reconciled: r })
     }
 
     /// Upstream `FloatHistogram.Sub`: `h -= other`.
-    pub fn sub(_h: &mut FloatHistogram, _other: &FloatHistogram) -> Result<OpInfo, HistOpError> {
-        Err(HistOpError::Unavailable)
+    pub fn sub(h: &mut FloatHistogram, other: &FloatHistogram) -> Result<OpInfo, HistOpError> {
+        let (c, r) = h.sub(other).map_err(map_err)?;
+        Ok(OpInfo { counter_reset_collision: c, nhcb_bounds_reconciled: r })
+    }
+
+    /// Upstream `FloatHistogram.KahanAdd`: `h += other` with the compensation histogram `c`; returns
+    /// the new compensation.
+    pub fn kahan_add(
+        h: &mut FloatHistogram,
+        other: &FloatHistogram,
+        c: Option<FloatHistogram>,
+    ) -> Result<(FloatHistogram, OpInfo), HistOpError> {
+        let (c, col, r) = h.kahan_add(other, c).map_err(map_err)?;
+        Ok((c, OpInfo { counter_reset_collision: col, nhcb_bounds_reconciled: r }))
+    }
+
+    /// Upstream `FloatHistogram.HasOverflow`.
+    pub fn has_overflow(h: &FloatHistogram) -> bool {
+        h.has_overflow()
     }
 
     /// Upstream `FloatHistogram.DetectReset`: whether `cur` is a counter reset after `prev`.
-    pub fn detect_reset(_cur: &FloatHistogram, _prev: &FloatHistogram) -> Option<bool> {
-        None
+    pub fn detect_reset(cur: &FloatHistogram, prev: &FloatHistogram) -> Option<bool> {
+        Some(cur.detect_reset(prev))
     }
 
     /// Upstream `FloatHistogram.Equals`.
-    pub fn equals(_a: &FloatHistogram, _b: &FloatHistogram) -> Option<bool> {
-        None
+    pub fn equals(a: &FloatHistogram, b: &FloatHistogram) -> Option<bool> {
+        Some(a.equals(b))
     }
 
     /// Upstream `FloatHistogram.CopyToSchema`: a copy reduced to the lower `schema`.
-    pub fn copy_to_schema(_h: &FloatHistogram, _schema: i32) -> Result<FloatHistogram, HistOpError> {
-        Err(HistOpError::Unavailable)
+    pub fn copy_to_schema(h: &FloatHistogram, schema: i32) -> Result<FloatHistogram, HistOpError> {
+        h.copy_to_schema(schema).map_err(map_err)
     }
 
-    /// Upstream `histogramVariance` (behind `histogram_stdvar`; `histogram_stddev` is its root): the
-    /// count-weighted variance of the buckets' representative values around the mean.
-    pub fn stdvar(_h: &FloatHistogram) -> Option<f64> {
-        None
+    /// Upstream `histogramVariance` (behind `histogram_stdvar`; `histogram_stddev` is its root).
+    pub fn stdvar(h: &FloatHistogram) -> Option<f64> {
+        Some(tessera_model::histogram_quantile::histogram_stdvar(h))
     }
 
     /// Upstream `FloatHistogram.String()` (the value label `count_values` writes for a histogram).
-    pub fn to_string(_h: &FloatHistogram) -> Option<String> {
-        None
+    pub fn to_string(h: &FloatHistogram) -> Option<String> {
+        Some(h.to_string())
     }
 
     /// Upstream `FloatHistogram.Compact(0)`.
-    pub fn compact(_h: &mut FloatHistogram) -> Result<(), HistOpError> {
-        Err(HistOpError::Unavailable)
+    pub fn compact(h: &mut FloatHistogram) -> Result<(), HistOpError> {
+        h.compact(0);
+        Ok(())
     }
 }
 
@@ -330,7 +354,6 @@ fn histogram_rate(ctx: &QueryCtx<'_>, metric: &str, points: &[HPoint], is_counte
             ctx.warn(mixed_exponential_custom_warning(metric));
             return None;
         }
-        Err(math::HistOpError::Unavailable) => return None,
         Err(_) => {}
         Ok(i) => {
             if i.nhcb_bounds_reconciled {
@@ -347,8 +370,7 @@ fn histogram_rate(ctx: &QueryCtx<'_>, metric: &str, points: &[HPoint], is_counte
                         ctx.warn(mixed_exponential_custom_warning(metric));
                         return None;
                     }
-                    Err(math::HistOpError::Unavailable) => return None,
-                    Err(_) => {}
+                                Err(_) => {}
                     Ok(i) => {
                         if i.nhcb_bounds_reconciled {
                             ctx.info(mismatched_custom_buckets_info("addition"));
@@ -440,7 +462,6 @@ fn instant_value(
                         ctx.warn(mixed_exponential_custom_warning(metric));
                         return HOut::None;
                     }
-                    Err(math::HistOpError::Unavailable) => return HOut::None,
                     Err(_) => {}
                     Ok(i) => {
                         if i.nhcb_bounds_reconciled {
