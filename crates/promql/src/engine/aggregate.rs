@@ -9,10 +9,11 @@
 //! last bit. Group ids are computed once per series, so the per-step loops index flat arrays.
 
 use super::EngineError;
-use super::eval::{Grid, HistCol, QueryCtx, Series, Val, eval_scalar, eval_vector};
+use super::eval::{Grid, HistCol, QueryCtx, Series, Val, eval_scalar, eval_vector, merge_same_labels};
 use std::sync::Arc;
 use tessera_model::FloatHistogram;
 use tessera_model::histogram::CounterResetHint;
+use tessera_model::histogram_quantile::{HistogramInfo, histogram_fraction_annotated, histogram_quantile_annotated};
 use super::functions::{fmt_g, kahan_inc, quantile};
 use crate::parser::{AggregateExpr, AggregateOp, Call, Expr};
 use std::collections::HashMap;
@@ -967,17 +968,33 @@ fn with_metric_name(ctx: &QueryCtx<'_>, msg: String, name: &str) -> String {
     }
 }
 
-/// Groups classic bucket series by their labels without `le` and runs `f` per group and step.
+/// Upstream `EvalNodeHelper.resetHistograms` and the two loops of `funcHistogramQuantile` /
+/// `funcHistogramFraction`: float samples are classic buckets, grouped by their labels without `le`,
+/// and `f` runs per group and step; histogram samples go to `native` one by one. A native histogram
+/// whose labels are a classic group's at a step where that group has buckets is a mix: both are
+/// dropped there with a warning.
 fn per_histogram(
     ctx: &QueryCtx<'_>,
     v: Vec<Series>,
     n: usize,
     mut f: impl FnMut(usize, Vec<Bucket>, &Labels) -> Option<f64>,
+    mut native: impl FnMut(usize, &FloatHistogram, &Labels) -> f64,
 ) -> Vec<Series> {
     let mut idx: HashMap<Labels, usize> = HashMap::new();
     let mut glabels: Vec<Labels> = Vec::new();
     let mut members: Vec<Vec<(usize, f64)>> = Vec::new();
+    // Series holding histograms, by their labels, and the steps where a mix dropped them.
+    let mut natives: HashMap<&Labels, usize> = HashMap::new();
     for (k, s) in v.iter().enumerate() {
+        if s.hists.is_some() {
+            natives.insert(&s.labels, k);
+        }
+    }
+    let mut dropped: Vec<(usize, usize)> = Vec::new();
+    for (k, s) in v.iter().enumerate() {
+        if s.hists.is_some() && s.vals.iter().all(|x| x.is_none()) {
+            continue;
+        }
         let le = s.labels.get("le");
         let Some(ub) = parse_le(le).filter(|_| s.labels.has("le")) else {
             let msg = format!("PromQL warning: bucket label \"le\" is missing or has a malformed value of \"{le}\"");
@@ -1001,13 +1018,58 @@ fn per_histogram(
             if b.is_empty() {
                 continue;
             }
+            if let Some(&k) = natives.get(&labels)
+                && v[k].hist(i).is_some()
+            {
+                let msg = "PromQL warning: vector contains a mix of classic and native histograms".to_string();
+                ctx.warn(with_metric_name(ctx, msg, labels.metric_name()));
+                dropped.push((k, i));
+                continue;
+            }
             *val = f(i, b, &labels);
         }
         if vals.iter().any(|x| x.is_some()) {
             out.push(Series { hists: None, labels, vals, drop_name: true });
         }
     }
-    out
+    for s in &v {
+        let Some(hs) = &s.hists else { continue };
+        let k = natives.get(&s.labels).copied();
+        let vals: Vec<Option<f64>> = hs
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let h = h.as_ref()?;
+                if k.is_some_and(|k| dropped.contains(&(k, i))) {
+                    return None;
+                }
+                Some(native(i, h, &s.labels))
+            })
+            .collect();
+        if vals.iter().any(|x| x.is_some()) {
+            out.push(Series { hists: None, labels: s.labels.clone(), vals, drop_name: true });
+        }
+    }
+    merge_same_labels(out).unwrap_or_default()
+}
+
+/// Upstream's info for a native histogram estimate (`NewNativeHistogramQuantileNaNResultInfo`,
+/// `...NaNSkewInfo`, `NewNativeHistogramFractionNaNsInfo`), with the metric name as upstream adds it.
+fn histogram_info(ctx: &QueryCtx<'_>, info: Option<HistogramInfo>, labels: &Labels) {
+    let Some(info) = info else { return };
+    let msg = match info {
+        HistogramInfo::QuantileNaNResult => "PromQL info: input to histogram_quantile has NaN observations, result is NaN",
+        HistogramInfo::QuantileNaNSkew => "PromQL info: input to histogram_quantile has NaN observations, result is skewed higher",
+        HistogramInfo::FractionNaNs => {
+            "PromQL info: input to histogram_fraction has NaN observations, which are excluded from all fractions"
+        }
+    };
+    let name = if ctx.opts.delayed_name_removal { labels.metric_name() } else { "" };
+    if name.is_empty() {
+        ctx.info(msg.to_string());
+    } else {
+        ctx.info(format!("{msg} for metric name {}", tessera_model::labels::go_quote(name)));
+    }
 }
 
 pub fn histogram_quantile(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
@@ -1016,13 +1078,23 @@ pub fn histogram_quantile(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<V
     if let Some(bad) = q.iter().find(|q| q.is_nan() || **q < 0.0 || **q > 1.0) {
         ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*bad)));
     }
-    let out = per_histogram(ctx, v, grid.n, |i, b, labels| {
-        let (r, forced) = bucket_quantile(q[i], b);
-        if forced {
-            ctx.info(with_metric_name(ctx, MONOTONICITY_INFO.into(), labels.metric_name()));
-        }
-        Some(r)
-    });
+    let out = per_histogram(
+        ctx,
+        v,
+        grid.n,
+        |i, b, labels| {
+            let (r, forced) = bucket_quantile(q[i], b);
+            if forced {
+                ctx.info(with_metric_name(ctx, MONOTONICITY_INFO.into(), labels.metric_name()));
+            }
+            Some(r)
+        },
+        |i, h, labels| {
+            let (r, info) = histogram_quantile_annotated(q[i], h);
+            histogram_info(ctx, info, labels);
+            r
+        },
+    );
     Ok(Val::Vector(out))
 }
 
@@ -1030,7 +1102,17 @@ pub fn histogram_fraction(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<V
     let lo = eval_scalar(ctx, &c.args[0], grid)?;
     let hi = eval_scalar(ctx, &c.args[1], grid)?;
     let v = eval_vector(ctx, &c.args[2], grid)?;
-    let out = per_histogram(ctx, v, grid.n, |i, b, _| Some(bucket_fraction(lo[i], hi[i], b)));
+    let out = per_histogram(
+        ctx,
+        v,
+        grid.n,
+        |i, b, _| Some(bucket_fraction(lo[i], hi[i], b)),
+        |i, h, labels| {
+            let (r, info) = histogram_fraction_annotated(lo[i], hi[i], h);
+            histogram_info(ctx, info, labels);
+            r
+        },
+    );
     Ok(Val::Vector(out))
 }
 
@@ -1058,13 +1140,23 @@ pub fn histogram_quantiles(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<
     }
     let mut out = Vec::new();
     for q in &qs {
-        let res = per_histogram(ctx, v.clone(), grid.n, |i, b, labels| {
-            let (r, forced) = bucket_quantile(q[i], b);
-            if forced {
-                ctx.info(with_metric_name(ctx, MONOTONICITY_INFO.into(), labels.metric_name()));
-            }
-            Some(r)
-        });
+        let res = per_histogram(
+            ctx,
+            v.clone(),
+            grid.n,
+            |i, b, labels| {
+                let (r, forced) = bucket_quantile(q[i], b);
+                if forced {
+                    ctx.info(with_metric_name(ctx, MONOTONICITY_INFO.into(), labels.metric_name()));
+                }
+                Some(r)
+            },
+            |i, h, labels| {
+                let (r, info) = histogram_quantile_annotated(q[i], h);
+                histogram_info(ctx, info, labels);
+                r
+            },
+        );
         for mut s in res {
             let mut b = LabelsBuilder::from_labels(&s.labels);
             b.set(label.clone(), fmt_quantile_label(q[0]));
