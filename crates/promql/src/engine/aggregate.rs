@@ -12,7 +12,6 @@ use super::EngineError;
 use super::eval::{Grid, HistCol, QueryCtx, Series, Val, eval_scalar, eval_vector, merge_same_labels};
 use std::sync::Arc;
 use tessera_model::FloatHistogram;
-use tessera_model::histogram::CounterResetHint;
 use tessera_model::histogram_quantile::{HistogramInfo, histogram_fraction_annotated, histogram_quantile_annotated};
 use super::functions::{fmt_g, kahan_inc, quantile};
 use crate::parser::{AggregateExpr, AggregateOp, Call, Expr};
@@ -299,7 +298,7 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
                     let Some(hs) = &s.hists else { continue };
                     for (i, h) in hs.iter().enumerate() {
                         if let Some(h) = h {
-                            haccs[g * n + i].add(ctx, h, s.labels.metric_name());
+                            haccs[g * n + i].add(ctx, h, s.labels.metric_name(), op == AggregateOp::Avg);
                         }
                     }
                 }
@@ -336,7 +335,7 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
                         vals[i] = None;
                         continue;
                     }
-                    col[i] = h.finish(ctx, op == AggregateOp::Avg);
+                    col[i] = h.finish(ctx);
                 }
                 hists = Some(col);
             }
@@ -357,64 +356,44 @@ fn ignore_histograms(ctx: &QueryCtx<'_>, v: &[Series], op: &str) {
 }
 
 /// The histogram side of a sum or avg group at one step (upstream `groupedAggregation`'s
-/// `histogramValue`, `counterResetSeen`, `notCounterResetSeen`, `incompatibleHistograms`).
+/// `histogramValue`, `histogramKahanC`, `histogramMean`, the hints seen, `incompatibleHistograms`).
 #[derive(Debug, Clone, Default)]
 struct HistAcc {
-    sum: Option<FloatHistogram>,
+    k: Option<super::hist::HistKahan>,
     count: usize,
-    counter_reset: bool,
-    not_counter_reset: bool,
-    incompatible: bool,
 }
 
 impl HistAcc {
-    fn add(&mut self, ctx: &QueryCtx<'_>, h: &FloatHistogram, metric: &str) {
-        use super::hist::math;
+    fn add(&mut self, ctx: &QueryCtx<'_>, h: &FloatHistogram, metric: &str, avg: bool) {
+        use super::hist::math::HistOpError;
         self.count += 1;
-        match h.counter_reset_hint {
-            CounterResetHint::CounterReset => self.counter_reset = true,
-            CounterResetHint::NotCounterReset => self.not_counter_reset = true,
-            _ => {}
-        }
-        if self.incompatible {
-            return;
-        }
-        let Some(sum) = &mut self.sum else {
-            self.sum = Some(h.clone());
+        let Some(k) = &mut self.k else {
+            self.k = Some(super::hist::HistKahan::new(h, avg));
             return;
         };
-        // Upstream uses `KahanAdd` here; plain `Add` until the compensated one is available.
-        match math::add(sum, h) {
-            Ok(i) => {
-                if i.nhcb_bounds_reconciled {
-                    ctx.info(super::hist::mismatched_custom_buckets_info("aggregation"));
-                }
-            }
-            Err(e) => {
-                // Upstream `handleAggregationError`.
-                if e == math::HistOpError::IncompatibleSchema {
-                    ctx.warn(super::hist::mixed_exponential_custom_warning(metric));
-                } else if e == math::HistOpError::Incompatible {
-                    ctx.warn(super::hist::incompatible_bucket_layout_in_binop_warning("aggregation"));
-                }
-                self.incompatible = true;
-            }
+        if k.err.is_some() {
+            return;
+        }
+        let reconciled = k.reconciled;
+        k.add(h);
+        if k.reconciled && !reconciled {
+            ctx.info(super::hist::mismatched_custom_buckets_info("aggregation"));
+        }
+        // Upstream `handleAggregationError`.
+        match k.err {
+            Some(HistOpError::IncompatibleSchema) => ctx.warn(super::hist::mixed_exponential_custom_warning(metric)),
+            Some(HistOpError::Incompatible) => ctx.warn(super::hist::incompatible_bucket_layout_in_binop_warning("aggregation")),
+            None => {}
         }
     }
 
-    fn finish(&self, ctx: &QueryCtx<'_>, avg: bool) -> Option<Arc<FloatHistogram>> {
-        use super::hist::math;
-        if self.counter_reset && self.not_counter_reset {
+    fn finish(&self, ctx: &QueryCtx<'_>) -> Option<Arc<FloatHistogram>> {
+        let k = self.k.clone()?;
+        if k.counter_reset && k.not_counter_reset {
             ctx.warn(super::hist::counter_reset_collision_warning("aggregation"));
         }
-        if self.incompatible {
-            return None;
-        }
-        let mut h = self.sum.clone()?;
-        if avg {
-            math::div(&mut h, self.count as f64).ok()?;
-        }
-        math::compact(&mut h).ok()?;
+        let mut h = k.finish()?;
+        super::hist::math::compact(&mut h).ok()?;
         Some(Arc::new(h))
     }
 }
@@ -769,15 +748,25 @@ fn count_values(ctx: &QueryCtx<'_>, a: &AggregateExpr, v: Vec<Series>, grid: &Gr
     let mut out: Vec<Series> = Vec::new();
     // Output series are keyed by their labels: overwriting a grouping label with the value label merges
     // groups (upstream does the same).
-    let mut idx: HashMap<(usize, u64), usize> = HashMap::new();
+    // Keyed by group and value: a float's bits, or a histogram's text.
+    let mut idx: HashMap<(usize, Result<u64, String>), usize> = HashMap::new();
     let mut by_labels: HashMap<Labels, usize> = HashMap::new();
     for i in 0..n {
         if i % 1024 == 0 {
             ctx.check()?;
         }
         for (s, &g) in v.iter().zip(&ids) {
-            let Some(x) = s.vals[i] else { continue };
-            let key = (g, if x.is_nan() { f64::NAN.to_bits() } else { x.to_bits() });
+            // Upstream `aggregationCountValues`: a histogram counts under its `String()`.
+            let hs = s.hist(i).and_then(|h| super::hist::math::to_string(h));
+            let x = match (s.vals[i], &hs) {
+                (Some(x), _) => x,
+                (None, Some(_)) => 0.0,
+                (None, None) => continue,
+            };
+            let key = match &hs {
+                Some(t) => (g, Err(t.clone())),
+                None => (g, Ok(if x.is_nan() { f64::NAN.to_bits() } else { x.to_bits() })),
+            };
             // Each distinct value is an output series of `n` steps: their number is bounded by the
             // sample limit before one more is allocated (a range query over many distinct values).
             if !idx.contains_key(&key) && (out.len() + 1).saturating_mul(n) > ctx.opts.max_samples {
@@ -788,7 +777,7 @@ fn count_values(ctx: &QueryCtx<'_>, a: &AggregateExpr, v: Vec<Series>, grid: &Gr
                 // Upstream `aggregationCountValues` sets the value label on the series, then groups:
                 // `without` can drop it again (its own list, or `__name__`); `by` always keeps it.
                 if !a.without || (label != "__name__" && !a.grouping.contains(&label)) {
-                    b.set(label.clone(), fmt_float_f(x));
+                    b.set(label.clone(), hs.clone().unwrap_or_else(|| fmt_float_f(x)));
                 }
                 let l = b.build();
                 *by_labels.entry(l.clone()).or_insert_with(|| {

@@ -362,10 +362,13 @@ fn histogram_rate(ctx: &QueryCtx<'_>, metric: &str, points: &[HPoint], is_counte
         }
     }
     if is_counter {
-        for w in points.windows(2) {
-            let (p, cur) = (&w[0].h, &w[1].h);
-            if math::detect_reset(cur, p)? {
-                match math::add(&mut h, p) {
+        // `prev` is the first sample, or the empty histogram standing in for it after a reset.
+        for cur in &points[1..] {
+            let cur = &cur.h;
+            let p = prev;
+            prev = cur.clone();
+            if math::detect_reset(cur, &p)? {
+                match math::add(&mut h, &p) {
                     Err(math::HistOpError::IncompatibleSchema) => {
                         ctx.warn(mixed_exponential_custom_warning(metric));
                         return None;
@@ -387,37 +390,139 @@ fn histogram_rate(ctx: &QueryCtx<'_>, metric: &str, points: &[HPoint], is_counte
     Some(h)
 }
 
-/// Upstream `funcSumOverTime` / `funcAvgOverTime` over histograms only.
-fn sum_over_time(ctx: &QueryCtx<'_>, metric: &str, h: &[HPoint], avg: bool) -> HOut {
-    let (mut reset, mut not_reset, mut reconciled) = (false, false, false);
-    let mut sum = (*h[0].h).clone();
-    for p in h {
-        match p.h.counter_reset_hint {
-            CounterResetHint::CounterReset => reset = true,
-            CounterResetHint::NotCounterReset => not_reset = true,
+/// A Kahan-compensated sum or mean of histograms, as upstream computes it in `funcSumOverTime`,
+/// `funcAvgOverTime` and `aggregation` (SUM, AVG): `KahanAdd` into a running sum; for a mean, once
+/// the sum overflows, an incremental mean from then on. Tracks the counter-reset hints seen and
+/// whether custom bounds were reconciled, for the annotations.
+#[derive(Debug, Clone)]
+pub struct HistKahan {
+    sum: FloatHistogram,
+    c: Option<FloatHistogram>,
+    mean: Option<FloatHistogram>,
+    pub count: f64,
+    avg: bool,
+    pub counter_reset: bool,
+    pub not_counter_reset: bool,
+    pub reconciled: bool,
+    /// The first error of an addition (upstream then stops: `incompatibleHistograms`).
+    pub err: Option<math::HistOpError>,
+}
+
+impl HistKahan {
+    pub fn new(first: &FloatHistogram, avg: bool) -> Self {
+        let mut k = HistKahan {
+            sum: first.clone(),
+            c: None,
+            mean: None,
+            count: 1.0,
+            avg,
+            counter_reset: false,
+            not_counter_reset: false,
+            reconciled: false,
+            err: None,
+        };
+        k.track(first);
+        k
+    }
+
+    fn track(&mut self, h: &FloatHistogram) {
+        match h.counter_reset_hint {
+            CounterResetHint::CounterReset => self.counter_reset = true,
+            CounterResetHint::NotCounterReset => self.not_counter_reset = true,
             _ => {}
         }
     }
-    for p in &h[1..] {
-        match math::add(&mut sum, &p.h) {
-            Ok(i) => reconciled |= i.nhcb_bounds_reconciled,
-            Err(math::HistOpError::IncompatibleSchema) => {
-                ctx.warn(mixed_exponential_custom_warning(metric));
-                return HOut::None;
+
+    pub fn add(&mut self, h: &FloatHistogram) {
+        if self.err.is_some() {
+            return;
+        }
+        self.track(h);
+        self.count += 1.0;
+        let count = self.count;
+        if !self.avg || self.mean.is_none() {
+            let mut sum = self.sum.clone();
+            match math::kahan_add(&mut sum, h, self.c.clone()) {
+                Err(e) => {
+                    self.err = Some(e);
+                    return;
+                }
+                Ok((c, info)) => {
+                    self.reconciled |= info.nhcb_bounds_reconciled;
+                    if !self.avg || !math::has_overflow(&sum) {
+                        self.sum = sum;
+                        self.c = Some(c);
+                        return;
+                    }
+                }
             }
-            Err(_) => return HOut::None,
+            // The sum overflowed: switch to an incremental mean.
+            let mut mean = self.sum.clone();
+            let _ = math::div(&mut mean, count - 1.0);
+            if let Some(c) = &mut self.c {
+                let _ = math::div(c, count - 1.0);
+            }
+            self.mean = Some(mean);
+        }
+        let q = (count - 1.0) / count;
+        if let Some(c) = &mut self.c {
+            let _ = math::mul(c, q);
+        }
+        let mut to_add = h.clone();
+        let _ = math::div(&mut to_add, count);
+        if let Some(mean) = &mut self.mean {
+            let _ = math::mul(mean, q);
+            match math::kahan_add(mean, &to_add, self.c.take()) {
+                Ok((c, info)) => {
+                    self.reconciled |= info.nhcb_bounds_reconciled;
+                    self.c = Some(c);
+                }
+                Err(e) => self.err = Some(e),
+            }
         }
     }
-    if reset && not_reset {
+
+    /// The sum or mean, compensation added; `None` after an error.
+    pub fn finish(self) -> Option<FloatHistogram> {
+        if self.err.is_some() {
+            return None;
+        }
+        if let Some(mut mean) = self.mean {
+            if let Some(c) = &self.c {
+                let _ = math::add(&mut mean, c);
+            }
+            return Some(mean);
+        }
+        let mut sum = self.sum;
+        if self.avg {
+            let _ = math::div(&mut sum, self.count);
+        }
+        if let Some(mut c) = self.c {
+            if self.avg {
+                let _ = math::div(&mut c, self.count);
+            }
+            let _ = math::add(&mut sum, &c);
+        }
+        Some(sum)
+    }
+}
+
+/// Upstream `funcSumOverTime` / `funcAvgOverTime` over histograms only.
+fn sum_over_time(ctx: &QueryCtx<'_>, metric: &str, h: &[HPoint], avg: bool) -> HOut {
+    let mut k = HistKahan::new(&h[0].h, avg);
+    for p in &h[1..] {
+        k.add(&p.h);
+    }
+    if k.counter_reset && k.not_counter_reset {
         ctx.warn(counter_reset_collision_warning("aggregation"));
     }
-    if reconciled {
+    if k.reconciled {
         ctx.info(mismatched_custom_buckets_info("aggregation"));
     }
-    if avg && math::div(&mut sum, h.len() as f64).is_err() {
-        return HOut::None;
+    if k.err == Some(math::HistOpError::IncompatibleSchema) {
+        ctx.warn(mixed_exponential_custom_warning(metric));
     }
-    HOut::H(Arc::new(sum))
+    k.finish().map_or(HOut::None, |s| HOut::H(Arc::new(s)))
 }
 
 /// Upstream `instantValue` (irate, idelta) over a window holding histograms: the last two samples of
