@@ -56,7 +56,9 @@ fn elem_binop_h(
         ok.and_then(|_| math::compact(&mut r)).map_err(|_| ())?;
         Ok((0.0, Some(Arc::new(r)), true))
     };
+    let trim = is_trim(op);
     match (lh, rh) {
+        (None, None) if trim => incompatible("float", "float"),
         (None, None) => {
             let (v, keep) = elem_binop(op, lf, rf);
             Ok((v, None, keep))
@@ -68,6 +70,12 @@ fn elem_binop_h(
         (Some(l), None) => match op {
             BinaryOp::Mul => scaled(l, rf, false),
             BinaryOp::Div => scaled(l, rf, true),
+            // `TrimBuckets` (upstream copies first: the input may be shared).
+            BinaryOp::TrimUpper | BinaryOp::TrimLower => {
+                let mut r = (**l).clone();
+                h::trim_buckets(&mut r, rf, op == BinaryOp::TrimUpper);
+                Ok((0.0, Some(Arc::new(r)), true))
+            }
             _ => incompatible("histogram", "float"),
         },
         (Some(l), Some(r)) => match op {
@@ -112,17 +120,21 @@ fn go_pow(l: f64, r: f64) -> f64 {
     l.powf(r)
 }
 
+/// The native-histogram trim operators `</` and `>/`.
+fn is_trim(op: BinaryOp) -> bool {
+    matches!(op, BinaryOp::TrimUpper | BinaryOp::TrimLower)
+}
+
+/// Upstream `changesMetricSchema`: the operators whose result drops the metric name (the trim
+/// operators keep it).
 fn is_arith(op: BinaryOp) -> bool {
-    !op.is_comparison() && !op.is_set_operator()
+    !op.is_comparison() && !op.is_set_operator() && !is_trim(op)
 }
 
 pub fn eval_binary(ctx: &QueryCtx<'_>, b: &BinaryExpr, grid: &Grid) -> Result<Val, EngineError> {
     let lhs = eval(ctx, &b.lhs, grid)?;
     let rhs = eval(ctx, &b.rhs, grid)?;
     let op = b.op;
-    if matches!(op, BinaryOp::TrimUpper | BinaryOp::TrimLower) {
-        return Err(EngineError::Execution("native histogram trim operators are not supported".into()));
-    }
     match (lhs, rhs) {
         (Val::Scalar(l), Val::Scalar(r)) => Ok(Val::Scalar(
             l.iter()
@@ -167,6 +179,12 @@ fn vector_scalar(
     for ser in &mut v {
         for (i, x) in ser.vals.iter_mut().enumerate() {
             let Some(val) = *x else { continue };
+            if is_trim(op) {
+                // Upstream `vectorElemBinop`: trimming a float is an incompatible pair.
+                ctx.info(super::hist::incompatible_types_in_binop_info("float", op.as_str(), "float"));
+                *x = None;
+                continue;
+            }
             let (l, r) = if swap { (s[i], val) } else { (val, s[i]) };
             let (mut res, keep) = elem_binop(op, l, r);
             if op.is_comparison() && swap {
@@ -435,7 +453,7 @@ fn vector_vector(
                 continue;
             };
             let (lv, rv) = if swapped { (ov, mv) } else { (mv, ov) };
-            let (v, h, keep) = if mh.is_none() && oh.is_none() {
+            let (v, h, keep) = if mh.is_none() && oh.is_none() && !is_trim(op) {
                 let (v, keep) = elem_binop(op, lv, rv);
                 (v, None, keep)
             } else {
@@ -507,7 +525,7 @@ fn vector_vector(
                     continue;
                 }
                 let (lv, rv) = if swapped { (ov, f) } else { (f, ov) };
-                let (v, h, keep) = if oh.is_none() {
+                let (v, h, keep) = if oh.is_none() && !is_trim(op) {
                     let (v, keep) = elem_binop(op, lv, rv);
                     (v, None, keep)
                 } else {

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 use std::sync::Arc;
+use tessera_model::histogram::CounterResetHint;
 use tessera_model::{FloatHistogram, Labels, Queryable, STALE_NAN, Sample, SelectHints, is_stale_nan};
 
 /// Everything one query's evaluation shares.
@@ -1101,12 +1102,23 @@ fn eval_subquery(ctx: &QueryCtx<'_>, sq: &SubqueryExpr, grid: &Grid) -> Result<R
             .filter_map(|s| {
                 let samples: Vec<Sample> =
                     s.vals.iter().enumerate().filter_map(|(i, v)| v.map(|v| Sample::new(inner.t(i), v))).collect();
+                // Upstream `evaluator.evalSubquery`: explicit (not-)counter-reset hints become unknown,
+                // since the subquery may skip or repeat the sample they describe.
                 let hists: Vec<HPoint> = match s.hists {
                     None => Vec::new(),
                     Some(hs) => hs
                         .into_iter()
                         .enumerate()
-                        .filter_map(|(i, h)| h.map(|h| HPoint { t: inner.t(i), h }))
+                        .filter_map(|(i, h)| {
+                            let h = h?;
+                            let h = match h.counter_reset_hint {
+                                CounterResetHint::CounterReset | CounterResetHint::NotCounterReset => {
+                                    Arc::new(FloatHistogram { counter_reset_hint: CounterResetHint::Unknown, ..(*h).clone() })
+                                }
+                                _ => h,
+                            };
+                            Some(HPoint { t: inner.t(i), h })
+                        })
                         .collect(),
                 };
                 (!samples.is_empty() || !hists.is_empty()).then_some(RangeSeries {
