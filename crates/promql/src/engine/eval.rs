@@ -855,8 +855,11 @@ fn eval_smoothed_selector(
     n: usize,
 ) -> Result<Vec<Series>, EngineError> {
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
-    let mut out = select_map(ctx, vs, lo.saturating_sub(lb) + 1, hi.saturating_add(lb), hints, None, n, |labels, samples| {
+    let mut out = select_map_h(ctx, vs, lo.saturating_sub(lb) + 1, hi.saturating_add(lb), hints, None, n, |labels, samples, hs| {
         let samples: Vec<Sample> = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
+        if !hs.is_empty() {
+            return smoothed_with_histograms(ctx, labels, &samples, hs, eff, lb);
+        }
         let mut vals = vec![None; n];
         let mut any = false;
         for (i, &e) in eff.iter().enumerate() {
@@ -881,6 +884,54 @@ fn eval_smoothed_selector(
     Ok(out)
 }
 
+/// [`eval_smoothed_selector`] for a series holding histograms (upstream `smoothSeries`): per step, the
+/// samples within the lookback on both sides; a mix of floats and histograms there is dropped with a
+/// warning, histograms are picked or interpolated by [`super::hist::smoothed_histogram`].
+fn smoothed_with_histograms(
+    ctx: &QueryCtx<'_>,
+    labels: &Labels,
+    samples: &[Sample],
+    hs: &[HPoint],
+    eff: &[i64],
+    lb: i64,
+) -> Option<Series> {
+    let n = eff.len();
+    let hs: Vec<HPoint> = hs.iter().filter(|p| !p.h.is_stale()).cloned().collect();
+    let metric = labels.metric_name();
+    let mut vals: Vec<Option<f64>> = vec![None; n];
+    let mut hv: HistCol = vec![None; n];
+    for (i, &e) in eff.iter().enumerate() {
+        let f0 = samples.partition_point(|s| s.t <= e - lb);
+        let f1 = samples.partition_point(|s| s.t <= e + lb);
+        let h0 = hs.partition_point(|p| p.t <= e - lb);
+        let h1 = hs.partition_point(|p| p.t <= e + lb);
+        let (f, h) = (&samples[f0..f1], &hs[h0..h1]);
+        match (f.is_empty(), h.is_empty()) {
+            (true, true) => {}
+            (false, false) => ctx.warn(super::hist::mixed_floats_histograms_warning(metric)),
+            (true, false) => hv[i] = super::hist::smoothed_histogram(ctx, metric, h, e).map(Arc::new),
+            (false, true) => {
+                // Upstream `smoothSeries` for floats: the sample at `e`, an interpolation, or the one
+                // before carried forward.
+                let j = f.partition_point(|s| s.t < e);
+                vals[i] = if j < f.len() && f[j].t == e {
+                    Some(f[j].v)
+                } else if j > 0 && j < f.len() {
+                    let (p, q) = (f[j - 1], f[j]);
+                    Some(p.v + (q.v - p.v) * (e - p.t) as f64 / (q.t - p.t) as f64)
+                } else if j > 0 {
+                    Some(f[j - 1].v)
+                } else {
+                    None
+                };
+            }
+        }
+    }
+    let mut s = Series { labels: labels.clone(), vals, hists: Some(hv), drop_name: false };
+    s.tidy();
+    s.any_value().then_some(s)
+}
+
 /// Fills `vals[i]` with the latest sample in `(eff[i] - lb, eff[i]]` unless it is a stale marker, one
 /// forward pass over `samples` for all steps (upstream `vectorSelectorSingle` per step). Returns whether
 /// any step has a value.
@@ -894,7 +945,9 @@ pub fn lookback_values(samples: &[Sample], eff: &[i64], lb: i64, timestamps: boo
 /// [`lookback_values`] for a series that has histogram samples too (upstream `vectorSelectorSingle` over
 /// a chunk iterator that yields either): per step, the latest sample of either kind in
 /// `(eff[i] - lb, eff[i]]`, unless it is a stale marker (a float stale NaN or a histogram whose sum is
-/// one). With `timestamps`, a histogram step yields its timestamp as a float.
+/// one). With `timestamps`, a histogram step yields its timestamp as a float *and* keeps its histogram,
+/// so that the caller can tell what the sample was (`timestamp()` drops the histograms, `info()` refuses
+/// histogram info samples).
 pub fn lookback_mixed(
     samples: &[Sample],
     hists: &[HPoint],
@@ -932,9 +985,8 @@ pub fn lookback_mixed(
             (_, Some(h)) if !float_newer && h.t > e - lb && !h.h.is_stale() => {
                 if timestamps {
                     vals[i] = Some(h.t as f64 / 1000.0);
-                } else {
-                    hvals[i] = Some(h.h.clone());
                 }
+                hvals[i] = Some(h.h.clone());
                 any = true;
             }
             _ => {}

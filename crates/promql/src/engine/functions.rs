@@ -467,7 +467,8 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
                     v
                 }
             };
-            Ok(Val::Vector(v.into_iter().map(|s| Series { drop_name: true, ..s }).collect()))
+            // The selector's histogram steps carry their timestamps as floats already.
+            Ok(Val::Vector(v.into_iter().map(|s| Series { drop_name: true, hists: None, ..s }).collect()))
         }
         "start_timestamp" => {
             // Upstream `funcStartTimestamp`: only a plain selector carries start timestamps into the
@@ -1350,8 +1351,12 @@ fn eval_extended_range_function(
     let is_counter = matches!(name, "rate" | "increase");
     let ext_eff: Vec<i64> = eff.iter().map(|e| e + ahead).collect();
     let window = Some((&ext_eff[..], range + lb + ahead));
-    let mut out = super::eval::select_map(ctx, vs, lo.saturating_sub(range).saturating_sub(lb) + 1, hi.saturating_add(ahead), hints, window, n, |labels, samples| {
+    let mut out = super::eval::select_map_h(ctx, vs, lo.saturating_sub(range).saturating_sub(lb) + 1, hi.saturating_add(ahead), hints, window, n, |labels, samples, hs| {
         let samples: Vec<Sample> = samples.iter().copied().filter(|s| !tessera_model::is_stale_nan(s.v)).collect();
+        if !hs.is_empty() {
+            let hs: Vec<HPoint> = hs.iter().filter(|p| !p.h.is_stale()).cloned().collect();
+            return extended_with_histograms(ctx, name, labels, &samples, &hs, &eff, &ext_eff, range, range + lb + ahead, smoothed, n);
+        }
         let mut vals = vec![None; n];
         let mut any = false;
         for_each_window(&samples, &ext_eff, range + lb + ahead, |w, i| {
@@ -1376,6 +1381,66 @@ fn eval_extended_range_function(
     })?;
     out.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(Val::Vector(out))
+}
+
+/// [`eval_extended_range_function`] for a series holding histograms: per step, the float and histogram
+/// samples of the extended window; rate/increase/delta as upstream `extrapolatedRate` dispatches them
+/// (a mix is dropped with a warning, histograms go to `extendedHistogramRate`), changes/resets from
+/// upstream `pickFirstSampleIndices` over both kinds.
+#[allow(clippy::too_many_arguments)]
+fn extended_with_histograms(
+    ctx: &QueryCtx<'_>,
+    name: &str,
+    labels: &Labels,
+    samples: &[Sample],
+    hs: &[HPoint],
+    eff: &[i64],
+    ext_eff: &[i64],
+    range: i64,
+    ext_range: i64,
+    smoothed: bool,
+    n: usize,
+) -> Option<Series> {
+    use super::hist;
+    let metric = labels.metric_name();
+    let is_counter = matches!(name, "rate" | "increase");
+    let mut fwin: Vec<(usize, usize)> = vec![(0, 0); n];
+    for_each_window_idx(samples, ext_eff, ext_range, |lo, hi, i| fwin[i] = (lo, hi));
+    let mut vals: Vec<Option<f64>> = vec![None; n];
+    let mut hv: super::eval::HistCol = vec![None; n];
+    super::eval::for_each_window_idx_by(hs.len(), |j| hs[j].t, ext_eff, ext_range, |hlo, hhi, i| {
+        let (lo, hi) = fwin[i];
+        let (f, h) = (&samples[lo..hi], &hs[hlo..hhi]);
+        let (start, end) = (eff[i] - range, eff[i]);
+        if f.is_empty() && h.is_empty() {
+            return;
+        }
+        match name {
+            "rate" | "increase" | "delta" => {
+                if !f.is_empty() && !h.is_empty() {
+                    ctx.warn(hist::mixed_floats_histograms_warning(metric));
+                } else if !h.is_empty() {
+                    if h[0].t > end {
+                        return;
+                    }
+                    hv[i] = hist::extended_histogram_rate(ctx, metric, h, start, end, range, smoothed, is_counter, name == "rate")
+                        .map(std::sync::Arc::new);
+                } else if f[0].t <= end {
+                    vals[i] = extended_rate(f, start, end, range, smoothed, is_counter, name == "rate");
+                }
+            }
+            _ => {
+                let f: Vec<Sample> = f.iter().copied().filter(|p| p.t <= end).collect();
+                let h: Vec<HPoint> = h.iter().filter(|p| p.t <= end).cloned().collect();
+                if let Some((fi, hi)) = hist::pick_first_sample_indices(&f, &h, start) {
+                    vals[i] = hist::changes_or_resets_from(&f[fi..], &h[hi..], name == "resets");
+                }
+            }
+        }
+    });
+    let mut s = Series { labels: labels.clone(), vals, hists: Some(hv), drop_name: true };
+    s.tidy();
+    s.any_value().then_some(s)
 }
 
 /// The labels that tie a series to its info series (upstream `identifyingLabels` default).
@@ -1410,6 +1475,13 @@ fn eval_info(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineErr
         bypass_empty_matcher_check: true,
     };
     let infos = eval_vector_selector(ctx, &sel, grid, true)?;
+    // Upstream `combineWithInfoVector`: a histogram among the info samples of a step with base
+    // samples is an error.
+    for i in 0..grid.n {
+        if infos.iter().any(|s| s.hist(i).is_some()) && base.iter().any(|b| b.has(i)) {
+            return Err(EngineError::Execution("info sample should be float".into()));
+        }
+    }
     let sig = |l: &Labels| -> (String, String) { (l.get("instance").to_string(), l.get("job").to_string()) };
     let mut by_sig: std::collections::HashMap<(String, String), Vec<usize>> = std::collections::HashMap::new();
     for (k, s) in infos.iter().enumerate() {

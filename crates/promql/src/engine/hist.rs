@@ -805,3 +805,223 @@ fn midpoint(lower: f64, upper: f64, positive: bool, linear: bool) -> f64 {
     let g = (lower * upper).abs().sqrt();
     if positive { g } else { -g }
 }
+
+/// Upstream `interpolateHistograms`: the histogram at `t` between `(t1, h1)` and `(t2, h2)`, linearly;
+/// for a counter with a reset between them, `h2` scaled by the fraction (the counter restarted at 0).
+pub fn interpolate_histograms(
+    ctx: &QueryCtx<'_>,
+    h1: &FloatHistogram,
+    t1: i64,
+    h2: &FloatHistogram,
+    t2: i64,
+    t: i64,
+    is_counter: bool,
+) -> Result<FloatHistogram, math::HistOpError> {
+    if t == t1 {
+        return Ok(h1.clone());
+    }
+    if t == t2 {
+        return Ok(h2.clone());
+    }
+    let fraction = (t - t1) as f64 / (t2 - t1) as f64;
+    let mut r = h2.clone();
+    if is_counter && math::detect_reset(h2, h1) == Some(true) {
+        math::mul(&mut r, fraction)?;
+        return Ok(r);
+    }
+    if math::sub(&mut r, h1)?.nhcb_bounds_reconciled {
+        ctx.info(mismatched_custom_buckets_info("subtraction"));
+    }
+    math::mul(&mut r, fraction)?;
+    if math::add(&mut r, h1)?.nhcb_bounds_reconciled {
+        ctx.info(mismatched_custom_buckets_info("addition"));
+    }
+    Ok(r)
+}
+
+/// Upstream `annosFromInterpolationError`.
+fn interpolation_error(ctx: &QueryCtx<'_>, e: math::HistOpError, metric: &str) {
+    if e == math::HistOpError::IncompatibleSchema {
+        ctx.warn(mixed_exponential_custom_warning(metric));
+    }
+}
+
+/// Upstream `addHistogramWithAnnotations` / `subHistogramWithAnnotations`.
+fn add_or_sub_annotated(ctx: &QueryCtx<'_>, base: &mut FloatHistogram, other: &FloatHistogram, sub: bool, metric: &str) -> bool {
+    let r = if sub { math::sub(base, other) } else { math::add(base, other) };
+    match r {
+        Ok(i) => {
+            if i.nhcb_bounds_reconciled {
+                ctx.info(mismatched_custom_buckets_info(if sub { "subtraction" } else { "addition" }));
+            }
+            true
+        }
+        Err(e) => {
+            interpolation_error(ctx, e, metric);
+            false
+        }
+    }
+}
+
+/// Go's `sort.Search(n, f)`.
+fn go_search(n: usize, f: impl Fn(usize) -> bool) -> usize {
+    let (mut i, mut j) = (0, n);
+    while i < j {
+        let m = (i + j) / 2;
+        if !f(m) {
+            i = m + 1;
+        } else {
+            j = m;
+        }
+    }
+    i
+}
+
+/// Upstream `extendedHistogramRate`: rate/increase/delta of histograms over an anchored or smoothed
+/// window `(start, end]` (`h` also holds the samples the selector loaded around it).
+#[allow(clippy::too_many_arguments)]
+pub fn extended_histogram_rate(
+    ctx: &QueryCtx<'_>,
+    metric: &str,
+    h: &[HPoint],
+    start: i64,
+    end: i64,
+    range_ms: i64,
+    smoothed: bool,
+    is_counter: bool,
+    is_rate: bool,
+) -> Option<FloatHistogram> {
+    let mut last = h.len().checked_sub(1)?;
+    let first = go_search(last, |i| h[i].t > start).saturating_sub(1);
+    if smoothed {
+        last = go_search(last, |i| h[i].t >= end);
+    }
+    if h[last].t <= start || (smoothed && h[first].t > end) {
+        return None;
+    }
+    // Upstream `validateHistogramRange`.
+    let custom = h[first].h.uses_custom_buckets();
+    for p in &h[first..=last] {
+        if p.h.uses_custom_buckets() != custom {
+            ctx.warn(mixed_exponential_custom_warning(metric));
+            return None;
+        }
+        if is_counter && p.h.counter_reset_hint == CounterResetHint::Gauge {
+            ctx.warn(not_counter_warning(metric));
+        }
+    }
+    // Upstream `pickOrInterpolateLeftHistogram` / `...RightHistogram`.
+    let left = if smoothed && h[first].t < start {
+        interpolate_histograms(ctx, &h[first].h, h[first].t, &h[first + 1].h, h[first + 1].t, start, is_counter)
+    } else {
+        Ok((*h[first].h).clone())
+    };
+    let left = left.map_err(|e| interpolation_error(ctx, e, metric)).ok()?;
+    let right = if smoothed && last > 0 && h[last].t > end {
+        interpolate_histograms(ctx, &h[last - 1].h, h[last - 1].t, &h[last].h, h[last].t, end, is_counter)
+    } else {
+        Ok((*h[last].h).clone())
+    };
+    let right = right.map_err(|e| interpolation_error(ctx, e, metric)).ok()?;
+    if !is_counter && (left.counter_reset_hint != CounterResetHint::Gauge || right.counter_reset_hint != CounterResetHint::Gauge) {
+        ctx.warn(not_gauge_warning(metric));
+    }
+    let mut result = right.clone();
+    if !add_or_sub_annotated(ctx, &mut result, &left, true, metric) {
+        return None;
+    }
+    if is_counter {
+        // Upstream `correctForCounterResetsHistogram`.
+        let mut lo = first + 1;
+        let mut prev: &FloatHistogram = &left;
+        if smoothed && h[first].t < start && math::detect_reset(&h[first + 1].h, &h[first].h) == Some(true) {
+            prev = &h[first + 1].h;
+            lo += 1;
+        }
+        let hi = last; // exclusive end of the inner samples (upstream `last := lastSampleIndex - 1`)
+        if lo <= hi {
+            let mut correction: Option<FloatHistogram> = None;
+            let mut add_correction = |c: &FloatHistogram| -> bool {
+                match &mut correction {
+                    None => {
+                        correction = Some(c.clone());
+                        true
+                    }
+                    Some(x) => add_or_sub_annotated(ctx, x, c, false, metric),
+                }
+            };
+            for p in &h[lo..hi] {
+                if math::detect_reset(&p.h, prev) == Some(true) && !add_correction(prev) {
+                    return None;
+                }
+                prev = &p.h;
+            }
+            if math::detect_reset(&right, prev) == Some(true) && !add_correction(prev) {
+                return None;
+            }
+            if let Some(c) = correction
+                && !add_or_sub_annotated(ctx, &mut result, &c, false, metric)
+            {
+                return None;
+            }
+        }
+    }
+    if is_rate {
+        math::div(&mut result, range_ms as f64 / 1000.0).ok()?;
+    }
+    result.counter_reset_hint = CounterResetHint::Gauge;
+    math::compact(&mut result).ok()?;
+    Some(result)
+}
+
+/// Upstream `pickFirstSampleIndices` for anchored `changes`/`resets`: where the walk starts in the
+/// float and histogram samples (the last sample at or before the range start, of either kind), or
+/// `None` when nothing lies inside the range.
+pub fn pick_first_sample_indices(f: &[Sample], h: &[HPoint], start: i64) -> Option<(usize, usize)> {
+    let lf = go_search(f.len(), |i| f[i].t > start) as isize - 1;
+    let lh = go_search(h.len(), |i| h[i].t > start) as isize - 1;
+    if lf + 1 >= f.len() as isize && lh + 1 >= h.len() as isize {
+        return None;
+    }
+    Some(match (lf < 0, lh < 0) {
+        (true, true) => (0, 0),
+        (_, true) => (lf as usize, (lh + 1) as usize),
+        (false, false) if f[lf as usize].t >= h[lh as usize].t => (lf as usize, (lh + 1) as usize),
+        _ => ((lf + 1) as usize, lh as usize),
+    })
+}
+
+/// `changes`/`resets` over a window of floats and histograms from the picked first samples.
+pub fn changes_or_resets_from(f: &[Sample], h: &[HPoint], resets: bool) -> Option<f64> {
+    match changes_or_resets(f, h, resets) {
+        HOut::F(v) => Some(v),
+        _ => None,
+    }
+}
+
+/// Upstream `smoothSeries` for histograms: the value at `t` from the samples around it (within the
+/// lookback on both sides): the sample at `t`, an interpolation between its neighbours, or the one
+/// before it carried forward (hint unknown); nothing without an earlier sample.
+pub fn smoothed_histogram(ctx: &QueryCtx<'_>, metric: &str, h: &[HPoint], t: i64) -> Option<FloatHistogram> {
+    let i = go_search(h.len(), |i| h[i].t >= t);
+    if i < h.len() && h[i].t == t {
+        return Some((*h[i].h).clone());
+    }
+    if i > 0 && i < h.len() {
+        let (prev, next) = (&h[i - 1], &h[i]);
+        if prev.h.uses_custom_buckets() != next.h.uses_custom_buckets() {
+            ctx.warn(mixed_exponential_custom_warning(metric));
+            return None;
+        }
+        let is_counter = prev.h.counter_reset_hint != CounterResetHint::Gauge || next.h.counter_reset_hint != CounterResetHint::Gauge;
+        return interpolate_histograms(ctx, &prev.h, prev.t, &next.h, next.t, t, is_counter)
+            .map_err(|e| interpolation_error(ctx, e, metric))
+            .ok();
+    }
+    if i > 0 {
+        let mut c = (*h[i - 1].h).clone();
+        c.counter_reset_hint = CounterResetHint::Unknown;
+        return Some(c);
+    }
+    None
+}
