@@ -102,6 +102,32 @@ impl MemStorage {
         Ok(())
     }
 
+    /// [`MemStorage::add_float_histograms`] for integer histograms: integer-histogram chunks (encoding
+    /// 2), as Prometheus' head writes scraped histograms.
+    pub fn add_histograms(&mut self, labels: Labels, samples: &[(i64, tessera_model::Histogram)]) -> Result<(), String> {
+        if samples.is_empty() {
+            return Ok(());
+        }
+        let chunks = tessera_encoding::encode_histograms(samples).map_err(|e| e.to_string())?;
+        let (shard, p) = self.series_pos(labels);
+        let shards = Arc::make_mut(&mut self.shards);
+        for data in chunks {
+            let mut it = tessera_encoding::HistogramIter::new(&data);
+            let (mut mint, mut maxt) = (i64::MAX, i64::MIN);
+            while let Ok(Some((t, _))) = it.next_histogram() {
+                mint = mint.min(t);
+                maxt = maxt.max(t);
+            }
+            shards[shard][p].chunks.push(ChunkRef {
+                mint_ms: mint,
+                maxt_ms: maxt,
+                encoding: ChunkEncoding::Histogram,
+                data: Bytes::from(data),
+            });
+        }
+        Ok(())
+    }
+
     /// The (shard, index) of a series, inserting it when new.
     fn series_pos(&mut self, labels: Labels) -> (usize, usize) {
         let shards = Arc::make_mut(&mut self.shards);
