@@ -31,6 +31,9 @@ pub struct QueryCtx<'a> {
     pub slots: AtomicUsize,
     /// For `stats`: see [`super::QueryStats`].
     pub stats: StatsCounters,
+    /// The selectors whose histograms get counter-reset hints re-derived as upstream's
+    /// `HistogramStatsIterator` gives them (see [`super::hist::histogram_stats_selectors`]), by address.
+    pub stats_selectors: std::collections::HashSet<usize>,
 }
 
 /// The counters behind [`super::QueryStats`], updated from the parallel shard loops.
@@ -601,6 +604,7 @@ pub fn select_map_st<T: Send + Held>(
 ) -> Result<Vec<T>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
     let shards = q.shard_count();
+    let stats_hints = ctx.stats_selectors.contains(&(vs as *const VectorSelector as usize));
     let base = ctx.held_samples();
     let slots_base = ctx.slots.load(Ordering::Relaxed);
     // Outputs of this selection so far, over all shards.
@@ -620,6 +624,9 @@ pub fn select_map_st<T: Send + Held>(
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
                 decode_series(&s.chunks, mint, maxt, want_st, decode_limit(ctx), &mut buf, &mut sts, &mut hbuf)?;
                 ctx.stats.read.fetch_add(buf.len() + hbuf.len(), Ordering::Relaxed);
+                if !hbuf.is_empty() && stats_hints {
+                    super::hist::derive_stats_hints(&mut hbuf);
+                }
                 let held = base + kept.load(Ordering::Relaxed);
                 if let Some((eff, range)) = window {
                     // A window never holds more than the series has; only look closer near the limit.

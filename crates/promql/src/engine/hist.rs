@@ -1025,3 +1025,73 @@ pub fn smoothed_histogram(ctx: &QueryCtx<'_>, metric: &str, h: &[HPoint], t: i64
     }
     None
 }
+
+/// Upstream `detectHistogramStatsDecoding`: the selectors (by address) that sit below
+/// `histogram_count`, `histogram_sum` or `histogram_avg` with no subquery, `histogram_quantile(s)`,
+/// `histogram_fraction` or trim operator anywhere above them. Upstream reads those through its
+/// `HistogramStatsIterator`, which changes the counter-reset hints the query sees
+/// ([`derive_stats_hints`]); the engine mirrors that, not the bucket skipping.
+pub fn histogram_stats_selectors(expr: &crate::parser::Expr) -> std::collections::HashSet<usize> {
+    use crate::parser::{BinaryOp, Expr};
+    fn walk(e: &Expr, under_fn: bool, blocked: bool, out: &mut std::collections::HashSet<usize>) {
+        match e {
+            Expr::VectorSelector(vs) => {
+                if under_fn && !blocked {
+                    out.insert(vs as *const crate::parser::VectorSelector as usize);
+                }
+            }
+            Expr::MatrixSelector(ms) => {
+                if under_fn && !blocked {
+                    out.insert(&ms.vs as *const crate::parser::VectorSelector as usize);
+                }
+            }
+            Expr::Subquery(s) => walk(&s.expr, under_fn, true, out),
+            Expr::Call(c) => {
+                let (f, b) = match c.func.name {
+                    "histogram_count" | "histogram_sum" | "histogram_avg" => (true, blocked),
+                    "histogram_quantile" | "histogram_quantiles" | "histogram_fraction" => (under_fn, true),
+                    _ => (under_fn, blocked),
+                };
+                c.args.iter().for_each(|a| walk(a, f, b, out));
+            }
+            Expr::Aggregate(a) => {
+                walk(&a.expr, under_fn, blocked, out);
+                if let Some(p) = &a.param {
+                    walk(p, under_fn, blocked, out);
+                }
+            }
+            Expr::Binary(b) => {
+                let blocked = blocked || matches!(b.op, BinaryOp::TrimUpper | BinaryOp::TrimLower);
+                walk(&b.lhs, under_fn, blocked, out);
+                walk(&b.rhs, under_fn, blocked, out);
+            }
+            Expr::Unary(u) => walk(&u.expr, under_fn, blocked, out),
+            Expr::Paren(p) => walk(&p.expr, under_fn, blocked, out),
+            Expr::NumberLiteral(_) | Expr::StringLiteral(_) => {}
+        }
+    }
+    let mut out = std::collections::HashSet::new();
+    walk(expr, false, false, &mut out);
+    out
+}
+
+/// The counter-reset hints upstream's `HistogramStatsIterator` hands out (`getResetHint`): a sample's
+/// own hint unless it is unknown; otherwise, compared with the previous sample read (stale markers
+/// skipped), `CounterReset` or `NotCounterReset`; the first sample keeps an unknown hint.
+pub fn derive_stats_hints(h: &mut [HPoint]) {
+    let mut last: Option<Arc<FloatHistogram>> = None;
+    for p in h.iter_mut() {
+        if p.h.is_stale() {
+            continue;
+        }
+        if p.h.counter_reset_hint == CounterResetHint::Unknown
+            && let Some(prev) = &last
+        {
+            let hint = if p.h.detect_reset(prev) { CounterResetHint::CounterReset } else { CounterResetHint::NotCounterReset };
+            let mut c = (*p.h).clone();
+            c.counter_reset_hint = hint;
+            p.h = Arc::new(c);
+        }
+        last = Some(p.h.clone());
+    }
+}

@@ -287,6 +287,7 @@ impl Engine {
             samples: Default::default(),
             slots: Default::default(),
             stats: Default::default(),
+            stats_selectors: hist::histogram_stats_selectors(&expr),
         };
         eval::run(&ctx, &expr, start_ms, end_ms, step_ms)
     }
