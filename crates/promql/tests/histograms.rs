@@ -86,6 +86,9 @@ fn histograms_count_their_size_against_max_samples() {
     assert!(matches!(small.instant(&st, "h", 60_000), Err(EngineError::TooManySamples(_))), "3 histograms of 12 do not");
     let r = Engine::default().instant(&st, "h", 60_000).expect("runs");
     assert_eq!(r.stats.peak_samples, 36);
+    // A range function holds one window of one series: 4 histograms of 12 here, 4 floats for `f`.
+    assert!(small.instant(&st, "rate(f{id=\"a\"}[1m])", 300_000).is_ok());
+    assert!(matches!(small.instant(&st, "rate(h{id=\"a\"}[1m])", 300_000), Err(EngineError::TooManySamples(_))));
 }
 
 #[test]

@@ -630,8 +630,12 @@ pub fn select_map_st<T: Send + Held>(
                 let held = base + kept.load(Ordering::Relaxed);
                 if let Some((eff, range)) = window {
                     // A window never holds more than the series has; only look closer near the limit.
-                    if held + buf.len() > ctx.opts.max_samples {
-                        ctx.check_samples(held + max_window(&buf, eff, range))?;
+                    if hbuf.is_empty() {
+                        if held + buf.len() > ctx.opts.max_samples {
+                            ctx.check_samples(held + max_window(&buf, eff, range))?;
+                        }
+                    } else {
+                        ctx.check_samples(held + max_window_mixed(&buf, &hbuf, eff, range))?;
                     }
                 }
                 // Reserve the slots `f` is about to allocate, so no shard allocates past the bound.
@@ -671,6 +675,24 @@ fn max_window(samples: &[Sample], eff: &[i64], range: i64) -> usize {
     };
     let mut m = 0;
     for_each_window_idx(s, eff, range, |lo, hi, _| m = m.max(hi - lo));
+    m
+}
+
+/// [`max_window`] for a series with histograms: per step, the window's floats plus its histograms'
+/// sizes ([`hist_size`], as upstream counts them), the most of any step.
+fn max_window_mixed(samples: &[Sample], hists: &[HPoint], eff: &[i64], range: i64) -> usize {
+    let floats: Vec<Sample> = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
+    let hs: Vec<&HPoint> = hists.iter().filter(|p| !p.h.is_stale()).collect();
+    // Prefix sums of the histograms' sizes.
+    let mut prefix = Vec::with_capacity(hs.len() + 1);
+    prefix.push(0usize);
+    for p in &hs {
+        prefix.push(prefix[prefix.len() - 1] + hist_size(&p.h));
+    }
+    let mut fw = vec![0usize; eff.len()];
+    for_each_window_idx(&floats, eff, range, |lo, hi, i| fw[i] = hi - lo);
+    let mut m = 0;
+    for_each_window_idx_by(hs.len(), |j| hs[j].t, eff, range, |lo, hi, i| m = m.max(fw[i] + prefix[hi] - prefix[lo]));
     m
 }
 
