@@ -17,9 +17,6 @@ pub enum Point {
     /// A native histogram literal, and whether it set `counter_reset_hint` explicitly (upstream
     /// `SequenceValue.CounterResetHintSet`: only then does the comparison check the hint).
     Histogram(Box<FloatHistogram>, bool),
-    /// A histogram series step this runner cannot build yet (`{{a}}+{{b}}x3` needs histogram addition,
-    /// see [`crate::engine::hist::math`]); loads nothing and never matches.
-    Unsupported,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -696,7 +693,8 @@ fn expand_histogram_item(tok: &str, out: &mut Vec<Point>) -> Result<(), String> 
     let sub = rest.starts_with('-');
     let (inc, inc_hint_set, rest) = parse_histogram(&rest[1..])?;
     let n: usize = rest.strip_prefix('x').and_then(|n| n.parse().ok()).ok_or_else(|| format!("invalid value {tok:?}"))?;
-    // Upstream `histogramsSeries`: the flag is the increment's, the base is emitted first.
+    // Upstream `histogramsSeries`: the base is emitted first; every value carries the hint flag of
+    // the increment (the last literal parsed), the base's own flag is not used.
     let _ = hint_set;
     out.push(Point::Histogram(Box::new(base.clone()), inc_hint_set));
     let mut cur = base;
@@ -704,10 +702,10 @@ fn expand_histogram_item(tok: &str, out: &mut Vec<Point>) -> Result<(), String> 
         if cur.schema > inc.schema {
             return Err(format!("error combining histograms: cannot merge from schema {} to {}", inc.schema, cur.schema));
         }
+        // Upstream `histogramsSeries`: an incompatible increment is an error of the script.
         let r = if sub { crate::engine::hist::math::sub(&mut cur, &inc) } else { crate::engine::hist::math::add(&mut cur, &inc) };
-        if r.is_err() {
-            out.push(Point::Unsupported);
-            continue;
+        if let Err(e) = r {
+            return Err(format!("error combining histograms: {e:?}"));
         }
         out.push(Point::Histogram(Box::new(cur.clone()), inc_hint_set));
     }
