@@ -899,6 +899,27 @@ mod tests {
     }
 
     #[test]
+    fn histogram_literals_as_build_histogram_from_map() {
+        let p = parse_points(
+            "{{schema:1 sum:3 count:22 z_bucket:2 z_bucket_w:0.5 buckets:[5 10 7] offset:-1 n_buckets:[1] n_offset:2 counter_reset_hint:gauge}}",
+        )
+        .expect("parses");
+        let Point::Histogram(h, hint_set) = &p[0] else { panic!("histogram expected") };
+        assert!(*hint_set);
+        assert_eq!((h.schema, h.sum, h.count, h.zero_count, h.zero_threshold), (1, 3.0, 22.0, 2.0, 0.5));
+        assert_eq!(h.positive_spans, vec![Span::new(-1, 3)]);
+        assert_eq!(h.positive_buckets, vec![5.0, 10.0, 7.0]);
+        assert_eq!((h.negative_spans.clone(), h.negative_buckets.clone()), (vec![Span::new(2, 1)], vec![1.0]));
+        assert_eq!(h.counter_reset_hint, CounterResetHint::Gauge);
+        // `+` adds the increment N times after the base; `xN` repeats; `{{}}` is the empty histogram.
+        let p = parse_points("{{sum:1 count:1 buckets:[1]}}+{{sum:2 count:2 buckets:[2]}}x2 {{}}x1").expect("parses");
+        let counts: Vec<f64> = p.iter().map(|p| if let Point::Histogram(h, _) = p { h.count } else { -1.0 }).collect();
+        assert_eq!(counts, vec![1.0, 3.0, 5.0, 0.0, 0.0]);
+        assert!(parse_points("{{schema:0 schema:1}}").is_err(), "duplicate key");
+        assert!(parse_points("{{sum:1 custom_values:[1 2] schema:-53}}+{{schema:0 sum:1}}x1").is_err(), "schema mismatch");
+    }
+
+    #[test]
     fn script() {
         let cmds = parse_script(
             "load 5m\n  m 1 2\n\n# c\neval instant at 5m m\n  expect warn msg: x y\n  m 2\n\neval range from 0 to 10m step 5m m\n  m 1 2 _\n\neval_fail instant at 0 foo(\n\nclear\n",
