@@ -8,18 +8,28 @@
 //! `offset:length`, lists comma-separated, `-` if empty). Where upstream panics the result is
 //! `PANIC`; then only "does not panic" is checked here.
 //!
-//! The file is large and generated, so it is not in the repository: point
-//! `TESSERA_HIST_ORACLE` at it and run `cargo test -p tessera-model --test histogram_oracle -- --ignored`.
+//! The file is large (tens of MB) and generated, so it is not in the repository. Make it with
+//! `sh crates/model/tests/histogram_oracle_gen/setup.sh <prometheus checkout> <scratch dir> [seed n] > cases.txt`
+//! (Go and python3 needed, no network), then run
+//! `TESSERA_HIST_ORACLE=cases.txt cargo test -p tessera-model --test histogram_oracle -- --ignored`.
+//! Sections: random valid histograms (every operation), "wide" values (tiny, huge, Inf and NaN
+//! counts; chains of 2–6 `kahan_add`s), and invalid layouts (only what upstream survives).
 
-use tessera_model::histogram::{CounterResetHint, FloatHistogram, Span};
-use tessera_model::histogram_quantile::{histogram_fraction_annotated, histogram_quantile_annotated, histogram_variance};
+use tessera_model::histogram::{CounterResetHint, FloatHistogram, Histogram, Span};
+use tessera_model::histogram_quantile::{
+    histogram_fraction_annotated, histogram_quantile_annotated, histogram_variance,
+};
 
 fn fl(s: &str) -> f64 {
     f64::from_bits(u64::from_str_radix(s, 16).unwrap_or_else(|e| panic!("bad float {s}: {e}")))
 }
 
 fn fls(s: &str) -> Vec<f64> {
-    if s == "-" { Vec::new() } else { s.split(',').map(fl).collect() }
+    if s == "-" {
+        Vec::new()
+    } else {
+        s.split(',').map(fl).collect()
+    }
 }
 
 fn sps(s: &str) -> Vec<Span> {
@@ -52,19 +62,76 @@ fn parse_h(s: &str) -> FloatHistogram {
     }
 }
 
+fn ints(s: &str) -> Vec<i64> {
+    if s == "-" {
+        Vec::new()
+    } else {
+        s.split(',').map(|x| x.parse().expect("int")).collect()
+    }
+}
+
+fn parse_ih(s: &str) -> Histogram {
+    let f: Vec<&str> = s.split(';').collect();
+    assert_eq!(f.len(), 11, "histogram {s}");
+    Histogram {
+        counter_reset_hint: CounterResetHint::from_u8(f[0].parse().expect("hint")).expect("hint"),
+        schema: f[1].parse().expect("schema"),
+        zero_threshold: fl(f[2]),
+        zero_count: f[3].parse().expect("zero count"),
+        count: f[4].parse().expect("count"),
+        sum: fl(f[5]),
+        positive_spans: sps(f[6]),
+        negative_spans: sps(f[7]),
+        positive_buckets: ints(f[8]),
+        negative_buckets: ints(f[9]),
+        custom_values: fls(f[10]),
+    }
+}
+
+fn fmt_ih(h: &Histogram) -> String {
+    let ints = |v: &[i64]| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+        }
+    };
+    format!(
+        "{};{};{};{};{};{};{};{};{};{};{}",
+        h.counter_reset_hint as u8,
+        h.schema,
+        hx(h.zero_threshold),
+        h.zero_count,
+        h.count,
+        hx(h.sum),
+        spss(&h.positive_spans),
+        spss(&h.negative_spans),
+        ints(&h.positive_buckets),
+        ints(&h.negative_buckets),
+        hxs(&h.custom_values)
+    )
+}
+
 fn hx(v: f64) -> String {
     format!("{:016x}", v.to_bits())
 }
 
 fn hxs(v: &[f64]) -> String {
-    if v.is_empty() { "-".into() } else { v.iter().map(|x| hx(*x)).collect::<Vec<_>>().join(",") }
+    if v.is_empty() {
+        "-".into()
+    } else {
+        v.iter().map(|x| hx(*x)).collect::<Vec<_>>().join(",")
+    }
 }
 
 fn spss(v: &[Span]) -> String {
     if v.is_empty() {
         "-".into()
     } else {
-        v.iter().map(|s| format!("{}:{}", s.offset, s.length)).collect::<Vec<_>>().join(",")
+        v.iter()
+            .map(|s| format!("{}:{}", s.offset, s.length))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
@@ -83,6 +150,21 @@ fn fmt_h(h: &FloatHistogram) -> String {
         hxs(&h.negative_buckets),
         hxs(&h.custom_values)
     )
+}
+
+/// What upstream's `FloatHistogram.Copy` keeps: NHCBs lose zero-bucket and negative fields,
+/// exponential histograms their custom values.
+fn upstream_copy(h: &FloatHistogram) -> FloatHistogram {
+    let mut c = h.clone();
+    if c.uses_custom_buckets() {
+        c.zero_threshold = 0.0;
+        c.zero_count = 0.0;
+        c.negative_spans.clear();
+        c.negative_buckets.clear();
+    } else {
+        c.custom_values.clear();
+    }
+    c
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -139,10 +221,26 @@ fn run(op: &str, args: &[&str]) -> String {
                 Err(e) => format!("{s} {}", err(e)),
             }
         }
+        "kahann" => {
+            let mut x = parse_h(args[0]);
+            let mut comp = None;
+            for y in &args[1..] {
+                match x.kahan_add(&parse_h(y), comp.take()) {
+                    Ok((c, _, _)) => comp = Some(c),
+                    Err(e) => return err(e),
+                }
+            }
+            let comp = comp.expect("at least one addend");
+            let mut fin = x.clone();
+            match fin.add(&comp) {
+                Ok(_) => format!("{} {} {}", fmt_h(&x), fmt_h(&comp), fmt_h(fin.compact(0))),
+                Err(e) => err(e),
+            }
+        }
         "detect" => parse_h(args[0]).detect_reset(&parse_h(args[1])).to_string(),
         "equals" => {
             let a = parse_h(args[0]);
-            format!("{} {}", a.equals(&parse_h(args[1])), a.equals(&a.clone()))
+            format!("{} {}", a.equals(&parse_h(args[1])), a.equals(&upstream_copy(&a)))
         }
         "mul" => fmt_h(parse_h(args[0]).mul(fl(args[1]))),
         "div" => fmt_h(parse_h(args[0]).div(fl(args[1]))),
@@ -159,6 +257,7 @@ fn run(op: &str, args: &[&str]) -> String {
             }
         }
         "string" => parse_h(args[0]).to_string().replace(' ', "_"),
+        "testexpr" => parse_h(args[0]).test_expression().replace(' ', "_"),
         "validate" => match parse_h(args[0]).validate() {
             Ok(()) => "ok".into(),
             Err(e) => err(e),
@@ -184,6 +283,19 @@ fn run(op: &str, args: &[&str]) -> String {
             format!("{} {}", hx(v), info.map_or("-".into(), |i| format!("{i:?}")))
         }
         "variance" => hx(histogram_variance(&parse_h(args[0]))),
+        "trim" => fmt_h(parse_h(args[0]).trim_buckets(fl(args[1]), args[2] == "true")),
+        "icompact" => fmt_ih(parse_ih(args[0]).compact(args[1].parse().expect("n"))),
+        "ireduce" => {
+            let mut h = parse_ih(args[0]);
+            match h.reduce_resolution(args[1].parse().expect("schema")) {
+                Ok(()) => fmt_ih(&h),
+                Err(e) => err(e),
+            }
+        }
+        "ivalidate" => match parse_ih(args[0]).validate() {
+            Ok(()) => "ok".into(),
+            Err(e) => err(e),
+        },
         _ => panic!("unknown op {op}"),
     }
 }
@@ -214,7 +326,9 @@ fn histogram_ops_match_upstream() {
     let text = std::fs::read_to_string(&path).expect("read oracle file");
     let (mut failures, mut total, mut panics) = (Vec::new(), 0, 0);
     for (n, line) in text.lines().enumerate() {
-        let Some((lhs, want)) = line.split_once(" => ") else { continue };
+        let Some((lhs, want)) = line.split_once(" => ") else {
+            continue;
+        };
         let mut parts = lhs.split(' ');
         let op = parts.next().expect("op");
         let args: Vec<&str> = parts.collect();
@@ -228,9 +342,21 @@ fn histogram_ops_match_upstream() {
             failures.push(format!("line {}: {lhs}\n  want {want}\n  got  {got}", n + 1));
         }
     }
-    eprintln!("{total} cases, {panics} where upstream panics (checked for no panic only), {} failures", failures.len());
-    for f in failures.iter().take(15) {
+    eprintln!(
+        "{total} cases, {panics} where upstream panics (checked for no panic only), {} failures",
+        failures.len()
+    );
+    let mut shown = std::collections::HashSet::new();
+    for f in failures
+        .iter()
+        .filter(|f| shown.insert(f.split(' ').nth(2).map(str::to_string)))
+        .take(15)
+    {
         eprintln!("{f}");
     }
-    assert!(failures.is_empty(), "{} of {total} cases differ from upstream", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {total} cases differ from upstream",
+        failures.len()
+    );
 }
