@@ -73,7 +73,7 @@ fn elem_binop_h(
             // `TrimBuckets` (upstream copies first: the input may be shared).
             BinaryOp::TrimUpper | BinaryOp::TrimLower => {
                 let mut r = (**l).clone();
-                h::trim_buckets(&mut r, rf, op == BinaryOp::TrimUpper);
+                math::trim_buckets(&mut r, rf, op == BinaryOp::TrimUpper);
                 Ok((0.0, Some(Arc::new(r)), true))
             }
             _ => incompatible("histogram", "float"),

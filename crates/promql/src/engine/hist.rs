@@ -109,6 +109,12 @@ pub mod math {
         Some(h.to_string())
     }
 
+    /// Upstream `FloatHistogram.TrimBuckets` (the `</` and `>/` operators): `upper` trims observations
+    /// above `rhs`, otherwise those below.
+    pub fn trim_buckets(h: &mut FloatHistogram, rhs: f64, upper: bool) {
+        h.trim_buckets(rhs, upper);
+    }
+
     /// Upstream `FloatHistogram.Compact(0)`.
     pub fn compact(h: &mut FloatHistogram) -> Result<(), HistOpError> {
         h.compact(0);
@@ -634,176 +640,6 @@ fn changes_or_resets(f: &[Sample], h: &[HPoint], resets: bool) -> HOut {
         prev = Some(cur);
     }
     HOut::F(n as f64)
-}
-
-/// Upstream `FloatHistogram.TrimBuckets` (model/histogram/float_histogram.go), behind the `</` (upper
-/// trim: drop observations above `rhs`) and `>/` (lower trim: drop observations below `rhs`)
-/// operators: buckets wholly on the dropped side are emptied, a bucket `rhs` cuts keeps its
-/// interpolated share, and when anything was trimmed the count and sum are recomputed from the
-/// remaining buckets' midpoints and the histogram is compacted. (Kept here rather than in
-/// `tessera_model::histogram_float` because only the engine uses it; it could move there.)
-pub fn trim_buckets(h: &mut FloatHistogram, rhs: f64, upper_trim: bool) {
-    let custom = h.uses_custom_buckets();
-    let (mut count, mut sum) = (0.0f64, 0.0f64);
-    let mut trimmed = false;
-    let (mut has_pos, mut has_neg) = (false, false);
-    for positive in [true, false] {
-        let buckets: Vec<tessera_model::histogram_float::Bucket> =
-            if positive { h.positive_bucket_iter().collect() } else { h.negative_bucket_iter().collect() };
-        for (i, b) in buckets.iter().enumerate() {
-            if b.count == 0.0 {
-                continue;
-            }
-            if positive {
-                has_pos = true;
-            } else {
-                has_neg = true;
-            }
-            let keep_all = if upper_trim { b.upper <= rhs } else { b.lower >= rhs };
-            let cut = if upper_trim { b.lower < rhs } else { b.upper > rhs };
-            let slot = if positive { h.positive_buckets.get_mut(i) } else { h.negative_buckets.get_mut(i) };
-            let Some(slot) = slot else { continue };
-            if keep_all {
-                count += b.count;
-                sum += midpoint(b.lower, b.upper, positive, custom) * b.count;
-            } else if cut {
-                let (keep, mid) = bucket_trim(b, rhs, upper_trim, positive, custom);
-                count += keep;
-                sum += mid * keep;
-                if *slot != keep {
-                    *slot = keep;
-                    trimmed = true;
-                }
-            } else {
-                *slot = 0.0;
-                trimmed = true;
-            }
-        }
-    }
-    if h.zero_count > 0.0 {
-        let (keep, mid) = zero_bucket_trim(h, rhs, has_neg, has_pos, upper_trim);
-        if h.zero_count != keep {
-            h.zero_count = keep;
-            trimmed = true;
-        }
-        sum += mid * keep;
-        count += keep;
-    }
-    if trimmed {
-        h.count = count;
-        h.sum = sum;
-        h.compact(0);
-    }
-}
-
-/// Upstream `handleInfinityBuckets`: a bucket with an infinite bound is kept whole, cut linearly as
-/// if its infinite lower bound were 0 (NHCB only), or dropped whole.
-fn infinity_bucket_trim(upper_trim: bool, b: &tessera_model::histogram_float::Bucket, rhs: f64) -> (f64, f64) {
-    let zero_if_inf = |x: f64| if x.is_infinite() { 0.0 } else { x };
-    if b.lower == f64::NEG_INFINITY {
-        if upper_trim {
-            if rhs >= b.upper {
-                return (b.count, 0.0);
-            }
-            if rhs > 0.0 && b.upper > 0.0 && b.upper != f64::INFINITY {
-                return (b.count * rhs / b.upper, rhs / 2.0);
-            }
-            if b.upper <= 0.0 {
-                return (b.count, rhs);
-            }
-            return (0.0, zero_if_inf(b.upper));
-        }
-        if rhs <= b.lower {
-            return (b.count, 0.0);
-        }
-        if rhs >= 0.0 && b.upper > rhs && b.upper != f64::INFINITY {
-            return (b.count * (1.0 - rhs / b.upper), (rhs + b.upper) / 2.0);
-        }
-        return (0.0, zero_if_inf(b.upper));
-    }
-    // The upper bound is +Inf.
-    if upper_trim {
-        return (0.0, zero_if_inf(b.lower));
-    }
-    if rhs >= b.lower {
-        return (b.count, rhs);
-    }
-    (0.0, zero_if_inf(b.lower))
-}
-
-/// Upstream `computeSplit`: the part of the bucket's count at or below `rhs`.
-fn split(b: &tessera_model::histogram_float::Bucket, rhs: f64, linear: bool) -> f64 {
-    if rhs <= b.lower {
-        return 0.0;
-    }
-    if rhs >= b.upper {
-        return b.count;
-    }
-    b.count * b.fraction_below(rhs, linear)
-}
-
-/// Upstream `computeZeroBucketTrim`: the zero bucket's kept count and midpoint; its half on a side
-/// without buckets does not count.
-fn zero_bucket_trim(h: &FloatHistogram, rhs: f64, has_neg: bool, has_pos: bool, upper_trim: bool) -> (f64, f64) {
-    let z = h.zero_bucket();
-    let (mut lower, mut upper) = (z.lower, z.upper);
-    if has_neg && !has_pos {
-        upper = 0.0;
-    }
-    if has_pos && !has_neg {
-        lower = 0.0;
-    }
-    let (fraction, mid) = if upper_trim {
-        if rhs <= lower {
-            return (0.0, 0.0);
-        }
-        if rhs >= upper {
-            return (z.count, (lower + upper) / 2.0);
-        }
-        ((rhs - lower) / (upper - lower), (lower + rhs) / 2.0)
-    } else {
-        if rhs <= lower {
-            return (z.count, (lower + upper) / 2.0);
-        }
-        if rhs >= upper {
-            return (0.0, 0.0);
-        }
-        ((upper - rhs) / (upper - lower), (rhs + upper) / 2.0)
-    };
-    (z.count * fraction, mid)
-}
-
-/// Upstream `computeBucketTrim`: the kept count of a bucket `rhs` cuts, and the kept part's midpoint.
-fn bucket_trim(b: &tessera_model::histogram_float::Bucket, rhs: f64, upper_trim: bool, positive: bool, custom: bool) -> (f64, f64) {
-    if b.lower == f64::NEG_INFINITY || b.upper == f64::INFINITY {
-        return infinity_bucket_trim(upper_trim, b, rhs);
-    }
-    let under = split(b, rhs, custom);
-    if upper_trim {
-        return (under, midpoint(b.lower, rhs, positive, custom));
-    }
-    (b.count - under, midpoint(rhs, b.upper, positive, custom))
-}
-
-/// Upstream `computeMidpoint`: arithmetic mean for linear (NHCB) buckets, geometric mean otherwise
-/// (negated for negative buckets), with the infinite cases as upstream.
-fn midpoint(lower: f64, upper: f64, positive: bool, linear: bool) -> f64 {
-    if lower.is_infinite() {
-        if upper.is_infinite() {
-            return 0.0;
-        }
-        if upper > 0.0 {
-            return upper / 2.0;
-        }
-        return upper;
-    } else if upper.is_infinite() {
-        return lower;
-    }
-    if linear {
-        return (lower + upper) / 2.0;
-    }
-    let g = (lower * upper).abs().sqrt();
-    if positive { g } else { -g }
 }
 
 /// Upstream `interpolateHistograms`: the histogram at `t` between `(t1, h1)` and `(t2, h2)`, linearly;

@@ -526,26 +526,9 @@ fn fmt_expected(ev: &EvalCmd) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-/// A histogram in the scripts' literal syntax (like upstream's `TestExpression`, for messages).
+/// A histogram in the scripts' literal syntax (upstream `TestExpression`), for messages.
 fn fmt_hist(h: &FloatHistogram) -> String {
-    let mut parts = vec![format!("schema:{}", h.schema), format!("count:{}", h.count), format!("sum:{}", h.sum)];
-    if h.zero_count != 0.0 || h.zero_threshold != 0.0 {
-        parts.push(format!("z_bucket:{} z_bucket_w:{}", h.zero_count, h.zero_threshold));
-    }
-    let side = |spans: &[tessera_model::Span], b: &[f64]| {
-        format!("{:?} {:?}", spans.iter().map(|s| (s.offset, s.length)).collect::<Vec<_>>(), b)
-    };
-    if !h.positive_buckets.is_empty() {
-        parts.push(format!("buckets:{}", side(&h.positive_spans, &h.positive_buckets)));
-    }
-    if !h.negative_buckets.is_empty() {
-        parts.push(format!("n_buckets:{}", side(&h.negative_spans, &h.negative_buckets)));
-    }
-    if !h.custom_values.is_empty() {
-        parts.push(format!("custom_values:{:?}", h.custom_values));
-    }
-    parts.push(format!("hint:{:?}", h.counter_reset_hint));
-    format!("{{{{{}}}}}", parts.join(" "))
+    h.test_expression()
 }
 
 /// The non-empty buckets of one side as (bucket index, count): what remains of the spans and buckets
