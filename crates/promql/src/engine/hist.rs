@@ -1,10 +1,15 @@
 //! Native histograms in the engine: the annotation texts upstream attaches to histogram evaluation
-//! (`util/annotations`), the range kernels' histogram cases (upstream `functions.go`), and [`math`], the
-//! one seam through which the engine reaches histogram arithmetic.
+//! (`util/annotations`), the histogram cases of the range functions ([`range_window`]: `histogramRate`,
+//! `instantValue`, the `*_over_time` family, `changes`/`resets`), of anchored and smoothed ranges
+//! ([`extended_histogram_rate`], [`smoothed_histogram`]), the Kahan-compensated sums and means shared by
+//! `sum`/`avg` and `sum_over_time`/`avg_over_time` ([`HistKahan`]), the counter-reset hints upstream's
+//! `HistogramStatsIterator` derives below `histogram_count`/`_sum`/`_avg` ([`histogram_stats_selectors`],
+//! [`derive_stats_hints`]), and [`math`], the one seam through which the engine reaches histogram
+//! arithmetic.
 //!
 //! # Key decision: one seam for histogram arithmetic
-//! Addition, subtraction, scaling, `Compact`, `DetectReset`, `Equals`, `CopyToSchema`, quantiles and
-//! fractions live in `tessera_model::histogram_float` and `histogram_quantile` (mirroring upstream
+//! Addition, subtraction, scaling, `Compact`, `DetectReset`, `Equals`, `CopyToSchema`, `TrimBuckets`,
+//! quantiles and fractions live in `tessera_model::histogram_float` and `histogram_quantile` (mirroring upstream
 //! `model/histogram` and `promql/quantile.go`), not here. The engine reaches them through [`math`],
 //! whose functions are named after upstream's methods and map the model's errors onto the two cases
 //! the engine treats differently (incompatible schemas, anything else).
