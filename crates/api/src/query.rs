@@ -305,8 +305,20 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
                 }
                 out.extend_from_slice(br#"{"metric":"#);
                 out.extend_from_slice(&to_go_json(&LabelsJson(&s.labels)));
-                out.extend_from_slice(br#","value":"#);
-                write_point(out, s.t_ms, s.v);
+                // marshalSampleJSON: a histogram sample is `"histogram":[t,{…}]` instead of `"value"`.
+                match &s.h {
+                    Some(h) => {
+                        out.extend_from_slice(br#","histogram":["#);
+                        out.extend_from_slice(format_timestamp(s.t_ms).as_bytes());
+                        out.push(b',');
+                        write_histogram(out, h);
+                        out.push(b']');
+                    }
+                    None => {
+                        out.extend_from_slice(br#","value":"#);
+                        write_point(out, s.t_ms, s.v);
+                    }
+                }
                 out.push(b'}');
             }
             out.push(b']');
@@ -327,6 +339,18 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
                 if !s.points.is_empty() {
                     out.push(b']');
                 }
+                // …and "histograms" for a series without histogram points (`marshalHPointJSON` each).
+                for (j, (t, h)) in s.histograms.iter().enumerate() {
+                    out.extend_from_slice(if j == 0 { br#","histograms":["# as &[u8] } else { b"," });
+                    out.push(b'[');
+                    out.extend_from_slice(format_timestamp(*t).as_bytes());
+                    out.push(b',');
+                    write_histogram(out, h);
+                    out.push(b']');
+                }
+                if !s.histograms.is_empty() {
+                    out.push(b']');
+                }
                 out.push(b'}');
             }
             out.push(b']');
@@ -334,13 +358,66 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
     }
 }
 
-/// `marshalFPointJSON`: `[<timestamp>,"<value>"]`.
+/// `marshalFPointJSON`: `[<timestamp>,"<value>"]`, the value as `jsonutil.MarshalFloat` writes it.
 fn write_point(out: &mut Vec<u8>, t_ms: i64, v: f64) {
     out.push(b'[');
     out.extend_from_slice(format_timestamp(t_ms).as_bytes());
-    out.extend_from_slice(b",\"");
-    out.extend_from_slice(format_value(v).as_bytes());
-    out.extend_from_slice(b"\"]");
+    out.push(b',');
+    write_marshal_float(out, v);
+    out.push(b']');
+}
+
+/// `jsonutil.MarshalFloat`: quoted, `strconv.AppendFloat` with `'f'`, or `'e'` when the magnitude is
+/// below 1e-6 or at least 1e21 (`"1e-07"`, `"1e+21"`), like Prometheus' vector and matrix values
+/// (scalars use `'f'` always, see [`write_value`]).
+fn write_marshal_float(out: &mut Vec<u8>, v: f64) {
+    let a = v.abs();
+    let s = if a != 0.0 && !(1e-6..1e21).contains(&a) {
+        tessera_model::gofloat::format_e(v)
+    } else {
+        format_value(v)
+    };
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
+    out.push(b'"');
+}
+
+/// `jsonutil.MarshalHistogram`: `{"count":"…","sum":"…","buckets":[[boundaries,"lower","upper","count"],…]}`
+/// with every non-empty bucket in `AllBucketIterator` order (negative buckets from the lowest, the zero
+/// bucket, positive buckets); `boundaries` is 0 (upper inclusive), 1 (lower inclusive), 2 (neither)
+/// or 3 (both); no `"buckets"` key when all are empty.
+fn write_histogram(out: &mut Vec<u8>, h: &tessera_model::FloatHistogram) {
+    out.extend_from_slice(br#"{"count":"#);
+    write_marshal_float(out, h.count);
+    out.extend_from_slice(br#","sum":"#);
+    write_marshal_float(out, h.sum);
+    let mut found = false;
+    for b in h.all_bucket_iter() {
+        if b.count == 0.0 {
+            continue;
+        }
+        out.extend_from_slice(if found { b"," as &[u8] } else { br#","buckets":["# });
+        found = true;
+        let boundaries = match (b.lower_inclusive, b.upper_inclusive) {
+            (true, true) => b'3',
+            (true, false) => b'1',
+            (false, true) => b'0',
+            (false, false) => b'2',
+        };
+        out.push(b'[');
+        out.push(boundaries);
+        out.push(b',');
+        write_marshal_float(out, b.lower);
+        out.push(b',');
+        write_marshal_float(out, b.upper);
+        out.push(b',');
+        write_marshal_float(out, b.count);
+        out.push(b']');
+    }
+    if found {
+        out.push(b']');
+    }
+    out.push(b'}');
 }
 
 /// `jsonutil.MarshalTimestamp`: seconds, then the millisecond fraction zero-padded to three digits
@@ -388,6 +465,65 @@ mod tests {
         assert_eq!(format_value(1e21), "1000000000000000000000");
         assert_eq!(format_value(1e-7), "0.0000001");
         assert_eq!(format_value(-0.0), "-0");
+    }
+
+    #[test]
+    fn vector_and_matrix_values_like_marshal_float() {
+        // Checked against Prometheus 3.14: `vector(1e-7)` is "1e-07", `vector(1e21)` "1e+21"; a scalar
+        // keeps the 'f' form ("0.0000001").
+        let mut out = Vec::new();
+        write_point(&mut out, 1000, 1e-7);
+        assert_eq!(String::from_utf8_lossy(&out), r#"[1,"1e-07"]"#);
+        out.clear();
+        write_point(&mut out, 1000, 1e21);
+        assert_eq!(String::from_utf8_lossy(&out), r#"[1,"1e+21"]"#);
+        out.clear();
+        write_point(&mut out, 1500, 0.5);
+        assert_eq!(String::from_utf8_lossy(&out), r#"[1.500,"0.5"]"#);
+        out.clear();
+        write_value(&mut out, &Value::Scalar { t_ms: 1000, v: 1e-7 });
+        assert_eq!(String::from_utf8_lossy(&out), r#"[1,"0.0000001"]"#);
+    }
+
+    #[test]
+    fn histogram_samples_like_marshal_histogram() {
+        use std::sync::Arc;
+        use tessera_model::{FloatHistogram, Labels, Span};
+        use tessera_promql::engine::{MatrixSeries, VectorSample};
+        // schema 0, zero bucket 2 of width 0.001, positive buckets (0.5,1]:1 (1,2]:2, negative
+        // [-2,-1):2 [-1,-0.5):1, as upstream's jsonutil test data lays them out.
+        let h = FloatHistogram {
+            schema: 0,
+            zero_threshold: 0.001,
+            zero_count: 2.0,
+            count: 8.0,
+            sum: 10.0,
+            positive_spans: vec![Span::new(0, 2)],
+            positive_buckets: vec![1.0, 2.0],
+            negative_spans: vec![Span::new(0, 2)],
+            negative_buckets: vec![1.0, 2.0],
+            ..FloatHistogram::default()
+        };
+        let h = Arc::new(h);
+        let labels = Labels::from_pairs(vec![("__name__".to_string(), "h".to_string())]);
+        let mut out = Vec::new();
+        write_value(&mut out, &Value::Vector(vec![VectorSample { labels: labels.clone(), t_ms: 1500, v: 0.0, h: Some(h.clone()) }]));
+        let want_h = r#"{"count":"8","sum":"10","buckets":[[1,"-2","-1","2"],[1,"-1","-0.5","1"],[3,"-0.001","0.001","2"],[0,"0.5","1","1"],[0,"1","2","2"]]}"#;
+        assert_eq!(String::from_utf8_lossy(&out), format!(r#"[{{"metric":{{"__name__":"h"}},"histogram":[1.500,{want_h}]}}]"#));
+        out.clear();
+        let empty = Arc::new(FloatHistogram::default());
+        write_value(
+            &mut out,
+            &Value::Matrix(vec![MatrixSeries {
+                labels,
+                points: vec![(1000, 1.0)],
+                histograms: vec![(2000, h), (3000, empty)],
+            }]),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            format!(r#"[{{"metric":{{"__name__":"h"}},"values":[[1,"1"]],"histograms":[[2,{want_h}],[3,{{"count":"0","sum":"0"}}]]}}]"#)
+        );
     }
 
     #[test]

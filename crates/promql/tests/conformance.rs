@@ -131,3 +131,16 @@ fn cli_exit_codes_and_failure_details() {
     assert_eq!(tessera_promql::promqltest::run_files_cli(&[p]), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A development aid: `PROMQLTEST_FILE=path cargo test -p tessera-promql --test conformance one_script
+/// -- --ignored --nocapture` runs one script and prints its failures.
+#[test]
+#[ignore]
+fn one_script() {
+    let Ok(p) = std::env::var("PROMQLTEST_FILE") else { return };
+    let r = run_file(std::path::Path::new(&p));
+    for f in &r.failed {
+        eprintln!("{}:{} {}\n  expected {}\n  got {}", r.file, f.line, f.query, f.expected, f.got);
+    }
+    eprintln!("{}: {} passed, {} failed", r.file, r.passed, r.failed.len());
+}

@@ -10,7 +10,8 @@
 use proptest::prelude::*;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use tessera_model::{Labels, Sample, STALE_NAN};
+use tessera_model::histogram::CounterResetHint;
+use tessera_model::{FloatHistogram, Labels, STALE_NAN, Sample, Span};
 use tessera_promql::engine::{Engine, EngineError, EngineOptions, QueryOptions};
 use tessera_promql::promqltest::MemStorage;
 
@@ -70,6 +71,48 @@ fn storage() -> &'static MemStorage {
                 st.add_series(l, &s);
             }
         }
+        // Native histograms: exponential ones with a counter reset and a gauge hint, custom-bucket ones,
+        // and a series that switches from floats to histograms (with a stale marker between).
+        for j in 0..2 {
+            let l = |name: &str| Labels::from_pairs([("__name__", name.to_string()), ("job", format!("j{j}"))]);
+            let exp: Vec<(i64, FloatHistogram)> = (0..n)
+                .map(|k| {
+                    let c = if k == 60 { 1.0 } else { (k * (j + 1)) as f64 };
+                    let h = FloatHistogram {
+                        schema: j as i32,
+                        zero_threshold: 0.001,
+                        zero_count: c,
+                        count: 4.0 * c,
+                        sum: c * 1.5,
+                        positive_spans: vec![Span::new(-1, 2), Span::new(1, 1)],
+                        positive_buckets: vec![c, c, c],
+                        counter_reset_hint: if k == 90 { CounterResetHint::Gauge } else { CounterResetHint::Unknown },
+                        ..FloatHistogram::default()
+                    };
+                    (t(k), h)
+                })
+                .collect();
+            st.add_float_histograms(l("hist"), &exp).expect("encodes");
+            let nhcb: Vec<(i64, FloatHistogram)> = (0..n)
+                .map(|k| {
+                    let c = k as f64;
+                    let h = FloatHistogram {
+                        schema: -53,
+                        count: 3.0 * c,
+                        sum: c * 7.0,
+                        positive_spans: vec![Span::new(0, 3)],
+                        positive_buckets: vec![c, c, c],
+                        custom_values: vec![1.0, if j == 0 { 5.0 } else { 6.0 }],
+                        ..FloatHistogram::default()
+                    };
+                    (t(k), h)
+                })
+                .collect();
+            st.add_float_histograms(l("nhcb"), &nhcb).expect("encodes");
+            let half = n / 2;
+            st.add_series(l("mix"), &(0..half).map(|k| Sample::new(t(k), if k + 1 == half { STALE_NAN } else { k as f64 })).collect::<Vec<_>>());
+            st.add_float_histograms(l("mix"), &exp[half..]).expect("encodes");
+        }
         let info = Labels::from_pairs([("__name__", "build_info"), ("job", "j0"), ("version", "1.2")]);
         st.add_series(info, &(0..n).map(|k| Sample::new(t(k), 1.0)).collect::<Vec<_>>());
         st
@@ -101,6 +144,10 @@ fn selector() -> BoxedStrategy<String> {
         "lat_bucket",
         "lat_bucket{le!=\"+Inf\"}",
         "build_info",
+        "hist",
+        "nhcb",
+        "mix",
+        "{__name__=~\"hist|nhcb\"}",
         "nope",
         "{job=~\"j.*\"}",
     ]);
@@ -109,7 +156,7 @@ fn selector() -> BoxedStrategy<String> {
 }
 
 fn range_sel() -> BoxedStrategy<String> {
-    (pick(&["reqs_total", "temp", "lat_bucket", "{__name__=\"temp\"}"]), pick(&["1m", "5m", "10m", "1h", "30s", "1d", "1ms"]), pick(&["", " offset 2m", " @ 600"]))
+    (pick(&["reqs_total", "temp", "lat_bucket", "{__name__=\"temp\"}", "hist", "nhcb", "mix"]), pick(&["1m", "5m", "10m", "1h", "30s", "1d", "1ms"]), pick(&["", " offset 2m", " @ 600"]))
         .prop_map(|(s, r, m)| format!("{s}[{r}]{m}"))
         .boxed()
 }
@@ -124,11 +171,12 @@ const INSTANT_FUNCS: &[&str] = &[
     "abs", "ceil", "floor", "exp", "ln", "log2", "log10", "sqrt", "sgn", "timestamp", "sort", "sort_desc", "absent",
     "day_of_month", "day_of_week", "hour", "minute", "month", "year", "days_in_month", "day_of_year", "deg", "rad",
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "round",
+    "histogram_count", "histogram_sum", "histogram_avg", "histogram_stddev", "histogram_stdvar",
 ];
 const AGGS: &[&str] = &["sum", "avg", "min", "max", "count", "group", "stddev", "stdvar"];
 const PARAM_AGGS: &[&str] = &["topk", "bottomk", "quantile", "limitk", "limit_ratio"];
 const GROUPING: &[&str] = &["", " by (job)", " without (id)", " by ()", " by (le)", " without ()"];
-const ARITH: &[&str] = &["+", "-", "*", "/", "%", "^", "atan2"];
+const ARITH: &[&str] = &["+", "-", "*", "/", "%", "^", "atan2", "</", ">/"];
 const CMP: &[&str] = &["==", "!=", ">", "<", ">=", "<="];
 const MATCHING: &[&str] = &["", " on(job)", " ignoring(id)", " on(job) group_left", " ignoring(id, le) group_right", " on() group_left(version)", " on(job) fill(0)"];
 
@@ -167,6 +215,8 @@ fn vector_expr() -> BoxedStrategy<String> {
             1 => (inner.clone(), scalar.clone(), scalar.clone()).prop_map(|(v, a, b)| format!("clamp({v}, {a}, {b})")),
             1 => (scalar.clone(), inner.clone()).prop_map(|(s, v)| format!("histogram_quantile({s}, sum by (le) (rate(lat_bucket[5m])) * 0 + {v})")),
             1 => scalar.clone().prop_map(|s| format!("histogram_quantile({s}, rate(lat_bucket[5m]))")),
+            1 => (scalar.clone(), inner.clone()).prop_map(|(s, v)| format!("histogram_quantile({s}, {v})")),
+            1 => (scalar.clone(), inner.clone()).prop_map(|(s, v)| format!("histogram_fraction(0, {s}, {v})")),
             1 => (inner.clone(), scalar.clone()).prop_map(|(v, s)| format!("predict_linear(({v})[10m:1m], {s})")),
             1 => (inner.clone(), scalar.clone()).prop_map(|(v, s)| format!("quantile_over_time({s}, ({v})[10m:1m])")),
             1 => (inner.clone(), scalar.clone(), scalar.clone()).prop_map(|(v, a, b)| format!("double_exponential_smoothing(({v})[10m:1m], {a}, {b})")),

@@ -9,7 +9,10 @@
 //! last bit. Group ids are computed once per series, so the per-step loops index flat arrays.
 
 use super::EngineError;
-use super::eval::{Grid, QueryCtx, Series, Val, eval_scalar, eval_vector};
+use super::eval::{Grid, HistCol, QueryCtx, Series, Val, eval_scalar, eval_vector, merge_same_labels};
+use std::sync::Arc;
+use tessera_model::FloatHistogram;
+use tessera_model::histogram_quantile::{HistogramInfo, histogram_fraction_annotated, histogram_quantile_annotated};
 use super::functions::{fmt_g, kahan_inc, quantile};
 use crate::parser::{AggregateExpr, AggregateOp, Call, Expr};
 use std::collections::HashMap;
@@ -219,8 +222,9 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
     if let (Expr::VectorSelector(vs), None) = (a.expr.unwrap_parens(), &a.param)
         && !vs.smoothed
         && is_decomposable(op)
+        && let Some(v) = pushed_down(ctx, a, vs, grid)?
     {
-        return pushed_down(ctx, a, vs, grid);
+        return Ok(v);
     }
     let v = eval_vector(ctx, &a.expr, grid)?;
     match op {
@@ -229,13 +233,14 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
         }
         AggregateOp::CountValues => return count_values(ctx, a, v, grid),
         AggregateOp::Quantile => {
+            ignore_histograms(ctx, &v, "quantile");
             let q = param.unwrap_or_default();
             if let Some(bad) = q.iter().find(|q| q.is_nan() || **q < 0.0 || **q > 1.0) {
                 ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*bad)));
             }
             let (ids, gl) = groups(&v, a);
             let mut out: Vec<Series> =
-                gl.into_iter().map(|labels| Series { labels, vals: vec![None; n], drop_name: false }).collect();
+                gl.into_iter().map(|labels| Series { hists: None, labels, vals: vec![None; n], drop_name: false }).collect();
             let mut buf: Vec<Vec<f64>> = vec![Vec::new(); out.len()];
             for (i, &qi) in q.iter().enumerate().take(n) {
                 if i % 1024 == 0 {
@@ -272,6 +277,39 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
             }
         }
     }
+    // Histograms (upstream `aggregation`): counted by count and group, summed by sum and avg, ignored
+    // with an info by the others. Only allocated when the input holds any.
+    let mut haccs: Vec<HistAcc> = Vec::new();
+    if v.iter().any(|s| s.hists.is_some()) {
+        match op {
+            AggregateOp::Count | AggregateOp::Group => {
+                for (s, &g) in v.iter().zip(&ids) {
+                    let row = &mut accs[g * n..(g + 1) * n];
+                    for (i, acc) in row.iter_mut().enumerate() {
+                        if s.hist(i).is_some() {
+                            acc.add(op, 0.0);
+                        }
+                    }
+                }
+            }
+            AggregateOp::Sum | AggregateOp::Avg => {
+                haccs = vec![HistAcc::default(); ng * n];
+                for (s, &g) in v.iter().zip(&ids) {
+                    let Some(hs) = &s.hists else { continue };
+                    for (i, h) in hs.iter().enumerate() {
+                        if let Some(h) = h {
+                            haccs[g * n + i].add(ctx, h, s.labels.metric_name(), op == AggregateOp::Avg);
+                        }
+                    }
+                }
+            }
+            AggregateOp::Min => ignore_histograms(ctx, &v, "min"),
+            AggregateOp::Max => ignore_histograms(ctx, &v, "max"),
+            AggregateOp::Stddev => ignore_histograms(ctx, &v, "stddev"),
+            AggregateOp::Stdvar => ignore_histograms(ctx, &v, "stdvar"),
+            _ => {}
+        }
+    }
     // Delayed name removal: a group keeps `__name__` (by (__name__)) but inherits the members' flag.
     let mut gdrop = vec![false; ng];
     for (s, &g) in v.iter().zip(&ids) {
@@ -282,12 +320,82 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
         .enumerate()
         .filter_map(|(g, labels)| {
             let row = &accs[g * n..(g + 1) * n];
-            let vals: Vec<Option<f64>> = row.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
+            let mut vals: Vec<Option<f64>> = row.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
             let drop_name = gdrop[g] && labels.has("__name__");
-            vals.iter().any(|x| x.is_some()).then_some(Series { labels, vals, drop_name })
+            let mut hists = None;
+            if !haccs.is_empty() {
+                let mut col: HistCol = vec![None; n];
+                for (i, h) in haccs[g * n..(g + 1) * n].iter().enumerate() {
+                    if h.count == 0 {
+                        continue;
+                    }
+                    if vals[i].is_some() {
+                        // Upstream: a group with floats and histograms yields nothing at that step.
+                        ctx.warn(super::hist::mixed_floats_histograms_agg_warning());
+                        vals[i] = None;
+                        continue;
+                    }
+                    col[i] = h.finish(ctx);
+                }
+                hists = Some(col);
+            }
+            let mut s = Series { hists, labels, vals, drop_name };
+            s.tidy();
+            s.any_value().then_some(s)
         })
         .collect();
     Ok(Val::Vector(out))
+}
+
+/// Upstream's info for an aggregation that ignores histograms (`NewHistogramIgnoredInAggregationInfo`),
+/// when the input holds any.
+fn ignore_histograms(ctx: &QueryCtx<'_>, v: &[Series], op: &str) {
+    if v.iter().any(|s| s.hists.as_ref().is_some_and(|h| h.iter().any(|h| h.is_some()))) {
+        ctx.info(super::hist::ignored_in_aggregation_info(op));
+    }
+}
+
+/// The histogram side of a sum or avg group at one step (upstream `groupedAggregation`'s
+/// `histogramValue`, `histogramKahanC`, `histogramMean`, the hints seen, `incompatibleHistograms`).
+#[derive(Debug, Clone, Default)]
+struct HistAcc {
+    k: Option<super::hist::HistKahan>,
+    count: usize,
+}
+
+impl HistAcc {
+    fn add(&mut self, ctx: &QueryCtx<'_>, h: &FloatHistogram, metric: &str, avg: bool) {
+        use super::hist::math::HistOpError;
+        self.count += 1;
+        let Some(k) = &mut self.k else {
+            self.k = Some(super::hist::HistKahan::new(h, avg));
+            return;
+        };
+        if k.err.is_some() {
+            return;
+        }
+        let reconciled = k.reconciled;
+        k.add(h);
+        if k.reconciled && !reconciled {
+            ctx.info(super::hist::mismatched_custom_buckets_info("aggregation"));
+        }
+        // Upstream `handleAggregationError`.
+        match k.err {
+            Some(HistOpError::IncompatibleSchema) => ctx.warn(super::hist::mixed_exponential_custom_warning(metric)),
+            Some(HistOpError::Incompatible) => ctx.warn(super::hist::incompatible_bucket_layout_in_binop_warning("aggregation")),
+            None => {}
+        }
+    }
+
+    fn finish(&self, ctx: &QueryCtx<'_>) -> Option<Arc<FloatHistogram>> {
+        let k = self.k.clone()?;
+        if k.counter_reset && k.not_counter_reset {
+            ctx.warn(super::hist::counter_reset_collision_warning("aggregation"));
+        }
+        let mut h = k.finish()?;
+        super::hist::math::compact(&mut h).ok()?;
+        Some(Arc::new(h))
+    }
 }
 
 /// Aggregations pushed into the shards: those whose merged partials give upstream's result. Upstream folds
@@ -315,7 +423,7 @@ fn pushed_down(
     a: &AggregateExpr,
     vs: &crate::parser::VectorSelector,
     grid: &Grid,
-) -> Result<Val, EngineError> {
+) -> Result<Option<Val>, EngineError> {
     let op = a.op;
     let n = grid.n;
     let eff = super::eval::effective_times_pub(ctx, vs.at, vs.original_offset_ms, grid);
@@ -341,6 +449,7 @@ fn pushed_down(
         }
         held
     })?;
+    let Some(partials) = partials else { return Ok(None) };
     // Merge stage.
     let mut idx: HashMap<u64, usize> = HashMap::new();
     let mut merged: Vec<(Labels, Vec<AggAcc>)> = Vec::new();
@@ -364,10 +473,10 @@ fn pushed_down(
         .into_iter()
         .filter_map(|(labels, accs)| {
             let vals: Vec<Option<f64>> = accs.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
-            vals.iter().any(|x| x.is_some()).then_some(Series { labels, vals, drop_name: false })
+            vals.iter().any(|x| x.is_some()).then_some(Series { hists: None, labels, vals, drop_name: false })
         })
         .collect();
-    Ok(Val::Vector(out))
+    Ok(Some(Val::Vector(out)))
 }
 
 /// topk, bottomk, limitk, limit_ratio (upstream `aggregationK`): output keeps the input series' labels.
@@ -422,6 +531,14 @@ fn aggregate_k(
     }
     let (ids, gl) = groups(&v, a);
     let mut keep: Vec<Vec<Option<f64>>> = vec![vec![None; n]; v.len()];
+    // Upstream `aggregationK`: topk and bottomk ignore histograms with an info; limitk and limit_ratio
+    // keep them like floats (their value plays no part).
+    let with_hists = matches!(op, AggregateOp::Limitk | AggregateOp::LimitRatio) && v.iter().any(|s| s.hists.is_some());
+    match op {
+        AggregateOp::Topk => ignore_histograms(ctx, &v, "topk"),
+        AggregateOp::Bottomk => ignore_histograms(ctx, &v, "bottomk"),
+        _ => {}
+    }
     // For instant queries the output order matters: per group, the selected series in rank order.
     let mut order: Vec<(usize, usize, usize)> = Vec::new();
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); gl.len()];
@@ -436,7 +553,12 @@ fn aggregate_k(
         let p = param[i];
         for (g, mem) in members.iter().enumerate() {
             cand.clear();
-            cand.extend(mem.iter().filter_map(|&k| v[k].vals[i].map(|x| (k, x))));
+            if with_hists {
+                // A histogram step is a candidate too; its value slot stays empty.
+                cand.extend(mem.iter().filter(|&&k| v[k].has(i)).map(|&k| (k, v[k].vals[i].unwrap_or(f64::NAN))));
+            } else {
+                cand.extend(mem.iter().filter_map(|&k| v[k].vals[i].map(|x| (k, x))));
+            }
             if cand.is_empty() {
                 continue;
             }
@@ -481,7 +603,20 @@ fn aggregate_k(
     let mut out: Vec<Option<Series>> = v
         .into_iter()
         .zip(keep)
-        .map(|(s, vals)| vals.iter().any(|x| x.is_some()).then_some(Series { vals, ..s }))
+        .map(|(s, kept)| {
+            if with_hists {
+                // `kept` marks the chosen steps; each keeps its own float or histogram.
+                let vals: Vec<Option<f64>> =
+                    kept.iter().zip(&s.vals).map(|(k, x)| if k.is_some() { *x } else { None }).collect();
+                let hists = s.hists.as_ref().map(|hs| {
+                    hs.iter().zip(&kept).map(|(h, k)| if k.is_some() { h.clone() } else { None }).collect()
+                });
+                let mut o = Series { vals, hists, ..s };
+                o.tidy();
+                return o.any_value().then_some(o);
+            }
+            kept.iter().any(|x| x.is_some()).then_some(Series { vals: kept, hists: None, ..s })
+        })
         .collect();
     if n == 1 {
         order.sort_by_key(|&(g, r, _)| (g, r));
@@ -613,15 +748,25 @@ fn count_values(ctx: &QueryCtx<'_>, a: &AggregateExpr, v: Vec<Series>, grid: &Gr
     let mut out: Vec<Series> = Vec::new();
     // Output series are keyed by their labels: overwriting a grouping label with the value label merges
     // groups (upstream does the same).
-    let mut idx: HashMap<(usize, u64), usize> = HashMap::new();
+    // Keyed by group and value: a float's bits, or a histogram's text.
+    let mut idx: HashMap<(usize, Result<u64, String>), usize> = HashMap::new();
     let mut by_labels: HashMap<Labels, usize> = HashMap::new();
     for i in 0..n {
         if i % 1024 == 0 {
             ctx.check()?;
         }
         for (s, &g) in v.iter().zip(&ids) {
-            let Some(x) = s.vals[i] else { continue };
-            let key = (g, if x.is_nan() { f64::NAN.to_bits() } else { x.to_bits() });
+            // Upstream `aggregationCountValues`: a histogram counts under its `String()`.
+            let hs = s.hist(i).and_then(|h| super::hist::math::to_string(h));
+            let x = match (s.vals[i], &hs) {
+                (Some(x), _) => x,
+                (None, Some(_)) => 0.0,
+                (None, None) => continue,
+            };
+            let key = match &hs {
+                Some(t) => (g, Err(t.clone())),
+                None => (g, Ok(if x.is_nan() { f64::NAN.to_bits() } else { x.to_bits() })),
+            };
             // Each distinct value is an output series of `n` steps: their number is bounded by the
             // sample limit before one more is allocated (a range query over many distinct values).
             if !idx.contains_key(&key) && (out.len() + 1).saturating_mul(n) > ctx.opts.max_samples {
@@ -632,11 +777,11 @@ fn count_values(ctx: &QueryCtx<'_>, a: &AggregateExpr, v: Vec<Series>, grid: &Gr
                 // Upstream `aggregationCountValues` sets the value label on the series, then groups:
                 // `without` can drop it again (its own list, or `__name__`); `by` always keeps it.
                 if !a.without || (label != "__name__" && !a.grouping.contains(&label)) {
-                    b.set(label.clone(), fmt_float_f(x));
+                    b.set(label.clone(), hs.clone().unwrap_or_else(|| fmt_float_f(x)));
                 }
                 let l = b.build();
                 *by_labels.entry(l.clone()).or_insert_with(|| {
-                    out.push(Series { labels: l, vals: vec![None; n], drop_name: false });
+                    out.push(Series { hists: None, labels: l, vals: vec![None; n], drop_name: false });
                     out.len() - 1
                 })
             });
@@ -812,17 +957,33 @@ fn with_metric_name(ctx: &QueryCtx<'_>, msg: String, name: &str) -> String {
     }
 }
 
-/// Groups classic bucket series by their labels without `le` and runs `f` per group and step.
+/// Upstream `EvalNodeHelper.resetHistograms` and the two loops of `funcHistogramQuantile` /
+/// `funcHistogramFraction`: float samples are classic buckets, grouped by their labels without `le`,
+/// and `f` runs per group and step; histogram samples go to `native` one by one. A native histogram
+/// whose labels are a classic group's at a step where that group has buckets is a mix: both are
+/// dropped there with a warning.
 fn per_histogram(
     ctx: &QueryCtx<'_>,
     v: Vec<Series>,
     n: usize,
     mut f: impl FnMut(usize, Vec<Bucket>, &Labels) -> Option<f64>,
+    mut native: impl FnMut(usize, &FloatHistogram, &Labels) -> f64,
 ) -> Vec<Series> {
     let mut idx: HashMap<Labels, usize> = HashMap::new();
     let mut glabels: Vec<Labels> = Vec::new();
     let mut members: Vec<Vec<(usize, f64)>> = Vec::new();
+    // Series holding histograms, by their labels, and the steps where a mix dropped them.
+    let mut natives: HashMap<&Labels, usize> = HashMap::new();
     for (k, s) in v.iter().enumerate() {
+        if s.hists.is_some() {
+            natives.insert(&s.labels, k);
+        }
+    }
+    let mut dropped: Vec<(usize, usize)> = Vec::new();
+    for (k, s) in v.iter().enumerate() {
+        if s.hists.is_some() && s.vals.iter().all(|x| x.is_none()) {
+            continue;
+        }
         let le = s.labels.get("le");
         let Some(ub) = parse_le(le).filter(|_| s.labels.has("le")) else {
             let msg = format!("PromQL warning: bucket label \"le\" is missing or has a malformed value of \"{le}\"");
@@ -846,13 +1007,58 @@ fn per_histogram(
             if b.is_empty() {
                 continue;
             }
+            if let Some(&k) = natives.get(&labels)
+                && v[k].hist(i).is_some()
+            {
+                let msg = "PromQL warning: vector contains a mix of classic and native histograms".to_string();
+                ctx.warn(with_metric_name(ctx, msg, labels.metric_name()));
+                dropped.push((k, i));
+                continue;
+            }
             *val = f(i, b, &labels);
         }
         if vals.iter().any(|x| x.is_some()) {
-            out.push(Series { labels, vals, drop_name: true });
+            out.push(Series { hists: None, labels, vals, drop_name: true });
         }
     }
-    out
+    for s in &v {
+        let Some(hs) = &s.hists else { continue };
+        let k = natives.get(&s.labels).copied();
+        let vals: Vec<Option<f64>> = hs
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let h = h.as_ref()?;
+                if k.is_some_and(|k| dropped.contains(&(k, i))) {
+                    return None;
+                }
+                Some(native(i, h, &s.labels))
+            })
+            .collect();
+        if vals.iter().any(|x| x.is_some()) {
+            out.push(Series { hists: None, labels: s.labels.clone(), vals, drop_name: true });
+        }
+    }
+    merge_same_labels(out).unwrap_or_default()
+}
+
+/// Upstream's info for a native histogram estimate (`NewNativeHistogramQuantileNaNResultInfo`,
+/// `...NaNSkewInfo`, `NewNativeHistogramFractionNaNsInfo`), with the metric name as upstream adds it.
+fn histogram_info(ctx: &QueryCtx<'_>, info: Option<HistogramInfo>, labels: &Labels) {
+    let Some(info) = info else { return };
+    let msg = match info {
+        HistogramInfo::QuantileNaNResult => "PromQL info: input to histogram_quantile has NaN observations, result is NaN",
+        HistogramInfo::QuantileNaNSkew => "PromQL info: input to histogram_quantile has NaN observations, result is skewed higher",
+        HistogramInfo::FractionNaNs => {
+            "PromQL info: input to histogram_fraction has NaN observations, which are excluded from all fractions"
+        }
+    };
+    let name = if ctx.opts.delayed_name_removal { labels.metric_name() } else { "" };
+    if name.is_empty() {
+        ctx.info(msg.to_string());
+    } else {
+        ctx.info(format!("{msg} for metric name {}", tessera_model::labels::go_quote(name)));
+    }
 }
 
 pub fn histogram_quantile(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineError> {
@@ -861,13 +1067,23 @@ pub fn histogram_quantile(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<V
     if let Some(bad) = q.iter().find(|q| q.is_nan() || **q < 0.0 || **q > 1.0) {
         ctx.warn(format!("PromQL warning: quantile value should be between 0 and 1, got {}", fmt_g(*bad)));
     }
-    let out = per_histogram(ctx, v, grid.n, |i, b, labels| {
-        let (r, forced) = bucket_quantile(q[i], b);
-        if forced {
-            ctx.info(with_metric_name(ctx, MONOTONICITY_INFO.into(), labels.metric_name()));
-        }
-        Some(r)
-    });
+    let out = per_histogram(
+        ctx,
+        v,
+        grid.n,
+        |i, b, labels| {
+            let (r, forced) = bucket_quantile(q[i], b);
+            if forced {
+                ctx.info(with_metric_name(ctx, MONOTONICITY_INFO.into(), labels.metric_name()));
+            }
+            Some(r)
+        },
+        |i, h, labels| {
+            let (r, info) = histogram_quantile_annotated(q[i], h);
+            histogram_info(ctx, info, labels);
+            r
+        },
+    );
     Ok(Val::Vector(out))
 }
 
@@ -875,7 +1091,17 @@ pub fn histogram_fraction(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<V
     let lo = eval_scalar(ctx, &c.args[0], grid)?;
     let hi = eval_scalar(ctx, &c.args[1], grid)?;
     let v = eval_vector(ctx, &c.args[2], grid)?;
-    let out = per_histogram(ctx, v, grid.n, |i, b, _| Some(bucket_fraction(lo[i], hi[i], b)));
+    let out = per_histogram(
+        ctx,
+        v,
+        grid.n,
+        |i, b, _| Some(bucket_fraction(lo[i], hi[i], b)),
+        |i, h, labels| {
+            let (r, info) = histogram_fraction_annotated(lo[i], hi[i], h);
+            histogram_info(ctx, info, labels);
+            r
+        },
+    );
     Ok(Val::Vector(out))
 }
 
@@ -903,13 +1129,23 @@ pub fn histogram_quantiles(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<
     }
     let mut out = Vec::new();
     for q in &qs {
-        let res = per_histogram(ctx, v.clone(), grid.n, |i, b, labels| {
-            let (r, forced) = bucket_quantile(q[i], b);
-            if forced {
-                ctx.info(with_metric_name(ctx, MONOTONICITY_INFO.into(), labels.metric_name()));
-            }
-            Some(r)
-        });
+        let res = per_histogram(
+            ctx,
+            v.clone(),
+            grid.n,
+            |i, b, labels| {
+                let (r, forced) = bucket_quantile(q[i], b);
+                if forced {
+                    ctx.info(with_metric_name(ctx, MONOTONICITY_INFO.into(), labels.metric_name()));
+                }
+                Some(r)
+            },
+            |i, h, labels| {
+                let (r, info) = histogram_quantile_annotated(q[i], h);
+                histogram_info(ctx, info, labels);
+                r
+            },
+        );
         for mut s in res {
             let mut b = LabelsBuilder::from_labels(&s.labels);
             b.set(label.clone(), fmt_quantile_label(q[0]));

@@ -6,6 +6,8 @@
 
 use super::EngineError;
 use super::eval::{Grid, QueryCtx, Series, Val, eval};
+use std::sync::Arc;
+use tessera_model::FloatHistogram;
 use crate::parser::{BinaryExpr, BinaryOp, VectorMatchCardinality, VectorMatching};
 use std::collections::HashMap;
 use tessera_model::{Labels, LabelsBuilder};
@@ -31,22 +33,108 @@ pub fn elem_binop(op: BinaryOp, l: f64, r: f64) -> (f64, bool) {
     }
 }
 
+/// Upstream `vectorElemBinop` when a histogram is involved: `Err(())` drops the pair (upstream returns
+/// an error or an info there and the pair yields nothing, even with `bool`; the annotation is added
+/// here); otherwise the float result, the histogram result and whether a comparison keeps it.
+fn elem_binop_h(
+    ctx: &QueryCtx<'_>,
+    op: BinaryOp,
+    lf: f64,
+    rf: f64,
+    lh: Option<&Arc<FloatHistogram>>,
+    rh: Option<&Arc<FloatHistogram>>,
+) -> Result<(f64, Option<Arc<FloatHistogram>>, bool), ()> {
+    use super::hist::{self as h, math};
+    let name = op.as_str();
+    let incompatible = |l: &str, r: &str| {
+        ctx.info(h::incompatible_types_in_binop_info(l, name, r));
+        Err(())
+    };
+    let scaled = |x: &FloatHistogram, f: f64, div: bool| -> Result<(f64, Option<Arc<FloatHistogram>>, bool), ()> {
+        let mut r = x.clone();
+        let ok = if div { math::div(&mut r, f) } else { math::mul(&mut r, f) };
+        ok.and_then(|_| math::compact(&mut r)).map_err(|_| ())?;
+        Ok((0.0, Some(Arc::new(r)), true))
+    };
+    let trim = is_trim(op);
+    match (lh, rh) {
+        (None, None) if trim => incompatible("float", "float"),
+        (None, None) => {
+            let (v, keep) = elem_binop(op, lf, rf);
+            Ok((v, None, keep))
+        }
+        (None, Some(r)) => match op {
+            BinaryOp::Mul => scaled(r, lf, false),
+            _ => incompatible("float", "histogram"),
+        },
+        (Some(l), None) => match op {
+            BinaryOp::Mul => scaled(l, rf, false),
+            BinaryOp::Div => scaled(l, rf, true),
+            // `TrimBuckets` (upstream copies first: the input may be shared).
+            BinaryOp::TrimUpper | BinaryOp::TrimLower => {
+                let mut r = (**l).clone();
+                math::trim_buckets(&mut r, rf, op == BinaryOp::TrimUpper);
+                Ok((0.0, Some(Arc::new(r)), true))
+            }
+            _ => incompatible("histogram", "float"),
+        },
+        (Some(l), Some(r)) => match op {
+            BinaryOp::Add | BinaryOp::Sub => {
+                let mut res = (**l).clone();
+                let sub = op == BinaryOp::Sub;
+                let what = if sub { "subtraction" } else { "addition" };
+                let got = if sub { math::sub(&mut res, r) } else { math::add(&mut res, r) };
+                match got {
+                    Ok(i) => {
+                        if sub {
+                            res.counter_reset_hint = tessera_model::histogram::CounterResetHint::Gauge;
+                        }
+                        if i.counter_reset_collision {
+                            ctx.warn(h::counter_reset_collision_warning(what));
+                        }
+                        if i.nhcb_bounds_reconciled {
+                            ctx.info(h::mismatched_custom_buckets_info(what));
+                        }
+                        math::compact(&mut res).map_err(|_| ())?;
+                        Ok((0.0, Some(Arc::new(res)), true))
+                    }
+                    // Upstream `handleVectorBinopError`.
+                    Err(math::HistOpError::IncompatibleSchema) => {
+                        ctx.warn(h::incompatible_bucket_layout_in_binop_warning(name));
+                        Err(())
+                    }
+                    Err(_) => Err(()),
+                }
+            }
+            BinaryOp::Eql | BinaryOp::Neq => {
+                let eq = math::equals(l, r).ok_or(())?;
+                Ok((0.0, Some(l.clone()), eq == (op == BinaryOp::Eql)))
+            }
+            _ => incompatible("histogram", "histogram"),
+        },
+    }
+}
+
 /// Go's `math.Pow` differs from IEEE `pow` in a few special cases (e.g. `Pow(-1, ±Inf) = 1`, as IEEE).
 fn go_pow(l: f64, r: f64) -> f64 {
     l.powf(r)
 }
 
+/// The native-histogram trim operators `</` and `>/`.
+fn is_trim(op: BinaryOp) -> bool {
+    matches!(op, BinaryOp::TrimUpper | BinaryOp::TrimLower)
+}
+
+/// Upstream `changesMetricSchema`: the operators whose result drops the metric name (the trim
+/// operators keep it).
 fn is_arith(op: BinaryOp) -> bool {
-    !op.is_comparison() && !op.is_set_operator()
+    !op.is_comparison() && !op.is_set_operator() && !is_trim(op)
 }
 
 pub fn eval_binary(ctx: &QueryCtx<'_>, b: &BinaryExpr, grid: &Grid) -> Result<Val, EngineError> {
     let lhs = eval(ctx, &b.lhs, grid)?;
     let rhs = eval(ctx, &b.rhs, grid)?;
     let op = b.op;
-    if matches!(op, BinaryOp::TrimUpper | BinaryOp::TrimLower) {
-        return Err(EngineError::Execution("native histogram trim operators are not supported".into()));
-    }
     match (lhs, rhs) {
         (Val::Scalar(l), Val::Scalar(r)) => Ok(Val::Scalar(
             l.iter()
@@ -57,8 +145,8 @@ pub fn eval_binary(ctx: &QueryCtx<'_>, b: &BinaryExpr, grid: &Grid) -> Result<Va
                 })
                 .collect(),
         )),
-        (Val::Vector(v), Val::Scalar(s)) => Ok(Val::Vector(vector_scalar(op, v, &s, false, b.return_bool))),
-        (Val::Scalar(s), Val::Vector(v)) => Ok(Val::Vector(vector_scalar(op, v, &s, true, b.return_bool))),
+        (Val::Vector(v), Val::Scalar(s)) => Ok(Val::Vector(vector_scalar(ctx, op, v, &s, false, b.return_bool))),
+        (Val::Scalar(s), Val::Vector(v)) => Ok(Val::Vector(vector_scalar(ctx, op, v, &s, true, b.return_bool))),
         (Val::Vector(l), Val::Vector(r)) => {
             let default_matching = VectorMatching {
                 card: if op.is_set_operator() { VectorMatchCardinality::ManyToMany } else { VectorMatchCardinality::OneToOne },
@@ -79,11 +167,24 @@ pub fn eval_binary(ctx: &QueryCtx<'_>, b: &BinaryExpr, grid: &Grid) -> Result<Va
 }
 
 /// Upstream `VectorscalarBinop`. `swap`: the scalar is on the left.
-fn vector_scalar(op: BinaryOp, mut v: Vec<Series>, s: &[f64], swap: bool, return_bool: bool) -> Vec<Series> {
+fn vector_scalar(
+    ctx: &QueryCtx<'_>,
+    op: BinaryOp,
+    mut v: Vec<Series>,
+    s: &[f64],
+    swap: bool,
+    return_bool: bool,
+) -> Vec<Series> {
     let drop = is_arith(op) || return_bool;
     for ser in &mut v {
         for (i, x) in ser.vals.iter_mut().enumerate() {
             let Some(val) = *x else { continue };
+            if is_trim(op) {
+                // Upstream `vectorElemBinop`: trimming a float is an incompatible pair.
+                ctx.info(super::hist::incompatible_types_in_binop_info("float", op.as_str(), "float"));
+                *x = None;
+                continue;
+            }
             let (l, r) = if swap { (s[i], val) } else { (val, s[i]) };
             let (mut res, keep) = elem_binop(op, l, r);
             if op.is_comparison() && swap {
@@ -97,11 +198,31 @@ fn vector_scalar(op: BinaryOp, mut v: Vec<Series>, s: &[f64], swap: bool, return
                 None
             };
         }
+        if let Some(hs) = ser.hists.take() {
+            // Upstream `VectorscalarBinop` with `vectorElemBinop`'s histogram cases (histogram steps
+            // have no float, so the loop above left them alone).
+            let mut out_h = vec![None; hs.len()];
+            for (i, h) in hs.iter().enumerate() {
+                let Some(h) = h else { continue };
+                let (lh, rh) = if swap { (None, Some(h)) } else { (Some(h), None) };
+                let Ok((_, mut res_h, keep)) = elem_binop_h(ctx, op, s[i], s[i], lh, rh) else { continue };
+                if op.is_comparison() && swap {
+                    res_h = Some(h.clone());
+                }
+                if return_bool {
+                    ser.vals[i] = Some(if keep { 1.0 } else { 0.0 });
+                } else if keep {
+                    out_h[i] = res_h;
+                }
+            }
+            ser.hists = Some(out_h);
+        }
         if drop {
             ser.drop_name = true;
         }
+        ser.tidy();
     }
-    v.retain(|s| s.vals.iter().any(|x| x.is_some()));
+    v.retain(|s| s.any_value());
     v
 }
 
@@ -170,26 +291,26 @@ fn set_op(
         match op {
             BinaryOp::And | BinaryOp::Unless => {
                 for (s, &sid) in out_r.iter().zip(&ri) {
-                    if s.vals[i].is_some() {
+                    if s.has(i) {
                         present[sid] = stamp;
                     }
                 }
                 for (s, &sid) in out_l.iter_mut().zip(&li) {
                     let hit = present[sid] == stamp;
                     if (op == BinaryOp::And) != hit {
-                        s.vals[i] = None;
+                        clear_step(s, i);
                     }
                 }
             }
             _ => {
                 for (s, &sid) in out_l.iter().zip(&li) {
-                    if s.vals[i].is_some() {
+                    if s.has(i) {
                         present[sid] = stamp;
                     }
                 }
                 for (s, &sid) in out_r.iter_mut().zip(&ri) {
                     if present[sid] == stamp {
-                        s.vals[i] = None;
+                        clear_step(s, i);
                     }
                 }
             }
@@ -198,8 +319,20 @@ fn set_op(
     if op == BinaryOp::Or {
         out_l.extend(out_r);
     }
-    out_l.retain(|s| s.vals.iter().any(|x| x.is_some()));
+    for s in &mut out_l {
+        s.tidy();
+    }
+    out_l.retain(|s| s.any_value());
     Ok(out_l)
+}
+
+/// Removes step `i`'s value, float or histogram.
+#[inline]
+fn clear_step(s: &mut Series, i: usize) {
+    s.vals[i] = None;
+    if let Some(h) = &mut s.hists {
+        h[i] = None;
+    }
 }
 
 /// Upstream `resultMetric`: the "many" side's labels; without `__name__`, `__type__` and `__unit__` when
@@ -278,12 +411,12 @@ fn vector_vector(
         let stamp = i + 1;
         // Upstream `VectorBinop` short-circuits a step where a side is empty (both, when a fill
         // modifier is given) before any duplicate check: `nonexistent * on() up` is empty, not an error.
-        let (many_any, one_any) = (many.iter().any(|s| s.vals[i].is_some()), one.iter().any(|s| s.vals[i].is_some()));
+        let (many_any, one_any) = (many.iter().any(|s| s.has(i)), one.iter().any(|s| s.has(i)));
         if (!many_any && !one_any) || ((!many_any || !one_any) && fill_many.is_none() && fill_one.is_none()) {
             continue;
         }
         for (j, (s, &sid)) in one.iter().zip(&oi).enumerate() {
-            if s.vals[i].is_none() {
+            if !s.has(i) {
                 continue;
             }
             if one_at[sid].0 == stamp {
@@ -299,20 +432,37 @@ fn vector_vector(
         }
         if fill_many.is_some() {
             for (k, (s, &sid)) in many.iter().zip(&mi).enumerate() {
-                if s.vals[i].is_some() {
+                if s.has(i) {
                     many_at[sid] = (stamp, k);
                 }
             }
         }
         for (k, (s, &sid)) in many.iter().zip(&mi).enumerate() {
-            let Some(mv) = s.vals[i] else { continue };
-            let (ov, j) = if one_at[sid].0 == stamp {
+            let mh = s.hist(i);
+            let mv = match s.vals[i] {
+                Some(v) => v,
+                None if mh.is_some() => 0.0,
+                None => continue,
+            };
+            let (ov, oh, j) = if one_at[sid].0 == stamp {
                 let j = one_at[sid].1;
-                (one[j].vals[i].expect("stamped as present"), Some(j))
+                (one[j].vals[i].unwrap_or(0.0), one[j].hist(i), Some(j))
             } else if let Some(f) = fill_one {
-                (f, None)
+                (f, None, None)
             } else {
                 continue;
+            };
+            let (lv, rv) = if swapped { (ov, mv) } else { (mv, ov) };
+            let (v, h, keep) = if mh.is_none() && oh.is_none() && !is_trim(op) {
+                let (v, keep) = elem_binop(op, lv, rv);
+                (v, None, keep)
+            } else {
+                // Upstream `VectorBinop`: a pair `vectorElemBinop` refuses yields nothing at all.
+                let (lh, rh) = if swapped { (oh, mh) } else { (mh, oh) };
+                match elem_binop_h(ctx, op, lv, rv, lh, rh) {
+                    Ok(r) => r,
+                    Err(()) => continue,
+                }
             };
             // Upstream checks one-to-one uniqueness before a comparison filters the sample out.
             if m.card == VectorMatchCardinality::OneToOne && j.is_some() {
@@ -323,12 +473,10 @@ fn vector_vector(
                 }
                 matched[sid] = stamp;
             }
-            let (lv, rv) = if swapped { (ov, mv) } else { (mv, ov) };
-            let (v, keep) = elem_binop(op, lv, rv);
-            let v = if return_bool {
-                if keep { 1.0 } else { 0.0 }
+            let (v, h) = if return_bool {
+                (if keep { 1.0 } else { 0.0 }, None)
             } else if keep {
-                v
+                (v, h)
             } else {
                 continue;
             };
@@ -343,37 +491,54 @@ fn vector_vector(
                         None => result_labels(&s.labels, &match_labels(&s.labels, m), m, name_now),
                     };
                     let o = *out_idx.entry(lbls.clone()).or_insert_with(|| {
-                        out.push(Series { labels: lbls, vals: vec![None; steps], drop_name: false });
+                        out.push(Series { hists: None, labels: lbls, vals: vec![None; steps], drop_name: false });
                         out.len() - 1
                     });
                     pair_out.insert(key, o);
                     o
                 }
             };
-            if out[o].vals[i].is_some() {
+            if out[o].has(i) {
                 return Err(EngineError::Execution(if m.card == VectorMatchCardinality::OneToOne {
                     "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into()
                 } else {
                     "multiple matches for labels: grouping labels must ensure unique matches".into()
                 }));
             }
-            out[o].vals[i] = Some(v);
+            match h {
+                Some(h) => out[o].hists.get_or_insert_with(|| vec![None; steps])[i] = Some(h),
+                None => out[o].vals[i] = Some(v),
+            }
             // Upstream's result sample is `DropName: returnBool`, whatever its inputs were marked.
             out[o].drop_name |= name_later;
         }
         // fill for the "many" side: one-side series without a partner.
         if let Some(f) = fill_many {
             for (j, (s, &sid)) in one.iter().zip(&oi).enumerate() {
-                let Some(ov) = s.vals[i] else { continue };
+                let oh = s.hist(i);
+                let ov = match s.vals[i] {
+                    Some(v) => v,
+                    None if oh.is_some() => 0.0,
+                    None => continue,
+                };
                 if many_at[sid].0 == stamp {
                     continue;
                 }
                 let (lv, rv) = if swapped { (ov, f) } else { (f, ov) };
-                let (v, keep) = elem_binop(op, lv, rv);
-                let v = if return_bool {
-                    if keep { 1.0 } else { 0.0 }
+                let (v, h, keep) = if oh.is_none() && !is_trim(op) {
+                    let (v, keep) = elem_binop(op, lv, rv);
+                    (v, None, keep)
+                } else {
+                    let (lh, rh) = if swapped { (oh, None) } else { (None, oh) };
+                    match elem_binop_h(ctx, op, lv, rv, lh, rh) {
+                        Ok(r) => r,
+                        Err(()) => continue,
+                    }
+                };
+                let (v, h) = if return_bool {
+                    (if keep { 1.0 } else { 0.0 }, None)
                 } else if keep {
-                    v
+                    (v, h)
                 } else {
                     continue;
                 };
@@ -386,19 +551,22 @@ fn vector_vector(
                         // `resultMetric` as for any pair.
                         let lbls = result_labels(&match_labels(&s.labels, m), &s.labels, m, name_now);
                         let o = *out_idx.entry(lbls.clone()).or_insert_with(|| {
-                            out.push(Series { labels: lbls, vals: vec![None; steps], drop_name: false });
+                            out.push(Series { hists: None, labels: lbls, vals: vec![None; steps], drop_name: false });
                             out.len() - 1
                         });
                         pair_out.insert(key, o);
                         o
                     }
                 };
-                if out[o].vals[i].is_some() {
+                if out[o].has(i) {
                     return Err(EngineError::Execution(
                         "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into(),
                     ));
                 }
-                out[o].vals[i] = Some(v);
+                match h {
+                    Some(h) => out[o].hists.get_or_insert_with(|| vec![None; steps])[i] = Some(h),
+                    None => out[o].vals[i] = Some(v),
+                }
                 out[o].drop_name |= name_later;
             }
         }

@@ -8,7 +8,9 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
-use tessera_model::{Labels, Queryable, STALE_NAN, Sample, SelectHints, is_stale_nan};
+use std::sync::Arc;
+use tessera_model::histogram::CounterResetHint;
+use tessera_model::{FloatHistogram, Labels, Queryable, STALE_NAN, Sample, SelectHints, is_stale_nan};
 
 /// Everything one query's evaluation shares.
 pub struct QueryCtx<'a> {
@@ -29,6 +31,9 @@ pub struct QueryCtx<'a> {
     pub slots: AtomicUsize,
     /// For `stats`: see [`super::QueryStats`].
     pub stats: StatsCounters,
+    /// The selectors whose histograms get counter-reset hints re-derived as upstream's
+    /// `HistogramStatsIterator` gives them (see [`super::hist::histogram_stats_selectors`]), by address.
+    pub stats_selectors: std::collections::HashSet<usize>,
 }
 
 /// The counters behind [`super::QueryStats`], updated from the parallel shard loops.
@@ -117,7 +122,11 @@ pub trait Held {
 
 impl Held for Series {
     fn held(&self) -> usize {
-        self.vals.iter().filter(|v| v.is_some()).count()
+        let floats = self.vals.iter().filter(|v| v.is_some()).count();
+        match &self.hists {
+            None => floats,
+            Some(h) => floats + h.iter().flatten().map(|h| hist_size(h)).sum::<usize>(),
+        }
     }
     fn slots(&self) -> usize {
         self.vals.len()
@@ -126,8 +135,20 @@ impl Held for Series {
 
 impl Held for RangeSeries {
     fn held(&self) -> usize {
-        self.samples.len()
+        self.samples.len() + self.hists.iter().map(|p| hist_size(&p.h)).sum::<usize>()
     }
+}
+
+/// How many samples a histogram counts as for the max-samples limit: its size in bytes over 16, as
+/// upstream's `Matrix.TotalSamples`/`evaluator` count it (`FloatHistogram.Size() / 16`: a 168-byte struct
+/// plus 8 bytes per span, bucket and custom bound).
+pub fn hist_size(h: &FloatHistogram) -> usize {
+    let n = h.positive_spans.len()
+        + h.negative_spans.len()
+        + h.positive_buckets.len()
+        + h.negative_buckets.len()
+        + h.custom_values.len();
+    (168 + 8 * n) / 16
 }
 
 impl Held for Val {
@@ -171,20 +192,65 @@ impl Grid {
     }
 }
 
+/// A histogram sample of a range vector (upstream `HPoint`).
+#[derive(Debug, Clone)]
+pub struct HPoint {
+    pub t: i64,
+    pub h: Arc<FloatHistogram>,
+}
+
+/// A histogram value column: one optional histogram per step.
+pub type HistCol = Vec<Option<Arc<FloatHistogram>>>;
+
 /// One instant-vector series: a value per step (`None`: no sample at that step).
+///
+/// A step holds a float (`vals[i]`) or a histogram (`hists[i]`), never both. The histogram column is
+/// allocated only for a series that has a histogram at some step, so float-only queries keep their
+/// one-`Option<f64>`-per-step layout and every float loop stays as it was.
 #[derive(Debug, Clone)]
 pub struct Series {
     pub labels: Labels,
     pub vals: Vec<Option<f64>>,
+    /// Histogram values per step (`None` when the series has none at all).
+    pub hists: Option<HistCol>,
     /// Delayed `__name__` removal: drop the name when the result leaves the engine (upstream `DropName`).
     pub drop_name: bool,
 }
 
-/// A range-vector series: raw samples (stale markers removed).
+impl Series {
+    /// A float-only series.
+    pub fn floats(labels: Labels, vals: Vec<Option<f64>>, drop_name: bool) -> Self {
+        Series { labels, vals, hists: None, drop_name }
+    }
+    /// The histogram at step `i`, if any.
+    #[inline]
+    pub fn hist(&self, i: usize) -> Option<&Arc<FloatHistogram>> {
+        self.hists.as_ref().and_then(|h| h.get(i)).and_then(|h| h.as_ref())
+    }
+    /// Whether any step holds a value (float or histogram).
+    pub fn any_value(&self) -> bool {
+        self.vals.iter().any(|v| v.is_some()) || self.hists.as_ref().is_some_and(|h| h.iter().any(|h| h.is_some()))
+    }
+    /// Whether step `i` holds a value (float or histogram).
+    #[inline]
+    pub fn has(&self, i: usize) -> bool {
+        self.vals[i].is_some() || self.hist(i).is_some()
+    }
+    /// Drops the histogram column when it holds nothing.
+    pub fn tidy(&mut self) {
+        if self.hists.as_ref().is_some_and(|h| h.iter().all(|h| h.is_none())) {
+            self.hists = None;
+        }
+    }
+}
+
+/// A range-vector series: raw samples (stale markers removed), floats and histograms apart as upstream's
+/// `Series.Floats` and `Series.Histograms`.
 #[derive(Debug, Clone)]
 pub struct RangeSeries {
     pub labels: Labels,
     pub samples: Vec<Sample>,
+    pub hists: Vec<HPoint>,
     pub drop_name: bool,
 }
 
@@ -211,9 +277,11 @@ pub fn run(ctx: &QueryCtx<'_>, expr: &Expr, start: i64, end: i64, step: i64) -> 
                     .map(|s| {
                         let samples: Vec<Sample> =
                             s.samples.into_iter().filter(|p| p.t > e - ra.range_ms && p.t <= e).collect();
-                        RangeSeries { labels: s.labels, samples, drop_name: s.drop_name }
+                        let hists: Vec<HPoint> =
+                            s.hists.into_iter().filter(|p| p.t > e - ra.range_ms && p.t <= e).collect();
+                        RangeSeries { labels: s.labels, samples, hists, drop_name: s.drop_name }
                     })
-                    .filter(|s| !s.samples.is_empty())
+                    .filter(|s| !s.samples.is_empty() || !s.hists.is_empty())
                     .collect(),
             )
         }
@@ -245,6 +313,7 @@ fn to_value(v: Val, grid: &Grid, instant: bool) -> Result<Value, EngineError> {
                 Value::Matrix(vec![MatrixSeries {
                     labels: Labels::empty(),
                     points: s.iter().enumerate().map(|(i, v)| (grid.t(i), *v)).collect(),
+                    histograms: Vec::new(),
                 }])
             }
         }
@@ -255,6 +324,7 @@ fn to_value(v: Val, grid: &Grid, instant: bool) -> Result<Value, EngineError> {
                 .map(|s| MatrixSeries {
                     labels: final_labels(s.labels, s.drop_name),
                     points: s.samples.iter().map(|p| (p.t, p.v)).collect(),
+                    histograms: s.hists.into_iter().map(|p| (p.t, p.h)).collect(),
                 })
                 .collect();
             check_unique(out.iter().map(|s| &s.labels))?;
@@ -266,7 +336,12 @@ fn to_value(v: Val, grid: &Grid, instant: bool) -> Result<Value, EngineError> {
                 let out: Vec<VectorSample> = vs
                     .into_iter()
                     .filter_map(|s| {
-                        s.vals[0].map(|v| VectorSample { labels: final_labels(s.labels, s.drop_name), t_ms: grid.start, v })
+                        let h = s.hist(0).cloned();
+                        if s.vals[0].is_none() && h.is_none() {
+                            return None;
+                        }
+                        let v = s.vals[0].unwrap_or(0.0);
+                        Some(VectorSample { labels: final_labels(s.labels, s.drop_name), t_ms: grid.start, v, h })
                     })
                     .collect();
                 check_unique(out.iter().map(|s| &s.labels))?;
@@ -280,7 +355,17 @@ fn to_value(v: Val, grid: &Grid, instant: bool) -> Result<Value, EngineError> {
                     .filter_map(|s| {
                         let points: Vec<(i64, f64)> =
                             s.vals.iter().enumerate().filter_map(|(i, v)| v.map(|v| (grid.t(i), v))).collect();
-                        (!points.is_empty()).then_some(MatrixSeries { labels: s.labels, points })
+                        let histograms: Vec<(i64, Arc<FloatHistogram>)> = match s.hists {
+                            None => Vec::new(),
+                            Some(hs) => {
+                                hs.into_iter().enumerate().filter_map(|(i, h)| h.map(|h| (grid.t(i), h))).collect()
+                            }
+                        };
+                        (!points.is_empty() || !histograms.is_empty()).then_some(MatrixSeries {
+                            labels: s.labels,
+                            points,
+                            histograms,
+                        })
                     })
                     .collect();
                 out.sort_by(|a, b| a.labels.cmp(&b.labels));
@@ -308,12 +393,16 @@ pub fn merge_same_labels(vs: Vec<Series>) -> Result<Vec<Series>, EngineError> {
     for s in vs {
         if let Some(&i) = idx.get(&s.labels) {
             let o: &mut Series = &mut out[i];
-            for (a, b) in o.vals.iter_mut().zip(s.vals) {
-                if b.is_some() {
-                    if a.is_some() {
+            for j in 0..o.vals.len() {
+                if s.has(j) {
+                    if o.has(j) {
                         return Err(EngineError::Execution(DUP_LABELSET.into()));
                     }
-                    *a = b;
+                    o.vals[j] = s.vals[j];
+                    if let Some(h) = s.hist(j) {
+                        let n = o.vals.len();
+                        o.hists.get_or_insert_with(|| vec![None; n])[j] = Some(h.clone());
+                    }
                 }
             }
         } else {
@@ -398,8 +487,19 @@ fn eval_node(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Val, Engine
                         for x in s.vals.iter_mut().flatten() {
                             *x = -*x;
                         }
+                        // Upstream negates a histogram with `Mul(-1)`.
+                        if let Some(hs) = &mut s.hists {
+                            for h in hs.iter_mut() {
+                                if let Some(x) = h {
+                                    let mut neg = (**x).clone();
+                                    *h = super::hist::math::mul(&mut neg, -1.0).ok().map(|_| Arc::new(neg));
+                                }
+                            }
+                        }
+                        s.tidy();
                         s.drop_name = true;
                     }
+                    vs.retain(|s| s.any_value());
                     Val::Vector(vs)
                 }
                 other => other,
@@ -464,7 +564,23 @@ pub fn select_map<T: Send + Held>(
     slots_each: usize,
     f: impl Fn(&Labels, &[Sample]) -> Option<T> + Sync,
 ) -> Result<Vec<T>, EngineError> {
-    select_map_st(ctx, vs, mint, maxt, hints, false, window, slots_each, |l, s, _| f(l, s))
+    select_map_st(ctx, vs, mint, maxt, hints, false, window, slots_each, |l, s, _, _| f(l, s))
+}
+
+/// [`select_map`] whose `f` also sees the series' histogram samples (sorted by time, stale markers
+/// included; empty for a float-only series).
+#[allow(clippy::too_many_arguments)]
+pub fn select_map_h<T: Send + Held>(
+    ctx: &QueryCtx<'_>,
+    vs: &VectorSelector,
+    mint: i64,
+    maxt: i64,
+    hints: SelectHints,
+    window: Option<(&[i64], i64)>,
+    slots_each: usize,
+    f: impl Fn(&Labels, &[Sample], &[HPoint]) -> Option<T> + Sync,
+) -> Result<Vec<T>, EngineError> {
+    select_map_st(ctx, vs, mint, maxt, hints, false, window, slots_each, |l, s, _, h| f(l, s, h))
 }
 
 /// [`select_map`] that can also decode the start-timestamp column: with `want_st`, `f` gets one start
@@ -484,10 +600,11 @@ pub fn select_map_st<T: Send + Held>(
     want_st: bool,
     window: Option<(&[i64], i64)>,
     slots_each: usize,
-    f: impl Fn(&Labels, &[Sample], &[i64]) -> Option<T> + Sync,
+    f: impl Fn(&Labels, &[Sample], &[i64], &[HPoint]) -> Option<T> + Sync,
 ) -> Result<Vec<T>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
     let shards = q.shard_count();
+    let stats_hints = ctx.stats_selectors.contains(&(vs as *const VectorSelector as usize));
     let base = ctx.held_samples();
     let slots_base = ctx.slots.load(Ordering::Relaxed);
     // Outputs of this selection so far, over all shards.
@@ -499,23 +616,31 @@ pub fn select_map_st<T: Send + Held>(
             let set = q.select_shard(shard, &vs.matchers, &hints).map_err(|e| EngineError::Storage(e.to_string()))?;
             let mut buf: Vec<Sample> = Vec::new();
             let mut sts: Vec<i64> = Vec::new();
+            let mut hbuf: Vec<HPoint> = Vec::new();
             let mut out = Vec::new();
             for s in set {
                 // Every series: one series can take long over a long or fine grid.
                 ctx.check()?;
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-                decode_series(&s.chunks, mint, maxt, want_st, decode_limit(ctx), &mut buf, &mut sts)?;
-                ctx.stats.read.fetch_add(buf.len(), Ordering::Relaxed);
+                decode_series(&s.chunks, mint, maxt, want_st, decode_limit(ctx), &mut buf, &mut sts, &mut hbuf)?;
+                ctx.stats.read.fetch_add(buf.len() + hbuf.len(), Ordering::Relaxed);
+                if !hbuf.is_empty() && stats_hints {
+                    super::hist::derive_stats_hints(&mut hbuf);
+                }
                 let held = base + kept.load(Ordering::Relaxed);
                 if let Some((eff, range)) = window {
                     // A window never holds more than the series has; only look closer near the limit.
-                    if held + buf.len() > ctx.opts.max_samples {
-                        ctx.check_samples(held + max_window(&buf, eff, range))?;
+                    if hbuf.is_empty() {
+                        if held + buf.len() > ctx.opts.max_samples {
+                            ctx.check_samples(held + max_window(&buf, eff, range))?;
+                        }
+                    } else {
+                        ctx.check_samples(held + max_window_mixed(&buf, &hbuf, eff, range))?;
                     }
                 }
                 // Reserve the slots `f` is about to allocate, so no shard allocates past the bound.
                 ctx.check_slots(slots_base + kept_slots.fetch_add(slots_each, Ordering::Relaxed) + slots_each)?;
-                match f(&s.labels, &buf, &sts) {
+                match f(&s.labels, &buf, &sts, &hbuf) {
                     Some(r) => {
                         let n = r.held();
                         ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
@@ -553,6 +678,24 @@ fn max_window(samples: &[Sample], eff: &[i64], range: i64) -> usize {
     m
 }
 
+/// [`max_window`] for a series with histograms: per step, the window's floats plus its histograms'
+/// sizes ([`hist_size`], as upstream counts them), the most of any step.
+fn max_window_mixed(samples: &[Sample], hists: &[HPoint], eff: &[i64], range: i64) -> usize {
+    let floats: Vec<Sample> = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
+    let hs: Vec<&HPoint> = hists.iter().filter(|p| !p.h.is_stale()).collect();
+    // Prefix sums of the histograms' sizes.
+    let mut prefix = Vec::with_capacity(hs.len() + 1);
+    prefix.push(0usize);
+    for p in &hs {
+        prefix.push(prefix[prefix.len() - 1] + hist_size(&p.h));
+    }
+    let mut fw = vec![0usize; eff.len()];
+    for_each_window_idx(&floats, eff, range, |lo, hi, i| fw[i] = hi - lo);
+    let mut m = 0;
+    for_each_window_idx_by(hs.len(), |j| hs[j].t, eff, range, |lo, hi, i| m = m.max(fw[i] + prefix[hi] - prefix[lo]));
+    m
+}
+
 /// Decodes a series' chunks in `[mint, maxt]` into `buf` (cleared first). With `want_st`, `sts` gets the
 /// aligned start timestamps, or is left empty when every one is 0 (no chunk carries them), so that
 /// consumers can tell "no start timestamps" by an empty slice.
@@ -566,6 +709,7 @@ fn decode_limit(ctx: &QueryCtx<'_>) -> usize {
 /// Decodes a series' samples in `[mint, maxt]` into `buf` (and its start timestamps into `sts`), chunk by
 /// chunk, failing as soon as more than `limit` samples are buffered: a range selector over a long range
 /// (`m[10000d]`) holds at most the query's sample limit (plus one chunk) before it is refused.
+#[allow(clippy::too_many_arguments)]
 fn decode_series(
     chunks: &[tessera_model::ChunkRef],
     mint: i64,
@@ -574,11 +718,20 @@ fn decode_series(
     limit: usize,
     buf: &mut Vec<Sample>,
     sts: &mut Vec<i64>,
+    hbuf: &mut Vec<HPoint>,
 ) -> Result<(), EngineError> {
     buf.clear();
     sts.clear();
+    hbuf.clear();
     let with_st = want_st && chunks.iter().any(|c| c.encoding == tessera_model::ChunkEncoding::XorSt);
     for c in chunks {
+        if matches!(c.encoding, tessera_model::ChunkEncoding::Histogram | tessera_model::ChunkEncoding::FloatHistogram) {
+            decode_histogram_chunk(c, mint, maxt, hbuf)?;
+            if buf.len() + hbuf.len() > limit {
+                return Err(EngineError::TooManySamples("query execution".into()));
+            }
+            continue;
+        }
         if with_st {
             decode_chunk_st(c, mint, maxt, buf, sts)?;
         } else {
@@ -591,6 +744,38 @@ fn decode_series(
     }
     if with_st && sts.iter().all(|t| *t == 0) {
         sts.clear();
+    }
+    Ok(())
+}
+
+/// Appends a histogram chunk's samples in `[mint, maxt]` to `out` as float histograms (integer ones
+/// converted with `to_float`, as upstream's iterators hand them to PromQL via `AtFloatHistogram`). A stale
+/// marker stays in (its sum is the stale NaN); the readers drop it.
+fn decode_histogram_chunk(c: &tessera_model::ChunkRef, mint: i64, maxt: i64, out: &mut Vec<HPoint>) -> Result<(), EngineError> {
+    if mint > maxt || c.maxt_ms < mint || c.mint_ms > maxt {
+        return Ok(());
+    }
+    let err = |e: tessera_encoding::ChunkError| EngineError::Storage(e.to_string());
+    if c.encoding == tessera_model::ChunkEncoding::Histogram {
+        let mut it = tessera_encoding::HistogramIter::new(&c.data);
+        while let Some((t, h)) = it.next_histogram().map_err(err)? {
+            if t > maxt {
+                break;
+            }
+            if t >= mint {
+                out.push(HPoint { t, h: Arc::new(h.to_float()) });
+            }
+        }
+    } else {
+        let mut it = tessera_encoding::FloatHistogramIter::new(&c.data);
+        while let Some((t, h)) = it.next_histogram().map_err(err)? {
+            if t > maxt {
+                break;
+            }
+            if t >= mint {
+                out.push(HPoint { t, h: Arc::new(h) });
+            }
+        }
     }
     Ok(())
 }
@@ -638,13 +823,26 @@ pub fn eval_vector_selector(
     if vs.smoothed {
         return eval_smoothed_selector(ctx, vs, &eff, lb, hints, n);
     }
-    let mut out = select_map(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, None, n, |labels, samples| {
+    let mut out = select_map_h(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, None, n, |labels, samples, hs| {
         let mut vals = vec![None; n];
-        let any = lookback_values(samples, &eff, lb, timestamps, &mut vals);
-        if any {
-            ctx.count_queryable(vals.iter().filter(|v| v.is_some()).count());
+        if hs.is_empty() {
+            let any = lookback_values(samples, &eff, lb, timestamps, &mut vals);
+            if any {
+                ctx.count_queryable(vals.iter().filter(|v| v.is_some()).count());
+            }
+            return any.then(|| Series { labels: labels.clone(), vals, hists: None, drop_name: false });
         }
-        any.then(|| Series { labels: labels.clone(), vals, drop_name: false })
+        let mut hvals: HistCol = vec![None; n];
+        let any = lookback_mixed(samples, hs, &eff, lb, timestamps, &mut vals, &mut hvals);
+        if !any {
+            return None;
+        }
+        ctx.count_queryable(
+            vals.iter().filter(|v| v.is_some()).count() + hvals.iter().flatten().map(|h| hist_size(h)).sum::<usize>(),
+        );
+        let mut s = Series { labels: labels.clone(), vals, hists: Some(hvals), drop_name: false };
+        s.tidy();
+        Some(s)
     })?;
     // Shards come back one after the other; keep the storage's label order, as upstream's series sets.
     out.sort_by(|a, b| a.labels.cmp(&b.labels));
@@ -664,12 +862,12 @@ pub fn eval_start_timestamp_selector(
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
     let hints = SelectHints { step_ms: grid.step, ..Default::default() };
     let n = grid.n;
-    let mut out = select_map_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, true, None, n, |labels, samples, sts| {
+    let mut out = select_map_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, true, None, n, |labels, samples, sts, _| {
         let mut vals = vec![None; n];
         let any = for_each_lookback(samples, &eff, lb, |i, j| {
             vals[i] = Some(sts.get(j).copied().unwrap_or(0) as f64 / 1000.0);
         });
-        any.then(|| Series { labels: labels.clone(), vals, drop_name: true })
+        any.then(|| Series { hists: None, labels: labels.clone(), vals, drop_name: true })
     })?;
     out.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(out)
@@ -686,8 +884,11 @@ fn eval_smoothed_selector(
     n: usize,
 ) -> Result<Vec<Series>, EngineError> {
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
-    let mut out = select_map(ctx, vs, lo.saturating_sub(lb) + 1, hi.saturating_add(lb), hints, None, n, |labels, samples| {
+    let mut out = select_map_h(ctx, vs, lo.saturating_sub(lb) + 1, hi.saturating_add(lb), hints, None, n, |labels, samples, hs| {
         let samples: Vec<Sample> = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
+        if !hs.is_empty() {
+            return smoothed_with_histograms(ctx, labels, &samples, hs, eff, lb);
+        }
         let mut vals = vec![None; n];
         let mut any = false;
         for (i, &e) in eff.iter().enumerate() {
@@ -706,10 +907,58 @@ fn eval_smoothed_selector(
                 any = true;
             }
         }
-        any.then(|| Series { labels: labels.clone(), vals, drop_name: false })
+        any.then(|| Series { hists: None, labels: labels.clone(), vals, drop_name: false })
     })?;
     out.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(out)
+}
+
+/// [`eval_smoothed_selector`] for a series holding histograms (upstream `smoothSeries`): per step, the
+/// samples within the lookback on both sides; a mix of floats and histograms there is dropped with a
+/// warning, histograms are picked or interpolated by [`super::hist::smoothed_histogram`].
+fn smoothed_with_histograms(
+    ctx: &QueryCtx<'_>,
+    labels: &Labels,
+    samples: &[Sample],
+    hs: &[HPoint],
+    eff: &[i64],
+    lb: i64,
+) -> Option<Series> {
+    let n = eff.len();
+    let hs: Vec<HPoint> = hs.iter().filter(|p| !p.h.is_stale()).cloned().collect();
+    let metric = labels.metric_name();
+    let mut vals: Vec<Option<f64>> = vec![None; n];
+    let mut hv: HistCol = vec![None; n];
+    for (i, &e) in eff.iter().enumerate() {
+        let f0 = samples.partition_point(|s| s.t <= e - lb);
+        let f1 = samples.partition_point(|s| s.t <= e + lb);
+        let h0 = hs.partition_point(|p| p.t <= e - lb);
+        let h1 = hs.partition_point(|p| p.t <= e + lb);
+        let (f, h) = (&samples[f0..f1], &hs[h0..h1]);
+        match (f.is_empty(), h.is_empty()) {
+            (true, true) => {}
+            (false, false) => ctx.warn(super::hist::mixed_floats_histograms_warning(metric)),
+            (true, false) => hv[i] = super::hist::smoothed_histogram(ctx, metric, h, e).map(Arc::new),
+            (false, true) => {
+                // Upstream `smoothSeries` for floats: the sample at `e`, an interpolation, or the one
+                // before carried forward.
+                let j = f.partition_point(|s| s.t < e);
+                vals[i] = if j < f.len() && f[j].t == e {
+                    Some(f[j].v)
+                } else if j > 0 && j < f.len() {
+                    let (p, q) = (f[j - 1], f[j]);
+                    Some(p.v + (q.v - p.v) * (e - p.t) as f64 / (q.t - p.t) as f64)
+                } else if j > 0 {
+                    Some(f[j - 1].v)
+                } else {
+                    None
+                };
+            }
+        }
+    }
+    let mut s = Series { labels: labels.clone(), vals, hists: Some(hv), drop_name: false };
+    s.tidy();
+    s.any_value().then_some(s)
 }
 
 /// Fills `vals[i]` with the latest sample in `(eff[i] - lb, eff[i]]` unless it is a stale marker, one
@@ -720,6 +969,59 @@ pub fn lookback_values(samples: &[Sample], eff: &[i64], lb: i64, timestamps: boo
         let s = samples[j];
         vals[i] = Some(if timestamps { s.t as f64 / 1000.0 } else { s.v });
     })
+}
+
+/// [`lookback_values`] for a series that has histogram samples too (upstream `vectorSelectorSingle` over
+/// a chunk iterator that yields either): per step, the latest sample of either kind in
+/// `(eff[i] - lb, eff[i]]`, unless it is a stale marker (a float stale NaN or a histogram whose sum is
+/// one). With `timestamps`, a histogram step yields its timestamp as a float *and* keeps its histogram,
+/// so that the caller can tell what the sample was (`timestamp()` drops the histograms, `info()` refuses
+/// histogram info samples).
+pub fn lookback_mixed(
+    samples: &[Sample],
+    hists: &[HPoint],
+    eff: &[i64],
+    lb: i64,
+    timestamps: bool,
+    vals: &mut [Option<f64>],
+    hvals: &mut [Option<Arc<FloatHistogram>>],
+) -> bool {
+    let (mut j, mut k) = (0usize, 0usize);
+    let mut any = false;
+    for (i, &e) in eff.iter().enumerate() {
+        if i > 0 && e < eff[i - 1] {
+            j = 0;
+            k = 0;
+        }
+        while j < samples.len() && samples[j].t <= e {
+            j += 1;
+        }
+        while k < hists.len() && hists[k].t <= e {
+            k += 1;
+        }
+        let f = (j > 0).then(|| samples[j - 1]);
+        let h = (k > 0).then(|| &hists[k - 1]);
+        // The newer of the two; a float wins a tie (a series never has both at one time).
+        let float_newer = match (f, h) {
+            (Some(f), h) => h.is_none_or(|h| h.t < f.t),
+            _ => false,
+        };
+        match (f, h) {
+            (Some(f), _) if float_newer && f.t > e - lb && !is_stale_nan(f.v) => {
+                vals[i] = Some(if timestamps { f.t as f64 / 1000.0 } else { f.v });
+                any = true;
+            }
+            (_, Some(h)) if !float_newer && h.t > e - lb && !h.h.is_stale() => {
+                if timestamps {
+                    vals[i] = Some(h.t as f64 / 1000.0);
+                }
+                hvals[i] = Some(h.h.clone());
+                any = true;
+            }
+            _ => {}
+        }
+    }
+    any
 }
 
 /// Calls `f(i, j)` for each step `i` whose latest sample in `(eff[i] - lb, eff[i]]` is `samples[j]` and
@@ -749,7 +1051,9 @@ fn for_each_lookback(samples: &[Sample], eff: &[i64], lb: i64, mut f: impl FnMut
 }
 
 /// Like [`select_map`], but folds each shard's series into one per-shard state (the partial stage of an
-/// aggregation pushed down to the shards); returns the states, one per shard, in shard order. `f` returns
+/// aggregation pushed down to the shards); returns the states, one per shard, in shard order, or `None`
+/// when a selected series holds histogram chunks (the partial stages are float-only; the caller then
+/// evaluates the aggregation over the materialised vector). `f` returns
 /// how many samples the series would hold as an instant vector: upstream materialises the selector's
 /// vector before aggregating, so the limit counts those samples even though they are not kept here.
 pub fn select_fold<S: Send>(
@@ -760,22 +1064,33 @@ pub fn select_fold<S: Send>(
     hints: SelectHints,
     init: impl Fn() -> S + Sync,
     f: impl Fn(&mut S, &Labels, &[Sample]) -> usize + Sync,
-) -> Result<Vec<S>, EngineError> {
+) -> Result<Option<Vec<S>>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
     let base = ctx.held_samples();
     let kept = AtomicUsize::new(0);
-    (0..q.shard_count())
+    let saw_hist = std::sync::atomic::AtomicBool::new(false);
+    let states: Vec<S> = (0..q.shard_count())
         .into_par_iter()
         .map(|shard| {
             let set = q.select_shard(shard, &vs.matchers, &hints).map_err(|e| EngineError::Storage(e.to_string()))?;
             let mut buf: Vec<Sample> = Vec::new();
             let mut sts: Vec<i64> = Vec::new();
+            let mut hbuf: Vec<HPoint> = Vec::new();
             let mut state = init();
             for s in set {
                 // Every series: one series can take long over a long or fine grid.
                 ctx.check()?;
+                if saw_hist.load(Ordering::Relaxed) {
+                    return Ok(state);
+                }
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-                decode_series(&s.chunks, mint, maxt, false, decode_limit(ctx), &mut buf, &mut sts)?;
+                if s.chunks.iter().any(|c| {
+                    matches!(c.encoding, tessera_model::ChunkEncoding::Histogram | tessera_model::ChunkEncoding::FloatHistogram)
+                }) {
+                    saw_hist.store(true, Ordering::Relaxed);
+                    return Ok(state);
+                }
+                decode_series(&s.chunks, mint, maxt, false, decode_limit(ctx), &mut buf, &mut sts, &mut hbuf)?;
                 ctx.stats.read.fetch_add(buf.len(), Ordering::Relaxed);
                 let n = f(&mut state, &s.labels, &buf);
                 ctx.count_queryable(n);
@@ -783,7 +1098,13 @@ pub fn select_fold<S: Send>(
             }
             Ok(state)
         })
-        .collect()
+        .collect::<Result<_, EngineError>>()?;
+    if saw_hist.load(Ordering::Relaxed) {
+        // The folds know floats only: the caller evaluates centrally instead.
+        ctx.samples.store(base, Ordering::Relaxed);
+        return Ok(None);
+    }
+    Ok(Some(states))
 }
 
 /// A range-vector argument: its series' samples and, per step, the end of the window `(eff - range, eff]`.
@@ -805,9 +1126,15 @@ pub fn eval_range_arg(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Ra
             let range = ms.range_ms;
             let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
             let hints = SelectHints { range_ms: range, step_ms: grid.step, ..Default::default() };
-            let series = select_map(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, None, 0, |labels, samples| {
+            let series = select_map_h(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, None, 0, |labels, samples, hs| {
                 let samples: Vec<Sample> = samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect();
-                (!samples.is_empty()).then(|| RangeSeries { labels: labels.clone(), samples, drop_name: false })
+                let hists: Vec<HPoint> = hs.iter().filter(|p| !p.h.is_stale()).cloned().collect();
+                (!samples.is_empty() || !hists.is_empty()).then(|| RangeSeries {
+                    labels: labels.clone(),
+                    samples,
+                    hists,
+                    drop_name: false,
+                })
             })?;
             let mut series = series;
             series.sort_by(|a, b| a.labels.cmp(&b.labels));
@@ -848,6 +1175,7 @@ fn eval_subquery(ctx: &QueryCtx<'_>, sq: &SubqueryExpr, grid: &Grid) -> Result<R
         Val::Scalar(s) => vec![RangeSeries {
             labels: Labels::empty(),
             samples: s.iter().enumerate().map(|(i, v)| Sample::new(inner.t(i), *v)).collect(),
+            hists: Vec::new(),
             drop_name: false,
         }],
         Val::Vector(vs) => vs
@@ -855,7 +1183,31 @@ fn eval_subquery(ctx: &QueryCtx<'_>, sq: &SubqueryExpr, grid: &Grid) -> Result<R
             .filter_map(|s| {
                 let samples: Vec<Sample> =
                     s.vals.iter().enumerate().filter_map(|(i, v)| v.map(|v| Sample::new(inner.t(i), v))).collect();
-                (!samples.is_empty()).then_some(RangeSeries { labels: s.labels, samples, drop_name: s.drop_name })
+                // Upstream `evaluator.evalSubquery`: explicit (not-)counter-reset hints become unknown,
+                // since the subquery may skip or repeat the sample they describe.
+                let hists: Vec<HPoint> = match s.hists {
+                    None => Vec::new(),
+                    Some(hs) => hs
+                        .into_iter()
+                        .enumerate()
+                        .filter_map(|(i, h)| {
+                            let h = h?;
+                            let h = match h.counter_reset_hint {
+                                CounterResetHint::CounterReset | CounterResetHint::NotCounterReset => {
+                                    Arc::new(FloatHistogram { counter_reset_hint: CounterResetHint::Unknown, ..(*h).clone() })
+                                }
+                                _ => h,
+                            };
+                            Some(HPoint { t: inner.t(i), h })
+                        })
+                        .collect(),
+                };
+                (!samples.is_empty() || !hists.is_empty()).then_some(RangeSeries {
+                    labels: s.labels,
+                    samples,
+                    hists,
+                    drop_name: s.drop_name,
+                })
             })
             .collect(),
         _ => return Err(EngineError::Execution("subquery of a non-vector".into())),
@@ -872,17 +1224,29 @@ pub fn for_each_window(samples: &[Sample], eff: &[i64], range: i64, mut f: impl 
 
 /// [`for_each_window`] handing out the window as indices `lo..hi` (to slice aligned columns too).
 #[inline]
-pub fn for_each_window_idx(samples: &[Sample], eff: &[i64], range: i64, mut f: impl FnMut(usize, usize, usize)) {
+pub fn for_each_window_idx(samples: &[Sample], eff: &[i64], range: i64, f: impl FnMut(usize, usize, usize)) {
+    for_each_window_idx_by(samples.len(), |j| samples[j].t, eff, range, f);
+}
+
+/// [`for_each_window_idx`] over any time-sorted sequence of `len` items whose times `t(j)` gives.
+#[inline]
+pub fn for_each_window_idx_by(
+    len: usize,
+    t: impl Fn(usize) -> i64,
+    eff: &[i64],
+    range: i64,
+    mut f: impl FnMut(usize, usize, usize),
+) {
     let (mut lo, mut hi) = (0usize, 0usize);
     for (i, &e) in eff.iter().enumerate() {
         if i > 0 && e < eff[i - 1] {
             lo = 0;
             hi = 0;
         }
-        while hi < samples.len() && samples[hi].t <= e {
+        while hi < len && t(hi) <= e {
             hi += 1;
         }
-        while lo < hi && samples[lo].t <= e - range {
+        while lo < hi && t(lo) <= e - range {
             lo += 1;
         }
         f(lo, hi, i);

@@ -6,7 +6,7 @@
 
 use super::EngineError;
 use super::eval::{
-    Grid, QueryCtx, RangeArg, Series, Val, eval, eval_range_arg, eval_scalar, eval_vector, eval_vector_selector,
+    Grid, HPoint, QueryCtx, RangeArg, Series, Val, eval, eval_range_arg, eval_scalar, eval_vector, eval_vector_selector,
     for_each_window, for_each_window_idx, merge_same_labels,
 };
 use crate::gomath::{go_max, go_min};
@@ -429,7 +429,7 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
         }
         "vector" => {
             let s = eval_scalar(ctx, &c.args[0], grid)?;
-            Ok(Val::Vector(vec![Series { labels: Labels::empty(), vals: s.into_iter().map(Some).collect(), drop_name: false }]))
+            Ok(Val::Vector(vec![Series { hists: None, labels: Labels::empty(), vals: s.into_iter().map(Some).collect(), drop_name: false }]))
         }
         "scalar" => {
             let v = eval_vector(ctx, &c.args[0], grid)?;
@@ -456,8 +456,10 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
                 other => {
                     let mut v = eval_vector(ctx, other, grid)?;
                     for s in &mut v {
+                        // Upstream `funcTimestamp`: every sample, float or histogram, becomes its time.
+                        let hs = s.hists.take();
                         for (i, x) in s.vals.iter_mut().enumerate() {
-                            if x.is_some() {
+                            if x.is_some() || hs.as_ref().is_some_and(|h| h[i].is_some()) {
                                 *x = Some(grid.t(i) as f64 / 1000.0);
                             }
                         }
@@ -465,7 +467,8 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
                     v
                 }
             };
-            Ok(Val::Vector(v.into_iter().map(|s| Series { drop_name: true, ..s }).collect()))
+            // The selector's histogram steps carry their timestamps as floats already.
+            Ok(Val::Vector(v.into_iter().map(|s| Series { drop_name: true, hists: None, ..s }).collect()))
         }
         "start_timestamp" => {
             // Upstream `funcStartTimestamp`: only a plain selector carries start timestamps into the
@@ -489,18 +492,29 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
                         present[i] = true;
                     }
                 });
+                let hs = &s.hists;
+                super::eval::for_each_window_idx_by(hs.len(), |j| hs[j].t, &ra.eff, ra.range_ms, |lo, hi, i| {
+                    if lo < hi {
+                        present[i] = true;
+                    }
+                });
             }
             let vals: Vec<Option<f64>> = present.iter().map(|p| (!p).then_some(1.0)).collect();
             if vals.iter().all(|v| v.is_none()) {
                 return Ok(Val::Vector(vec![]));
             }
-            Ok(Val::Vector(vec![Series { labels: absent_labels(&c.args[0]), vals, drop_name: false }]))
+            Ok(Val::Vector(vec![Series { hists: None, labels: absent_labels(&c.args[0]), vals, drop_name: false }]))
         }
         "sort" | "sort_desc" => {
             if n > 1 {
                 ctx.warn("PromQL warning: sort is ineffective for range queries since results are always ordered by labels".into());
             }
             let mut v = eval_vector(ctx, &c.args[0], grid)?;
+            // Upstream `filterFloats`: histograms are not sorted, they go.
+            for s in &mut v {
+                s.hists = None;
+            }
+            v.retain(|s| s.vals.iter().any(|x| x.is_some()));
             let desc = name == "sort_desc";
             // Upstream sorts by value with NaNs last in both directions.
             v.sort_by(|a, b| {
@@ -567,7 +581,7 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
         }
         "minute" | "hour" | "day_of_week" | "day_of_month" | "day_of_year" | "days_in_month" | "month" | "year" => {
             let v = if c.args.is_empty() {
-                vec![Series {
+                vec![Series { hists: None,
                     labels: Labels::empty(),
                     vals: (0..n).map(|i| Some(grid.t(i) as f64 / 1000.0)).collect(),
                     drop_name: false,
@@ -582,9 +596,24 @@ pub fn eval_call(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, Engin
         "histogram_fraction" => super::aggregate::histogram_fraction(ctx, c, grid),
         "histogram_quantiles" => super::aggregate::histogram_quantiles(ctx, c, grid),
         "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
-            // Native histograms only: float samples produce nothing.
-            let _ = eval_vector(ctx, &c.args[0], grid)?;
-            Ok(Val::Vector(vec![]))
+            // Upstream `simpleHistogramFunc`: native histograms only, float samples produce nothing.
+            let v = eval_vector(ctx, &c.args[0], grid)?;
+            let f: fn(&tessera_model::FloatHistogram) -> Option<f64> = match name {
+                "histogram_count" => |h| Some(h.count),
+                "histogram_sum" => |h| Some(h.sum),
+                "histogram_avg" => |h| Some(h.sum / h.count),
+                "histogram_stddev" => |h| super::hist::math::stdvar(h).map(f64::sqrt),
+                _ => super::hist::math::stdvar,
+            };
+            let mut out = Vec::new();
+            for s in v {
+                let Some(hs) = s.hists else { continue };
+                let vals: Vec<Option<f64>> = hs.iter().map(|h| h.as_ref().and_then(|h| f(h))).collect();
+                if vals.iter().any(|x| x.is_some()) {
+                    out.push(Series { labels: s.labels, vals, hists: None, drop_name: true });
+                }
+            }
+            Ok(Val::Vector(out))
         }
         _ => {
             if let Some(f) = simple_fn(name) {
@@ -640,6 +669,8 @@ fn map_vals(
     f: impl Fn(f64, usize) -> Option<f64>,
 ) -> Result<Val, EngineError> {
     for s in &mut v {
+        // Upstream `simpleFloatFunc` and friends process float samples only: histograms go.
+        s.hists = None;
         for (i, x) in s.vals.iter_mut().enumerate() {
             if let Some(val) = *x {
                 *x = f(val, i);
@@ -796,16 +827,16 @@ fn absent_labels(e: &Expr) -> Labels {
 fn absent(v: &[Series], n: usize, labels: Labels) -> Val {
     let mut vals = vec![Some(1.0); n];
     for s in v {
-        for (i, x) in s.vals.iter().enumerate() {
-            if x.is_some() {
-                vals[i] = None;
+        for (i, x) in vals.iter_mut().enumerate() {
+            if s.has(i) {
+                *x = None;
             }
         }
     }
     if vals.iter().all(|x| x.is_none()) {
         return Val::Vector(vec![]);
     }
-    Val::Vector(vec![Series { labels, vals, drop_name: false }])
+    Val::Vector(vec![Series { hists: None, labels, vals, drop_name: false }])
 }
 
 fn eval_range_function(
@@ -861,9 +892,19 @@ fn eval_range_function(
     let keep = keeps_name(name);
     // Applies the kernel to every step's window of one series, walking its samples once.
     // `sts` is empty or aligned with `samples`.
-    let apply = |labels: &Labels, samples: &[Sample], sts: &[i64], drop: bool, eff: &[i64], range_ms: i64| -> Option<Series> {
+    let apply = |labels: &Labels,
+                 samples: &[Sample],
+                 sts: &[i64],
+                 hists: &[HPoint],
+                 drop: bool,
+                 eff: &[i64],
+                 range_ms: i64|
+     -> Option<Series> {
         if stopped.get().is_some() {
             return None;
+        }
+        if !hists.is_empty() {
+            return apply_hist(ctx, name, labels, samples, hists, drop, eff, range_ms, grid, &params, k, &invalid_factor, &bad_step);
         }
         let mut vals = vec![None; n];
         let mut any = false;
@@ -926,7 +967,7 @@ fn eval_range_function(
                 ));
             }
         }
-        Some(Series { labels: labels.clone(), vals, drop_name: if keep { drop } else { true } })
+        Some(Series { hists: None, labels: labels.clone(), vals, drop_name: if keep { drop } else { true } })
     };
     // Fused path for a plain matrix selector: selection, decoding and the kernel run inside each shard's
     // loop in parallel, and no series' samples outlive its own iteration.
@@ -945,12 +986,19 @@ fn eval_range_function(
         // selector (a subquery's samples have none); the column is decoded only then.
         let want_st = ctx.opts.use_start_timestamps && matches!(name, "rate" | "irate" | "increase" | "resets");
         let window = Some((&eff[..], range));
-        let mut out = super::eval::select_map_st(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, grid.n, |labels, samples, sts| {
+        let mut out = super::eval::select_map_st(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, grid.n, |labels, samples, sts, hs| {
+            let clean_h: Vec<HPoint>;
+            let hs = if hs.iter().any(|p| p.h.is_stale()) {
+                clean_h = hs.iter().filter(|p| !p.h.is_stale()).cloned().collect();
+                &clean_h[..]
+            } else {
+                hs
+            };
             if samples.iter().any(|s| tessera_model::is_stale_nan(s.v)) {
                 let (clean, clean_st) = super::eval::drop_stale(samples, sts);
-                apply(labels, &clean, &clean_st, false, &eff, range)
+                apply(labels, &clean, &clean_st, hs, false, &eff, range)
             } else {
-                apply(labels, samples, sts, false, &eff, range)
+                apply(labels, samples, sts, hs, false, &eff, range)
             }
         })?;
         if let Some(e) = stopped.get().cloned() {
@@ -965,7 +1013,7 @@ fn eval_range_function(
     let ra: RangeArg = eval_range_arg(ctx, &c.args[m_idx], grid)?;
     use rayon::prelude::*;
     let out: Vec<Series> =
-        ra.series.par_iter().filter_map(|s| apply(&s.labels, &s.samples, &[], s.drop_name, &ra.eff, ra.range_ms)).collect();
+        ra.series.par_iter().filter_map(|s| apply(&s.labels, &s.samples, &[], &s.hists, s.drop_name, &ra.eff, ra.range_ms)).collect();
     if let Some(e) = stopped.get().cloned() {
         return Err(e);
     }
@@ -973,6 +1021,81 @@ fn eval_range_function(
         return Err(EngineError::Execution(msg));
     }
     Ok(Val::Vector(out))
+}
+
+/// [`eval_range_function`]'s per-series work for a series holding histograms: the float and the
+/// histogram samples of each step's window go to [`super::hist::range_window`] (upstream's range
+/// functions see `Floats` and `Histograms` apart).
+#[allow(clippy::too_many_arguments)]
+fn apply_hist(
+    ctx: &QueryCtx<'_>,
+    name: &str,
+    labels: &Labels,
+    samples: &[Sample],
+    hists: &[HPoint],
+    drop: bool,
+    eff: &[i64],
+    range_ms: i64,
+    grid: &Grid,
+    params: &[Vec<f64>],
+    k: fn(&Window<'_>) -> Option<f64>,
+    invalid_factor: &dyn Fn(usize) -> Option<String>,
+    bad_step: &std::sync::atomic::AtomicUsize,
+) -> Option<Series> {
+    use super::hist::HOut;
+    let n = grid.n;
+    let mut vals: Vec<Option<f64>> = vec![None; n];
+    let mut hv: super::eval::HistCol = vec![None; n];
+    let mut pbuf = vec![0.0; params.len()];
+    let mut hwin: Vec<(usize, usize)> = vec![(0, 0); n];
+    super::eval::for_each_window_idx_by(hists.len(), |j| hists[j].t, eff, range_ms, |lo, hi, i| hwin[i] = (lo, hi));
+    let metric = labels.metric_name().to_string();
+    let mut floats_seen = false;
+    let mut window_samples = 0usize;
+    super::eval::for_each_window_idx_by(samples.len(), |j| samples[j].t, eff, range_ms, |lo, hi, i| {
+        let (hlo, hhi) = hwin[i];
+        if lo == hi && hlo == hhi {
+            return;
+        }
+        if invalid_factor(i).is_some() {
+            bad_step.fetch_min(i, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
+        for (j, p) in params.iter().enumerate() {
+            pbuf[j] = p[i];
+        }
+        floats_seen |= lo < hi;
+        window_samples += (hi - lo) + hists[hlo..hhi].iter().map(|p| super::eval::hist_size(&p.h)).sum::<usize>();
+        let win = Window {
+            s: &samples[lo..hi],
+            range_start: eff[i] - range_ms,
+            range_end: eff[i],
+            range_ms,
+            step_t: grid.t(i),
+            params: &pbuf,
+            sts: &[],
+        };
+        match super::hist::range_window(ctx, name, &metric, &samples[lo..hi], &hists[hlo..hhi], &win, k) {
+            HOut::None => {}
+            HOut::F(v) => vals[i] = Some(v),
+            HOut::H(h) => hv[i] = Some(h),
+        }
+    });
+    ctx.count_queryable(window_samples);
+    let mut s = Series { labels: labels.clone(), vals, hists: Some(hv), drop_name: if keeps_name(name) { drop } else { true } };
+    s.tidy();
+    if !s.any_value() {
+        return None;
+    }
+    if matches!(name, "rate" | "increase") && floats_seen {
+        let mn = labels.metric_name();
+        if !mn.is_empty() && !has_counter_suffix(mn) {
+            ctx.info(format!(
+                "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"{mn}\""
+            ));
+        }
+    }
+    Some(s)
 }
 
 /// Go's `%g` for annotation messages.
@@ -1228,8 +1351,12 @@ fn eval_extended_range_function(
     let is_counter = matches!(name, "rate" | "increase");
     let ext_eff: Vec<i64> = eff.iter().map(|e| e + ahead).collect();
     let window = Some((&ext_eff[..], range + lb + ahead));
-    let mut out = super::eval::select_map(ctx, vs, lo.saturating_sub(range).saturating_sub(lb) + 1, hi.saturating_add(ahead), hints, window, n, |labels, samples| {
+    let mut out = super::eval::select_map_h(ctx, vs, lo.saturating_sub(range).saturating_sub(lb) + 1, hi.saturating_add(ahead), hints, window, n, |labels, samples, hs| {
         let samples: Vec<Sample> = samples.iter().copied().filter(|s| !tessera_model::is_stale_nan(s.v)).collect();
+        if !hs.is_empty() {
+            let hs: Vec<HPoint> = hs.iter().filter(|p| !p.h.is_stale()).cloned().collect();
+            return extended_with_histograms(ctx, name, labels, &samples, &hs, &eff, &ext_eff, range, range + lb + ahead, smoothed, n);
+        }
         let mut vals = vec![None; n];
         let mut any = false;
         for_each_window(&samples, &ext_eff, range + lb + ahead, |w, i| {
@@ -1250,10 +1377,70 @@ fn eval_extended_range_function(
                 any = true;
             }
         });
-        any.then(|| Series { labels: labels.clone(), vals, drop_name: true })
+        any.then(|| Series { hists: None, labels: labels.clone(), vals, drop_name: true })
     })?;
     out.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(Val::Vector(out))
+}
+
+/// [`eval_extended_range_function`] for a series holding histograms: per step, the float and histogram
+/// samples of the extended window; rate/increase/delta as upstream `extrapolatedRate` dispatches them
+/// (a mix is dropped with a warning, histograms go to `extendedHistogramRate`), changes/resets from
+/// upstream `pickFirstSampleIndices` over both kinds.
+#[allow(clippy::too_many_arguments)]
+fn extended_with_histograms(
+    ctx: &QueryCtx<'_>,
+    name: &str,
+    labels: &Labels,
+    samples: &[Sample],
+    hs: &[HPoint],
+    eff: &[i64],
+    ext_eff: &[i64],
+    range: i64,
+    ext_range: i64,
+    smoothed: bool,
+    n: usize,
+) -> Option<Series> {
+    use super::hist;
+    let metric = labels.metric_name();
+    let is_counter = matches!(name, "rate" | "increase");
+    let mut fwin: Vec<(usize, usize)> = vec![(0, 0); n];
+    for_each_window_idx(samples, ext_eff, ext_range, |lo, hi, i| fwin[i] = (lo, hi));
+    let mut vals: Vec<Option<f64>> = vec![None; n];
+    let mut hv: super::eval::HistCol = vec![None; n];
+    super::eval::for_each_window_idx_by(hs.len(), |j| hs[j].t, ext_eff, ext_range, |hlo, hhi, i| {
+        let (lo, hi) = fwin[i];
+        let (f, h) = (&samples[lo..hi], &hs[hlo..hhi]);
+        let (start, end) = (eff[i] - range, eff[i]);
+        if f.is_empty() && h.is_empty() {
+            return;
+        }
+        match name {
+            "rate" | "increase" | "delta" => {
+                if !f.is_empty() && !h.is_empty() {
+                    ctx.warn(hist::mixed_floats_histograms_warning(metric));
+                } else if !h.is_empty() {
+                    if h[0].t > end {
+                        return;
+                    }
+                    hv[i] = hist::extended_histogram_rate(ctx, metric, h, start, end, range, smoothed, is_counter, name == "rate")
+                        .map(std::sync::Arc::new);
+                } else if f[0].t <= end {
+                    vals[i] = extended_rate(f, start, end, range, smoothed, is_counter, name == "rate");
+                }
+            }
+            _ => {
+                let f: Vec<Sample> = f.iter().copied().filter(|p| p.t <= end).collect();
+                let h: Vec<HPoint> = h.iter().filter(|p| p.t <= end).cloned().collect();
+                if let Some((fi, hi)) = hist::pick_first_sample_indices(&f, &h, start) {
+                    vals[i] = hist::changes_or_resets_from(&f[fi..], &h[hi..], name == "resets");
+                }
+            }
+        }
+    });
+    let mut s = Series { labels: labels.clone(), vals, hists: Some(hv), drop_name: true };
+    s.tidy();
+    s.any_value().then_some(s)
 }
 
 /// The labels that tie a series to its info series (upstream `identifyingLabels` default).
@@ -1288,6 +1475,13 @@ fn eval_info(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineErr
         bypass_empty_matcher_check: true,
     };
     let infos = eval_vector_selector(ctx, &sel, grid, true)?;
+    // Upstream `combineWithInfoVector`: a histogram among the info samples of a step with base
+    // samples is an error.
+    for i in 0..grid.n {
+        if infos.iter().any(|s| s.hist(i).is_some()) && base.iter().any(|b| b.has(i)) {
+            return Err(EngineError::Execution("info sample should be float".into()));
+        }
+    }
     let sig = |l: &Labels| -> (String, String) { (l.get("instance").to_string(), l.get("job").to_string()) };
     let mut by_sig: std::collections::HashMap<(String, String), Vec<usize>> = std::collections::HashMap::new();
     for (k, s) in infos.iter().enumerate() {
@@ -1366,7 +1560,7 @@ fn eval_info(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineErr
             }
         }
         for (labels, vals) in per_labels {
-            out.push(Series { labels, vals, drop_name: b.drop_name });
+            out.push(Series { hists: None, labels, vals, drop_name: b.drop_name });
         }
     }
     Ok(Val::Vector(merge_same_labels(out)?))

@@ -27,26 +27,35 @@
 //! `extrapolatedRate`, `instantValue`, `funcResets`); `start_timestamp(selector)` returns it. Only those
 //! paths ever decode the column; everything else reads samples as before.
 //!
-//! Not implemented yet: native histograms (histogram samples are not decoded; functions on them return
-//! nothing).
+//! Native histograms: a step of a series holds a float or a histogram. [`eval::Series`] keeps its float
+//! column as before and gets a histogram column (`Option<Arc<FloatHistogram>>` per step) only when the
+//! series has a histogram, so float-only queries run the same loops as before; range vectors hold
+//! histogram samples beside float samples ([`eval::HPoint`]), as upstream's `Series.Floats` and
+//! `Series.Histograms`. Selectors decode Histogram/FloatHistogram chunks (integer histograms through
+//! `to_float`), with upstream's lookback and histogram stale markers. The histogram cases of functions,
+//! operators and aggregations live beside their float cases and name the upstream function they mirror;
+//! histogram arithmetic is reached only through [`hist::math`]. A histogram counts as
+//! `FloatHistogram.Size() / 16` samples for the max-samples limit, as upstream counts it.
 //! The max-samples limit counts samples held at once, the way upstream's `evaluator.currentSamples` does
 //! (a node's inputs and output while it runs, one window of one series inside a range function, the input
 //! vector of an aggregation even when it is folded inside the shards); see [`eval::eval`].
 //!
 //! Modules: [`eval`] (tree walk, selectors, subqueries, result shaping), [`functions`] (range kernels and
 //! instant functions, `info()`, anchored/smoothed), [`binop`] (operators and vector matching),
-//! [`aggregate`] (aggregations with a partial/merge split, classic-histogram functions).
+//! [`aggregate`] (aggregations with a partial/merge split, classic-histogram functions), [`hist`]
+//! (histogram annotations, the histogram cases of range functions, the arithmetic seam).
 
 pub mod aggregate;
 pub mod binop;
 pub mod eval;
 pub mod functions;
+pub mod hist;
 
 use crate::parser::Expr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tessera_model::{Labels, Queryable};
+use tessera_model::{FloatHistogram, Labels, Queryable};
 
 /// Engine settings (upstream `EngineOpts`).
 #[derive(Debug, Clone)]
@@ -117,17 +126,23 @@ pub enum Value {
     Matrix(Vec<MatrixSeries>),
 }
 
+/// One sample of an instant vector: a float (`v`) or, when `h` is set, a native histogram (then `v`
+/// is 0 and meaningless, as upstream's `Sample.F` beside `H`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct VectorSample {
     pub labels: Labels,
     pub t_ms: i64,
     pub v: f64,
+    pub h: Option<Arc<FloatHistogram>>,
 }
 
+/// One series of a matrix: its float points and its histogram points, each sorted by time (upstream
+/// `Series.Floats` and `Series.Histograms`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MatrixSeries {
     pub labels: Labels,
     pub points: Vec<(i64, f64)>,
+    pub histograms: Vec<(i64, Arc<FloatHistogram>)>,
 }
 
 /// A value with the annotations Prometheus attaches to it.
@@ -272,6 +287,7 @@ impl Engine {
             samples: Default::default(),
             slots: Default::default(),
             stats: Default::default(),
+            stats_selectors: hist::histogram_stats_selectors(&expr),
         };
         eval::run(&ctx, &expr, start_ms, end_ms, step_ms)
     }

@@ -9,8 +9,11 @@
 //! `metric@st` lines give the next series' samples start timestamps (loaded as XorSt chunks); the engine
 //! runs with start timestamps on, as upstream's test engine does.
 //!
-//! Native-histogram points are parsed but not loaded: evals that need them fail and sit on the
-//! known-failures list until the engine supports native histograms.
+//! Native-histogram points are loaded as float-histogram chunks (upstream's test storage appends float
+//! histograms); `load_with_nhcb` also turns classic histogram series into native histograms with custom
+//! buckets, as upstream's `appendCustomHistogram`. Histogram results compare as `compareNativeHistogram`
+//! does after `Compact(0)`: schema, count, sum, zero bucket and every non-empty bucket with the float
+//! tolerance, the counter-reset hint only when the script set it.
 
 pub mod script;
 pub mod storage;
@@ -18,7 +21,7 @@ pub mod storage;
 use crate::engine::{Engine, EngineError, EngineOptions, QueryOptions, QueryResult, Value};
 use script::{Command, EvalCmd, ExpectAnno, Point};
 pub use storage::MemStorage;
-use tessera_model::{Labels, Sample};
+use tessera_model::{FloatHistogram, Labels, Sample};
 
 /// One failed eval.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,7 +103,7 @@ pub fn run_script_with(name: &str, text: &str, engine: &Engine) -> FileReport {
         }
     };
     let mut store = MemStorage::new(2);
-    // Native histograms in the data are parsed but not loaded; failures then get a note saying so.
+    // Failures get a note when the data could not be loaded as written.
     let mut hist_note = "";
     for c in cmds {
         match c {
@@ -109,26 +112,19 @@ pub fn run_script_with(name: &str, text: &str, engine: &Engine) -> FileReport {
                 hist_note = "";
             }
             Command::Load { interval_ms, series, with_nhcb, .. } => {
-                if with_nhcb {
-                    hist_note = "load_with_nhcb data (native histograms, not supported yet)";
-                } else if hist_note.is_empty() && series.iter().any(|s| s.points.contains(&Point::Histogram)) {
-                    hist_note = "native histograms in the loaded data (not supported yet)";
+                if with_nhcb && load_nhcb(&mut store, &series, interval_ms).is_err() {
+                    hist_note = "load_with_nhcb data that does not convert";
                 }
                 for s in series {
-                    // Upstream `loadCmd.set`: a start timestamp is the sample's time plus the `@st` offset;
-                    // 0 (also an omitted offset) means unknown.
-                    let mut samples: Vec<Sample> = Vec::with_capacity(s.points.len());
-                    let mut sts: Vec<i64> = Vec::new();
-                    for (i, p) in s.points.iter().enumerate() {
-                        if let Point::Float(v) = p {
-                            let t = i as i64 * interval_ms;
-                            samples.push(Sample::new(t, *v));
-                            if !s.st_offsets.is_empty() {
-                                sts.push(s.st_offsets[i].map_or(0, |o| t + o));
-                            }
-                        }
+                    if let Err(e) = load_series(&mut store, s, interval_ms) {
+                        rep.failed.push(Failure {
+                            line: 0,
+                            query: String::new(),
+                            expected: "loadable series".into(),
+                            got: e,
+                            note: String::new(),
+                        });
                     }
-                    store.add_series_st(s.labels, &samples, &sts);
                 }
             }
             Command::Eval(ev) => {
@@ -158,12 +154,163 @@ pub fn run_script_with(name: &str, text: &str, engine: &Engine) -> FileReport {
     rep
 }
 
+/// Appends one series description (upstream `loadCmd.set` + `appendSample`): floats as XOR chunks (with
+/// start timestamps when the script gives them), histograms as float-histogram chunks, in time order. A
+/// stale marker right after histograms is a histogram stale marker, as the head writes it.
+fn load_series(store: &mut MemStorage, s: script::SeriesDef, interval_ms: i64) -> Result<(), String> {
+    let mut floats: Vec<Sample> = Vec::new();
+    let mut sts: Vec<i64> = Vec::new();
+    let mut hists: Vec<(i64, FloatHistogram)> = Vec::new();
+    let flush_f = |store: &mut MemStorage, floats: &mut Vec<Sample>, sts: &mut Vec<i64>| {
+        if !floats.is_empty() {
+            store.add_series_st(s.labels.clone(), floats, sts);
+        }
+        floats.clear();
+        sts.clear();
+    };
+    for (i, p) in s.points.iter().enumerate() {
+        let t = i as i64 * interval_ms;
+        match p {
+            Point::Float(v) if tessera_model::is_stale_nan(*v) && !hists.is_empty() => {
+                hists.push((t, FloatHistogram::stale()));
+            }
+            Point::Float(v) => {
+                if !hists.is_empty() {
+                    store.add_float_histograms(s.labels.clone(), &hists)?;
+                    hists.clear();
+                }
+                // Upstream `loadCmd.set`: a start timestamp is the sample's time plus the `@st` offset;
+                // 0 (also an omitted offset) means unknown.
+                floats.push(Sample::new(t, *v));
+                if !s.st_offsets.is_empty() {
+                    sts.push(s.st_offsets[i].map_or(0, |o| t + o));
+                }
+            }
+            Point::Histogram(h, _) => {
+                flush_f(store, &mut floats, &mut sts);
+                hists.push((t, (**h).clone()));
+            }
+            Point::Omitted => {}
+        }
+    }
+    flush_f(store, &mut floats, &mut sts);
+    store.add_float_histograms(s.labels.clone(), &hists)
+}
+
+/// Upstream `loadCmd.appendCustomHistogram`: classic histogram series (`_bucket` with `le`, `_count`,
+/// `_sum`) of this load become native histograms with custom buckets under the base name, per
+/// timestamp (`convertnhcb.TempHistogram`), next to the float series.
+fn load_nhcb(store: &mut MemStorage, series: &[script::SeriesDef], interval_ms: i64) -> Result<(), String> {
+    use std::collections::BTreeMap;
+    #[derive(Default, Clone)]
+    struct Temp {
+        buckets: Vec<(f64, f64)>,
+        count: Option<f64>,
+        sum: f64,
+        err: bool,
+    }
+    let mut by_series: BTreeMap<Labels, BTreeMap<i64, Temp>> = BTreeMap::new();
+    for s in series {
+        let name = s.labels.metric_name();
+        let (kind, base) = if let Some(b) = name.strip_suffix("_bucket") {
+            (0, b)
+        } else if let Some(b) = name.strip_suffix("_sum") {
+            (1, b)
+        } else if let Some(b) = name.strip_suffix("_count") {
+            (2, b)
+        } else {
+            continue;
+        };
+        let le = if kind == 0 {
+            match s.labels.get("le").parse::<f64>() {
+                Ok(le) if !le.is_nan() => le,
+                _ => continue,
+            }
+        } else {
+            0.0
+        };
+        let mut b = tessera_model::LabelsBuilder::from_labels(&s.labels);
+        b.set("__name__".to_string(), base.to_string());
+        b.del("le");
+        let entry = by_series.entry(b.build()).or_default();
+        for (i, p) in s.points.iter().enumerate() {
+            let Point::Float(v) = p else { continue };
+            let v = *v;
+            let h = entry.entry(i as i64 * interval_ms).or_default();
+            if h.err {
+                continue;
+            }
+            match kind {
+                // `TempHistogram.SetBucketCount`: cumulative counts, the first count for a bound wins.
+                0 => {
+                    if v < 0.0 {
+                        h.err = true;
+                        continue;
+                    }
+                    let pos = h.buckets.partition_point(|b| b.0 < le);
+                    if pos < h.buckets.len() && h.buckets[pos].0 == le {
+                        continue;
+                    }
+                    if (pos > 0 && v < h.buckets[pos - 1].1) || (pos < h.buckets.len() && v > h.buckets[pos].1) {
+                        h.err = true;
+                        continue;
+                    }
+                    h.buckets.insert(pos, (le, v));
+                }
+                1 => h.sum = v,
+                _ => {
+                    if v < 0.0 {
+                        h.err = true;
+                        continue;
+                    }
+                    h.count = Some(v);
+                }
+            }
+        }
+    }
+    for (labels, per_t) in by_series {
+        let mut samples: Vec<(i64, FloatHistogram)> = Vec::new();
+        for (t, mut h) in per_t {
+            if h.err {
+                return Err(format!("classic histogram {labels} at {t} does not convert"));
+            }
+            // `TempHistogram.Convert` / `convertToFloatHistogram`: the count defaults to the last
+            // bucket's, a +Inf bucket is added when missing, buckets become per-bucket counts.
+            let count = h.count.unwrap_or_else(|| h.buckets.last().map_or(0.0, |b| b.1));
+            if h.buckets.last().is_none_or(|b| b.0 != f64::INFINITY) {
+                h.buckets.push((f64::INFINITY, count));
+            }
+            if count != h.buckets[h.buckets.len() - 1].1 {
+                return Err(format!("count mismatch for {labels} at {t}"));
+            }
+            let mut prev = 0.0;
+            let mut fh = FloatHistogram {
+                schema: tessera_model::histogram::CUSTOM_BUCKETS_SCHEMA,
+                count,
+                sum: h.sum,
+                positive_spans: vec![tessera_model::Span::new(0, h.buckets.len() as u32)],
+                ..FloatHistogram::default()
+            };
+            for (le, c) in &h.buckets {
+                fh.positive_buckets.push(c - prev);
+                prev = *c;
+                if *le != f64::INFINITY {
+                    fh.custom_values.push(*le);
+                }
+            }
+            // Upstream compacts the converted histogram (`Compact(2)` for integer counts, `Compact(0)`
+            // for float ones); the layout differs, the values do not, and results compare compacted.
+            crate::engine::hist::math::compact(&mut fh).map_err(|_| format!("{labels} at {t} does not compact"))?;
+            samples.push((t, fh));
+        }
+        store.add_float_histograms(labels, &samples)?;
+    }
+    Ok(())
+}
+
 type EvalOutcome = Result<(), (String, String)>;
 
 fn run_eval(engine: &Engine, store: &MemStorage, ev: &EvalCmd) -> EvalOutcome {
-    if ev.expected.iter().any(|s| s.points.contains(&Point::Histogram)) {
-        return Err(("native histogram result".into(), "native histograms are not supported yet".into()));
-    }
     let expr = match crate::engine::parse(&ev.expr) {
         Ok(e) => e,
         Err(e) => return check_failure(ev, &e),
@@ -208,7 +355,20 @@ fn check_range_mode(engine: &Engine, store: &MemStorage, ev: &EvalCmd, expr: &cr
     let at_t: Vec<crate::engine::VectorSample> = m
         .iter()
         .filter_map(|s| {
-            s.points.iter().find(|p| p.0 == t).map(|p| crate::engine::VectorSample { labels: s.labels.clone(), t_ms: t, v: p.1 })
+            let f = s.points.iter().find(|p| p.0 == t).map(|p| crate::engine::VectorSample {
+                labels: s.labels.clone(),
+                t_ms: t,
+                v: p.1,
+                h: None,
+            });
+            f.or_else(|| {
+                s.histograms.iter().find(|p| p.0 == t).map(|p| crate::engine::VectorSample {
+                    labels: s.labels.clone(),
+                    t_ms: t,
+                    v: 0.0,
+                    h: Some(p.1.clone()),
+                })
+            })
         })
         .collect();
     let v = if matches!(inst, Value::Scalar { .. }) {
@@ -314,11 +474,27 @@ fn fmt_value(v: &Value) -> String {
         Value::Scalar { v, .. } => format!("scalar {v}"),
         Value::String { v, .. } => format!("string {v:?}"),
         Value::Vector(s) => {
-            let parts: Vec<String> = s.iter().map(|x| format!("{} {}", x.labels, x.v)).collect();
+            let parts: Vec<String> = s
+                .iter()
+                .map(|x| match &x.h {
+                    Some(h) => format!("{} {}", x.labels, fmt_hist(h)),
+                    None => format!("{} {}", x.labels, x.v),
+                })
+                .collect();
             format!("vector [{}]", parts.join(", "))
         }
         Value::Matrix(m) => {
-            let parts: Vec<String> = m.iter().map(|x| format!("{} [{}]", x.labels, fmt_points(&x.points))).collect();
+            let parts: Vec<String> = m
+                .iter()
+                .map(|x| {
+                    let hs: Vec<String> = x.histograms.iter().map(|(t, h)| format!("{}@{t}", fmt_hist(h))).collect();
+                    if hs.is_empty() {
+                        format!("{} [{}]", x.labels, fmt_points(&x.points))
+                    } else {
+                        format!("{} [{}] [{}]", x.labels, fmt_points(&x.points), hs.join(" "))
+                    }
+                })
+                .collect();
             format!("matrix [{}]", parts.join(", "))
         }
     }
@@ -341,13 +517,65 @@ fn fmt_expected(ev: &EvalCmd) -> String {
                 .map(|p| match p {
                     Point::Omitted => "_".to_string(),
                     Point::Float(f) => format!("{f}"),
-                    Point::Histogram => "{{histogram}}".to_string(),
+                    Point::Histogram(h, _) => fmt_hist(h),
                 })
                 .collect();
             format!("{} {}", s.labels, pts.join(" "))
         })
         .collect();
     format!("[{}]", parts.join(", "))
+}
+
+/// A histogram in the scripts' literal syntax (upstream `TestExpression`), for messages.
+fn fmt_hist(h: &FloatHistogram) -> String {
+    h.test_expression()
+}
+
+/// The non-empty buckets of one side as (bucket index, count): what remains of the spans and buckets
+/// after upstream's `Compact(0)`, so that two layouts of the same histogram compare equal (a chunk
+/// re-coded for a wider layout hands back explicit empty buckets).
+fn nonempty_buckets(spans: &[tessera_model::Span], buckets: &[f64]) -> Vec<(i64, f64)> {
+    let mut out = Vec::new();
+    let mut idx: i64 = 0;
+    let mut k = 0usize;
+    // The first span's offset is its first index; later offsets count from the previous span's end.
+    for s in spans {
+        idx += i64::from(s.offset);
+        for _ in 0..s.length {
+            if let Some(&c) = buckets.get(k)
+                && c != 0.0
+            {
+                out.push((idx, c));
+            }
+            k += 1;
+            idx += 1;
+        }
+    }
+    out
+}
+
+/// Upstream `compareNativeHistogram(exp.Compact(0), cur.Compact(0), hintSet)`.
+fn hist_matches(exp: &FloatHistogram, got: &FloatHistogram, hint_set: bool) -> bool {
+    if exp.schema != got.schema || !almost_equal(exp.count, got.count) || !almost_equal(exp.sum, got.sum) {
+        return false;
+    }
+    if exp.schema == tessera_model::histogram::CUSTOM_BUCKETS_SCHEMA
+        && !tessera_model::histogram::custom_bucket_bounds_match(&exp.custom_values, &got.custom_values)
+    {
+        return false;
+    }
+    if exp.zero_threshold != got.zero_threshold || !almost_equal(exp.zero_count, got.zero_count) {
+        return false;
+    }
+    let same = |a: Vec<(i64, f64)>, b: Vec<(i64, f64)>| {
+        a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.0 == y.0 && almost_equal(x.1, y.1))
+    };
+    if !same(nonempty_buckets(&exp.negative_spans, &exp.negative_buckets), nonempty_buckets(&got.negative_spans, &got.negative_buckets))
+        || !same(nonempty_buckets(&exp.positive_spans, &exp.positive_buckets), nonempty_buckets(&got.positive_spans, &got.positive_buckets))
+    {
+        return false;
+    }
+    !hint_set || exp.counter_reset_hint == got.counter_reset_hint
 }
 
 /// Upstream `evalCmd.compareResult`.
@@ -374,12 +602,20 @@ fn compare(ev: &EvalCmd, v: &Value) -> EvalOutcome {
                 if ev.ordered && i != pos {
                     return fail(format!("{} at position {} instead of {}", s.labels, pos + 1, i + 1));
                 }
-                let exp = match ev.expected[i].points.first() {
-                    Some(Point::Float(f)) => *f,
+                match (ev.expected[i].points.first(), &s.h) {
+                    (Some(Point::Float(f)), None) => {
+                        if !almost_equal(*f, s.v) {
+                            return fail(format!("value of {}", s.labels));
+                        }
+                    }
+                    (Some(Point::Histogram(e, hint_set)), Some(h)) => {
+                        if !hist_matches(e, h, *hint_set) {
+                            return fail(format!("histogram of {}", s.labels));
+                        }
+                    }
+                    (Some(Point::Float(_)), Some(_)) => return fail(format!("expected float for {}, got histogram", s.labels)),
+                    (Some(Point::Histogram(..)), None) => return fail(format!("expected histogram for {}, got float", s.labels)),
                     _ => return fail("unexpected expected point".into()),
-                };
-                if !almost_equal(exp, s.v) {
-                    return fail(format!("value of {}", s.labels));
                 }
                 seen[i] = true;
             }
@@ -403,21 +639,29 @@ fn compare(ev: &EvalCmd, v: &Value) -> EvalOutcome {
                 let Some(i) = find(&s.labels) else { return fail(format!("unexpected series {}", s.labels)) };
                 seen[i] = true;
                 let mut exp: Vec<(i64, f64)> = Vec::new();
+                let mut exp_h: Vec<(i64, &FloatHistogram, bool)> = Vec::new();
                 for (k, p) in ev.expected[i].points.iter().enumerate() {
                     let t = start + k as i64 * step;
                     if t > end {
                         return fail("expected more points than the range allows".into());
                     }
-                    if let Point::Float(f) = p {
-                        exp.push((t, *f));
+                    match p {
+                        Point::Float(f) => exp.push((t, *f)),
+                        Point::Histogram(h, hint_set) => exp_h.push((t, h, *hint_set)),
+                        Point::Omitted => {}
                     }
                 }
-                if exp.len() != s.points.len() {
+                if exp.len() != s.points.len() || exp_h.len() != s.histograms.len() {
                     return fail(format!("point count of {}", s.labels));
                 }
                 for (e, g) in exp.iter().zip(&s.points) {
                     if e.0 != g.0 || !almost_equal(e.1, g.1) {
                         return fail(format!("point of {} at {}", s.labels, g.0));
+                    }
+                }
+                for (e, g) in exp_h.iter().zip(&s.histograms) {
+                    if e.0 != g.0 || !hist_matches(e.1, &g.1, e.2) {
+                        return fail(format!("histogram of {} at {}", s.labels, g.0));
                     }
                 }
             }

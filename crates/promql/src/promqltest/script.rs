@@ -2,10 +2,11 @@
 //! `parseEval`, and the series-description grammar of `parser.ParseSeriesDesc`).
 //!
 //! The output is a flat list of [`Command`]s; nothing here touches the engine. Native-histogram points
-//! (`{{...}}`) are recognised and carried as [`Point::Histogram`] so that the runner can report such evals
-//! as unsupported instead of mis-parsing them.
+//! (`{{schema:0 sum:5 count:4 buckets:[1 2 1]}}`, with `xN` and `+`/`-` series) are parsed as upstream's
+//! `buildHistogramFromMap` and `histogramsIncreaseSeries` build them ([`Point::Histogram`]).
 
-use tessera_model::Labels;
+use tessera_model::histogram::{CounterResetHint, Span};
+use tessera_model::{FloatHistogram, Labels};
 
 /// One point of a series description.
 #[derive(Debug, Clone, PartialEq)]
@@ -13,8 +14,9 @@ pub enum Point {
     /// `_`: no sample at this position.
     Omitted,
     Float(f64),
-    /// A native histogram literal (not supported by the engine yet).
-    Histogram,
+    /// A native histogram literal, and whether it set `counter_reset_hint` explicitly (upstream
+    /// `SequenceValue.CounterResetHintSet`: only then does the comparison check the hint).
+    Histogram(Box<FloatHistogram>, bool),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -636,11 +638,7 @@ fn parse_points(s: &str) -> Result<Vec<Point>, String> {
 
 fn expand_item(tok: &str, out: &mut Vec<Point>) -> Result<(), String> {
     if tok.starts_with("{{") {
-        let times = tok.rfind("}}").and_then(|p| tok[p + 2..].rsplit_once('x')).and_then(|(_, n)| n.parse::<usize>().ok());
-        for _ in 0..=times.unwrap_or(0) {
-            out.push(Point::Histogram);
-        }
-        return Ok(());
+        return expand_histogram_item(tok, out);
     }
     if tok == "_" {
         out.push(Point::Omitted);
@@ -675,6 +673,129 @@ fn expand_item(tok: &str, out: &mut Vec<Point>) -> Result<(), String> {
         v += delta;
     }
     Ok(())
+}
+
+/// `{{...}}`, `{{...}}xN`, `{{...}}+{{...}}xN`, `{{...}}-{{...}}xN` (upstream's `series_item` rules for
+/// histograms: `xN` repeats the literal, `+`/`-` add or subtract the increment N times).
+fn expand_histogram_item(tok: &str, out: &mut Vec<Point>) -> Result<(), String> {
+    let (base, hint_set, rest) = parse_histogram(tok)?;
+    if rest.is_empty() {
+        out.push(Point::Histogram(Box::new(base), hint_set));
+        return Ok(());
+    }
+    if let Some(n) = rest.strip_prefix('x') {
+        let n: usize = n.parse().map_err(|_| format!("invalid repetition in {tok:?}"))?;
+        for _ in 0..=n {
+            out.push(Point::Histogram(Box::new(base.clone()), hint_set));
+        }
+        return Ok(());
+    }
+    let sub = rest.starts_with('-');
+    let (inc, inc_hint_set, rest) = parse_histogram(&rest[1..])?;
+    let n: usize = rest.strip_prefix('x').and_then(|n| n.parse().ok()).ok_or_else(|| format!("invalid value {tok:?}"))?;
+    // Upstream `histogramsSeries`: the base is emitted first; every value carries the hint flag of
+    // the increment (the last literal parsed), the base's own flag is not used.
+    let _ = hint_set;
+    out.push(Point::Histogram(Box::new(base.clone()), inc_hint_set));
+    let mut cur = base;
+    for _ in 0..n {
+        if cur.schema > inc.schema {
+            return Err(format!("error combining histograms: cannot merge from schema {} to {}", inc.schema, cur.schema));
+        }
+        // Upstream `histogramsSeries`: an incompatible increment is an error of the script.
+        let r = if sub { crate::engine::hist::math::sub(&mut cur, &inc) } else { crate::engine::hist::math::add(&mut cur, &inc) };
+        if let Err(e) = r {
+            return Err(format!("error combining histograms: {e:?}"));
+        }
+        out.push(Point::Histogram(Box::new(cur.clone()), inc_hint_set));
+    }
+    Ok(())
+}
+
+/// One `{{key:value ...}}` literal (upstream `buildHistogramFromMap`): the histogram, whether it set
+/// `counter_reset_hint`, and the text after `}}`.
+fn parse_histogram(s: &str) -> Result<(FloatHistogram, bool, &str), String> {
+    let body_start = s.strip_prefix("{{").ok_or_else(|| format!("expected histogram at {s:?}"))?;
+    let end = body_start.find("}}").ok_or_else(|| format!("unterminated histogram {s:?}"))?;
+    let body = &body_start[..end];
+    let rest = &body_start[end + 2..];
+    let mut h = FloatHistogram::default();
+    let mut hint_set = false;
+    let (mut buckets, mut offset, mut n_buckets, mut n_offset) = (Vec::new(), 0i32, Vec::new(), 0i32);
+    let mut seen: Vec<String> = Vec::new();
+    let b = body.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= b.len() {
+            break;
+        }
+        let ks = i;
+        while i < b.len() && b[i] != b':' {
+            i += 1;
+        }
+        let key = body[ks..i].trim().to_string();
+        i += 1;
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let vs = i;
+        if i < b.len() && b[i] == b'[' {
+            while i < b.len() && b[i] != b']' {
+                i += 1;
+            }
+            i += 1;
+        } else {
+            while i < b.len() && !b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+        }
+        let val = body.get(vs..i.min(b.len())).unwrap_or("").trim();
+        if seen.contains(&key) {
+            return Err(format!("duplicate key \"{key}\" in histogram"));
+        }
+        seen.push(key.clone());
+        let num = |v: &str| parse_number(v).ok_or_else(|| format!("error parsing {key} number: {v}"));
+        let int = |v: &str| v.parse::<i32>().map_err(|_| format!("error parsing {key} number: {v}"));
+        let list = |v: &str| -> Result<Vec<f64>, String> {
+            let inner = v.strip_prefix('[').and_then(|v| v.strip_suffix(']')).ok_or_else(|| format!("error parsing {key}: {v}"))?;
+            inner.split_whitespace().map(|x| parse_number(x).ok_or_else(|| format!("error parsing {key}: {v}"))).collect()
+        };
+        match key.as_str() {
+            "schema" => h.schema = int(val)?,
+            "sum" => h.sum = num(val)?,
+            "count" => h.count = num(val)?,
+            "z_bucket" => h.zero_count = num(val)?,
+            "z_bucket_w" => h.zero_threshold = num(val)?,
+            "custom_values" => h.custom_values = list(val)?,
+            "buckets" => buckets = list(val)?,
+            "offset" => offset = int(val)?,
+            "n_buckets" => n_buckets = list(val)?,
+            "n_offset" => n_offset = int(val)?,
+            "counter_reset_hint" => {
+                hint_set = true;
+                h.counter_reset_hint = match val {
+                    "unknown" => CounterResetHint::Unknown,
+                    "reset" => CounterResetHint::CounterReset,
+                    "not_reset" => CounterResetHint::NotCounterReset,
+                    "gauge" => CounterResetHint::Gauge,
+                    _ => return Err(format!("error parsing counter_reset_hint: {val}")),
+                }
+            }
+            _ => return Err(format!("unexpected histogram description key {key:?}")),
+        }
+    }
+    if !buckets.is_empty() {
+        h.positive_spans = vec![Span::new(offset, buckets.len() as u32)];
+        h.positive_buckets = buckets;
+    }
+    if !n_buckets.is_empty() {
+        h.negative_spans = vec![Span::new(n_offset, n_buckets.len() as u32)];
+        h.negative_buckets = n_buckets;
+    }
+    Ok((h, hint_set, rest))
 }
 
 /// Splits a leading number (with sign, exponent, Inf/NaN) off `s`.
@@ -773,7 +894,29 @@ mod tests {
         let s = parse_series("{} 3").expect("parses");
         assert!(s.labels.is_empty());
         let s = parse_series("m {{schema:0 sum:1 count:2}}x2 {{schema:0}}").expect("parses");
-        assert_eq!(s.points, vec![Point::Histogram; 4]);
+        assert_eq!(s.points.len(), 4);
+        assert!(s.points.iter().all(|p| matches!(p, Point::Histogram(..))));
+    }
+
+    #[test]
+    fn histogram_literals_as_build_histogram_from_map() {
+        let p = parse_points(
+            "{{schema:1 sum:3 count:22 z_bucket:2 z_bucket_w:0.5 buckets:[5 10 7] offset:-1 n_buckets:[1] n_offset:2 counter_reset_hint:gauge}}",
+        )
+        .expect("parses");
+        let Point::Histogram(h, hint_set) = &p[0] else { panic!("histogram expected") };
+        assert!(*hint_set);
+        assert_eq!((h.schema, h.sum, h.count, h.zero_count, h.zero_threshold), (1, 3.0, 22.0, 2.0, 0.5));
+        assert_eq!(h.positive_spans, vec![Span::new(-1, 3)]);
+        assert_eq!(h.positive_buckets, vec![5.0, 10.0, 7.0]);
+        assert_eq!((h.negative_spans.clone(), h.negative_buckets.clone()), (vec![Span::new(2, 1)], vec![1.0]));
+        assert_eq!(h.counter_reset_hint, CounterResetHint::Gauge);
+        // `+` adds the increment N times after the base; `xN` repeats; `{{}}` is the empty histogram.
+        let p = parse_points("{{sum:1 count:1 buckets:[1]}}+{{sum:2 count:2 buckets:[2]}}x2 {{}}x1").expect("parses");
+        let counts: Vec<f64> = p.iter().map(|p| if let Point::Histogram(h, _) = p { h.count } else { -1.0 }).collect();
+        assert_eq!(counts, vec![1.0, 3.0, 5.0, 0.0, 0.0]);
+        assert!(parse_points("{{schema:0 schema:1}}").is_err(), "duplicate key");
+        assert!(parse_points("{{sum:1 custom_values:[1 2] schema:-53}}+{{schema:0 sum:1}}x1").is_err(), "schema mismatch");
     }
 
     #[test]

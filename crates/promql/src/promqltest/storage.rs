@@ -1,6 +1,7 @@
 //! [`MemStorage`]: an in-memory [`Queryable`] for the runner and tests. Series are held as real XOR chunks
-//! (at most 120 samples each, like Prometheus' head) spread over shards by `labels.shard(n)`, so the
-//! engine's decode path and its per-shard parallel path are the ones production uses.
+//! (at most 120 samples each, like Prometheus' head) and float-histogram chunks (cut where upstream's
+//! appender cuts them), spread over shards by `labels.shard(n)`, so the engine's decode path and its
+//! per-shard parallel path are the ones production uses.
 
 use bytes::Bytes;
 use std::sync::Arc;
@@ -66,6 +67,81 @@ impl MemStorage {
                 data: Bytes::from(data),
             });
         }
+    }
+
+    /// Adds float histograms (sorted by time, newer than anything already added for the series) as
+    /// float-histogram chunks, cut where upstream's appender cuts them (counter resets, layout
+    /// changes); the chunks' counter-reset headers are the appender's, so reading them back gives
+    /// upstream's hints. A sample that cannot be encoded is refused with the encoder's reason.
+    pub fn add_float_histograms(
+        &mut self,
+        labels: Labels,
+        samples: &[(i64, tessera_model::FloatHistogram)],
+    ) -> Result<(), String> {
+        if samples.is_empty() {
+            return Ok(());
+        }
+        let chunks = tessera_encoding::encode_float_histograms(samples).map_err(|e| e.to_string())?;
+        let pos = self.series_pos(labels);
+        let shards = Arc::make_mut(&mut self.shards);
+        let (shard, p) = pos;
+        for data in chunks {
+            let mut it = tessera_encoding::FloatHistogramIter::new(&data);
+            let (mut mint, mut maxt) = (i64::MAX, i64::MIN);
+            while let Ok(Some((t, _))) = it.next_histogram() {
+                mint = mint.min(t);
+                maxt = maxt.max(t);
+            }
+            shards[shard][p].chunks.push(ChunkRef {
+                mint_ms: mint,
+                maxt_ms: maxt,
+                encoding: ChunkEncoding::FloatHistogram,
+                data: Bytes::from(data),
+            });
+        }
+        Ok(())
+    }
+
+    /// [`MemStorage::add_float_histograms`] for integer histograms: integer-histogram chunks (encoding
+    /// 2), as Prometheus' head writes scraped histograms.
+    pub fn add_histograms(&mut self, labels: Labels, samples: &[(i64, tessera_model::Histogram)]) -> Result<(), String> {
+        if samples.is_empty() {
+            return Ok(());
+        }
+        let chunks = tessera_encoding::encode_histograms(samples).map_err(|e| e.to_string())?;
+        let (shard, p) = self.series_pos(labels);
+        let shards = Arc::make_mut(&mut self.shards);
+        for data in chunks {
+            let mut it = tessera_encoding::HistogramIter::new(&data);
+            let (mut mint, mut maxt) = (i64::MAX, i64::MIN);
+            while let Ok(Some((t, _))) = it.next_histogram() {
+                mint = mint.min(t);
+                maxt = maxt.max(t);
+            }
+            shards[shard][p].chunks.push(ChunkRef {
+                mint_ms: mint,
+                maxt_ms: maxt,
+                encoding: ChunkEncoding::Histogram,
+                data: Bytes::from(data),
+            });
+        }
+        Ok(())
+    }
+
+    /// The (shard, index) of a series, inserting it when new.
+    fn series_pos(&mut self, labels: Labels) -> (usize, usize) {
+        let shards = Arc::make_mut(&mut self.shards);
+        let n = shards.len();
+        let si = labels.shard(n);
+        let shard = &mut shards[si];
+        let pos = match shard.binary_search_by(|s| s.labels.cmp(&labels)) {
+            Ok(p) => p,
+            Err(p) => {
+                shard.insert(p, MemSeries { labels, chunks: Vec::new() });
+                p
+            }
+        };
+        (si, pos)
     }
 
     pub fn series_count(&self) -> usize {
