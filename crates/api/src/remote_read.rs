@@ -38,7 +38,7 @@ use axum::response::{IntoResponse, Response};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tessera_model::{ChunkEncoding, HistogramValue, Queryable, SelectHints};
+use tessera_model::{ChunkEncoding, Queryable, SelectHints};
 use tessera_protocol::histogram_wire::to_prompb;
 use tessera_protocol::prompb;
 use tessera_protocol::remote_read::{
@@ -180,24 +180,18 @@ fn samples(db: &Db, queries: &[ReadQuery], sample_limit: usize) -> Result<Vec<u8
             buf.clear();
             hists.clear();
             for c in &s.chunks {
-                match c.encoding {
-                    ChunkEncoding::Histogram | ChunkEncoding::FloatHistogram => {
-                        if c.maxt_ms < q.start_ms || c.mint_ms > q.end_ms {
-                            continue;
-                        }
-                        let in_range = |t: i64| t >= q.start_ms && t <= q.end_ms;
-                        if c.encoding == ChunkEncoding::Histogram {
-                            let mut v = Vec::new();
-                            tessera_encoding::decode_histogram_into(&c.data, &mut v).map_err(QueryError::internal)?;
-                            hists.extend(v.into_iter().filter(|(t, _)| in_range(*t)).map(|(t, h)| to_prompb(t, &HistogramValue::Int(h))));
-                        } else {
-                            let mut v = Vec::new();
-                            tessera_encoding::decode_float_histogram_into(&c.data, &mut v).map_err(QueryError::internal)?;
-                            hists.extend(v.into_iter().filter(|(t, _)| in_range(*t)).map(|(t, h)| to_prompb(t, &HistogramValue::Float(h))));
-                        }
+                if c.encoding.is_histogram() {
+                    if c.maxt_ms < q.start_ms || c.mint_ms > q.end_ms {
+                        continue;
                     }
-                    _ => tessera_encoding::decode_chunk_range_into(c, q.start_ms, q.end_ms, &mut buf)
-                        .map_err(QueryError::internal)?,
+                    let mut v = Vec::new();
+                    tessera_encoding::decode_histogram_samples_into(c, &mut v).map_err(QueryError::internal)?;
+                    // The remote-read protocol has no start timestamps: they stay behind.
+                    hists.extend(
+                        v.into_iter().filter(|s| s.t >= q.start_ms && s.t <= q.end_ms).map(|s| to_prompb(s.t, &s.h)),
+                    );
+                } else {
+                    tessera_encoding::decode_chunk_range_into(c, q.start_ms, q.end_ms, &mut buf).map_err(QueryError::internal)?;
                 }
             }
             // Histograms count toward the limit as samples do (upstream `ToQueryResult`).
@@ -256,9 +250,12 @@ fn stream(
             let mut conv_err = None;
             let (start, end) = (q.start_ms, q.end_ms);
             let chunks = s.chunks.iter().flat_map(|c| {
-                // Prometheus' own encodings (XOR, integer and float histograms) leave as stored.
-                let pieces = if matches!(c.encoding, ChunkEncoding::Xor | ChunkEncoding::Histogram | ChunkEncoding::FloatHistogram) {
+                // Prometheus' own encodings (XOR, integer and float histograms) leave as stored; the ST
+                // histogram chunks as their leading plain chunk (a slice, the STs left behind).
+                let pieces = if c.encoding == ChunkEncoding::Xor {
                     Ok(vec![c.clone()])
+                } else if c.encoding.is_histogram() {
+                    tessera_encoding::prometheus_histogram_chunk(c).map(|p| p.into_iter().collect())
                 } else {
                     tessera_encoding::to_xor_chunks(c, XOR_CHUNK_SAMPLES)
                 };

@@ -13,7 +13,8 @@
 //! - [`histogram`] / [`float_histogram`]: Prometheus' native-histogram chunks (`ChunkEncoding::Histogram`
 //!   and `FloatHistogram`), byte for byte, with the appender's layout decisions ([`HistogramEncoder`],
 //!   [`FloatHistogramEncoder`], [`AppendDecision`], [`HistogramIter`], [`FloatHistogramIter`]);
-//!   [`histogram_meta`] holds what both share (header bits, layout block, bucket-layout arithmetic).
+//!   [`histogram_meta`] holds what both share (header bits, layout block, bucket-layout arithmetic);
+//!   [`histogram_st`] wraps them with a start-timestamp column (`HistogramSt`, `FloatHistogramSt`).
 //! - [`decode_chunk_range_into`]: decode any [`tessera_model::ChunkRef`] by its encoding byte;
 //!   [`decode_chunk_range_st_into`] also returns start timestamps (0 for encodings without them);
 //!   [`to_xor_chunks`] turns any float chunk into Prometheus XOR chunks (remote read).
@@ -32,6 +33,7 @@ mod error;
 pub mod float_histogram;
 pub mod histogram;
 pub mod histogram_meta;
+pub mod histogram_st;
 mod varbit;
 pub mod varint;
 pub mod xor;
@@ -48,6 +50,10 @@ pub use histogram::{
     encode_histograms,
 };
 pub use histogram_meta::{CounterResetHeader, HISTOGRAM_HEADER_BYTES};
+pub use histogram_st::{
+    FloatHistogramStEncoder, HistogramStEncoder, decode_float_histogram_st_into, decode_histogram_samples_into,
+    decode_histogram_st_into, prometheus_histogram_chunk, split_st_chunk,
+};
 pub use xor::{
     XOR_HEADER_BYTES, XorEncoder, XorIter, decode_xor_into, decode_xor_range_into, encode_xor, for_each_xor_sample,
 };

@@ -27,6 +27,8 @@ const ENCODINGS: &[ChunkEncoding] = &[
     ChunkEncoding::FloatHistogram,
     ChunkEncoding::Dense,
     ChunkEncoding::XorSt,
+    ChunkEncoding::HistogramSt,
+    ChunkEncoding::FloatHistogramSt,
 ];
 
 fn samples() -> impl Strategy<Value = Vec<Sample>> {
@@ -74,6 +76,24 @@ fn chunk(enc: ChunkEncoding, s: &[Sample], st_seed: i64) -> ChunkRef {
             let h: Vec<_> = hists().map(|(t, h)| (t, h.to_float())).collect();
             encode_float_histograms(&h).expect("valid histograms").swap_remove(0)
         }
+        ChunkEncoding::HistogramSt | ChunkEncoding::FloatHistogramSt => {
+            // One appender; the first chunk it fills (the generator may make it ask for a new one).
+            let float = enc == ChunkEncoding::FloatHistogramSt;
+            let mut hi = tessera_encoding::HistogramStEncoder::new();
+            let mut fl = tessera_encoding::FloatHistogramStEncoder::new();
+            for (i, (t, h)) in hists().enumerate() {
+                let st = if i % 3 == 0 { 0 } else { t - st_seed.rem_euclid(1 << 20) };
+                let next = if float {
+                    matches!(fl.append(t, st, &h.to_float(), None).expect("valid"), tessera_encoding::Appended::NewChunk(_))
+                } else {
+                    matches!(hi.append(t, st, &h, None).expect("valid"), tessera_encoding::Appended::NewChunk(_))
+                };
+                if next {
+                    break;
+                }
+            }
+            if float { fl.bytes().to_vec() } else { hi.bytes().to_vec() }
+        }
         ChunkEncoding::Dense => encode_dense_always(s),
         ChunkEncoding::XorSt => {
             let sts: Vec<i64> = s.iter().enumerate().map(|(i, x)| if i % 3 == 0 { 0 } else { x.t - st_seed.rem_euclid(1 << 20) }).collect();
@@ -95,6 +115,15 @@ fn exercise(c: &ChunkRef) {
         match decode_chunk_range_st_into(c, lo, hi, &mut out, &mut sts) {
             Ok(()) => assert_eq!(out.len(), sts.len(), "one start timestamp per sample"),
             Err(_) => assert!(out.len() == 1 && sts.len() == 1, "output touched on error"),
+        }
+    }
+    if c.encoding.is_histogram() {
+        let mut out = vec![tessera_model::HistogramSample::new(1, tessera_model::HistogramValue::Int(Histogram::default()))];
+        if tessera_encoding::decode_histogram_samples_into(c, &mut out).is_err() {
+            assert_eq!(out.len(), 1, "output touched on error");
+        }
+        if let Ok(Some(p)) = tessera_encoding::prometheus_histogram_chunk(c) {
+            let _ = tessera_encoding::decode_histogram_samples_into(&p, &mut Vec::new());
         }
     }
     for max in [0, 1, 120, usize::MAX] {

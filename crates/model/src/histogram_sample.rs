@@ -16,11 +16,18 @@ pub enum HistogramValue {
 pub struct HistogramSample {
     pub t: i64,
     pub h: HistogramValue,
+    /// Start timestamp (remote write 2.0's `start_timestamp`, ms; 0 = unset).
+    pub st: i64,
 }
 
 impl HistogramSample {
     pub fn new(t: i64, h: HistogramValue) -> Self {
-        Self { t, h }
+        Self { t, h, st: 0 }
+    }
+
+    /// A sample with a start timestamp.
+    pub fn with_st(t: i64, st: i64, h: HistogramValue) -> Self {
+        Self { t, h, st }
     }
 }
 

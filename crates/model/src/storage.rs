@@ -33,6 +33,11 @@ pub enum ChunkEncoding {
     /// series written with start timestamps (remote write 2.0 `start_timestamp`, OTel cumulative/delta
     /// metrics). Not a Prometheus encoding: remote read converts it to XOR (the wire format has no `st`).
     XorSt = 0x41,
+    /// Prometheus' integer histogram chunk followed by a start-timestamp column
+    /// (`tessera_encoding::histogram_st`). Remote read sends its prefix, a plain `Histogram` chunk.
+    HistogramSt = 0x42,
+    /// The same for float histograms.
+    FloatHistogramSt = 0x43,
 }
 
 impl ChunkEncoding {
@@ -43,8 +48,20 @@ impl ChunkEncoding {
             3 => Some(Self::FloatHistogram),
             0x40 => Some(Self::Dense),
             0x41 => Some(Self::XorSt),
+            0x42 => Some(Self::HistogramSt),
+            0x43 => Some(Self::FloatHistogramSt),
             _ => None,
         }
+    }
+
+    /// Whether chunks of this encoding hold native histograms.
+    pub fn is_histogram(self) -> bool {
+        matches!(self, Self::Histogram | Self::FloatHistogram | Self::HistogramSt | Self::FloatHistogramSt)
+    }
+
+    /// Whether chunks of this encoding hold float (not integer) native histograms.
+    pub fn is_float_histogram(self) -> bool {
+        matches!(self, Self::FloatHistogram | Self::FloatHistogramSt)
     }
 }
 

@@ -69,12 +69,13 @@ fn read_doubles(r: &mut Reader<'_>, tag: u32, wt: u8, out: &mut Vec<f64>) -> Res
     Ok(())
 }
 
-/// Decodes one `prometheus.Histogram` message: its timestamp and value.
-pub(crate) fn read_histogram(buf: &[u8]) -> Result<(i64, HistogramValue), WireError> {
+/// Decodes one `prometheus.Histogram` message: its timestamp, start timestamp (2.0's field 17 when
+/// `v2`; 1.0 has no such field, skipped like any unknown one) and value.
+pub(crate) fn read_histogram(buf: &[u8], v2: bool) -> Result<(i64, i64, HistogramValue), WireError> {
     let mut r = Reader::new(buf);
     let (mut count_int, mut count_float, mut is_float) = (0u64, 0f64, false);
     let (mut zero_int, mut zero_float) = (0u64, 0f64);
-    let (mut sum, mut schema, mut zero_threshold, mut hint, mut t) = (0f64, 0i32, 0f64, 0u64, 0i64);
+    let (mut sum, mut schema, mut zero_threshold, mut hint, mut t, mut st) = (0f64, 0i32, 0f64, 0u64, 0i64, 0i64);
     let (mut p_spans, mut n_spans) = (Vec::new(), Vec::new());
     let (mut p_deltas, mut n_deltas) = (Vec::new(), Vec::new());
     let (mut p_counts, mut n_counts, mut custom) = (Vec::new(), Vec::new(), Vec::new());
@@ -131,6 +132,10 @@ pub(crate) fn read_histogram(buf: &[u8]) -> Result<(i64, HistogramValue), WireEr
                 t = r.varint()? as i64;
             }
             (16, wt) => read_doubles(&mut r, 16, wt, &mut custom)?,
+            (17, wt) if v2 => {
+                r.expect_wt(17, wt, WT_VARINT)?;
+                st = r.varint()? as i64;
+            }
             (tag, wt) => r.skip(tag, wt)?,
         }
     }
@@ -165,7 +170,7 @@ pub(crate) fn read_histogram(buf: &[u8]) -> Result<(i64, HistogramValue), WireEr
             custom_values: custom,
         })
     };
-    Ok((t, h))
+    Ok((t, st, h))
 }
 
 /// Upstream's validation (`Histogram.Validate` / `FloatHistogram.Validate`), its error text.
@@ -197,6 +202,7 @@ pub fn to_prompb(t: i64, h: &HistogramValue) -> crate::prompb::Histogram {
             reset_hint: h.counter_reset_hint as i32,
             timestamp: t,
             custom_values: h.custom_values.clone(),
+            start_timestamp: 0,
         },
         HistogramValue::Float(h) => prompb::Histogram {
             count: Some(prompb::histogram::Count::CountFloat(h.count)),
@@ -213,6 +219,7 @@ pub fn to_prompb(t: i64, h: &HistogramValue) -> crate::prompb::Histogram {
             reset_hint: h.counter_reset_hint as i32,
             timestamp: t,
             custom_values: h.custom_values.clone(),
+            start_timestamp: 0,
         },
     }
 }
@@ -253,17 +260,20 @@ mod tests {
         for (t, h) in [(-5i64, HistogramValue::Int(ih)), (1_700_000_000_000, HistogramValue::Float(fh))] {
             let mut buf = Vec::new();
             encode_histogram(&mut buf, t, &h);
-            assert_eq!(read_histogram(&buf), Ok((t, h.clone())));
+            assert_eq!(read_histogram(&buf, true), Ok((t, 0, h.clone())));
             assert_eq!(validate(&h), Ok(()));
         }
     }
 
     #[test]
     fn a_histogram_without_count_is_integer_and_bad_bytes_are_errors() {
-        assert!(matches!(read_histogram(&[]), Ok((0, HistogramValue::Int(_)))));
+        assert!(matches!(read_histogram(&[], false), Ok((0, 0, HistogramValue::Int(_)))));
         // Field 12 (positive deltas) with the fixed64 wire type.
-        assert!(read_histogram(&[0x61, 1, 2, 3, 4, 5, 6, 7, 8]).is_err());
+        assert!(read_histogram(&[0x61, 1, 2, 3, 4, 5, 6, 7, 8], false).is_err());
         // A truncated packed field.
-        assert!(read_histogram(&[0x62, 5, 1]).is_err());
+        assert!(read_histogram(&[0x62, 5, 1], false).is_err());
+        // Field 17 (2.0's start timestamp) is read in 2.0 and skipped in 1.0.
+        assert!(matches!(read_histogram(&[0x88, 0x01, 42], true), Ok((0, 42, _))));
+        assert!(matches!(read_histogram(&[0x88, 0x01, 42], false), Ok((0, 0, _))));
     }
 }

@@ -89,6 +89,9 @@ pub struct Histogram {
     pub timestamp: i64,
     #[prost(double, repeated, tag = "16")]
     pub custom_values: Vec<f64>,
+    /// Remote write 2.0's `start_timestamp` (ms; 0 = unset). Not in 1.0's message: 1.0 readers skip it.
+    #[prost(int64, tag = "17")]
+    pub start_timestamp: i64,
 }
 
 pub mod histogram {

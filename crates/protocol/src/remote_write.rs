@@ -626,9 +626,9 @@ impl<'a> WriteRequestRef<'a> {
 
     /// Keeps a decoded histogram of the series being read if it passes upstream's validation;
     /// otherwise counts it in `bad` (with the first reason).
-    fn push_histogram(&mut self, t: i64, h: HistogramValue, bad: &mut (u64, Option<String>)) {
+    fn push_histogram(&mut self, (t, st, h): (i64, i64, HistogramValue), bad: &mut (u64, Option<String>)) {
         match validate_histogram(&h) {
-            Ok(()) => self.hists.push(HistogramSample { t, h }),
+            Ok(()) => self.hists.push(HistogramSample::with_st(t, st, h)),
             Err(reason) => {
                 bad.0 += 1;
                 bad.1.get_or_insert(reason);
@@ -922,8 +922,7 @@ fn decode_v1<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                         }
                         (4, wt) => {
                             ts.expect_wt(4, wt, WT_LEN)?;
-                            let (t, h) = read_histogram(ts.bytes()?)?;
-                            out.push_histogram(t, h, &mut bad_hists);
+                            out.push_histogram(read_histogram(ts.bytes()?, false)?, &mut bad_hists);
                             histograms += 1;
                         }
                         (tag, wt) => ts.skip(tag, wt)?,
@@ -1046,8 +1045,7 @@ fn decode_v2<'a>(buf: &'a [u8], limits: &Limits) -> Result<WriteRequestRef<'a>, 
                 }
                 (3, wt) => {
                     ts.expect_wt(3, wt, WT_LEN).map_err(werr)?;
-                    let (t, h) = read_histogram(ts.bytes().map_err(werr)?).map_err(werr)?;
-                    out.push_histogram(t, h, &mut bad_hists);
+                    out.push_histogram(read_histogram(ts.bytes().map_err(werr)?, true).map_err(werr)?, &mut bad_hists);
                     histograms += 1;
                 }
                 (4, wt) => {
@@ -1183,14 +1181,16 @@ fn uvarint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
-/// Each histogram's `prometheus.Histogram` message body.
-fn encode_histogram_bodies(hists: &[HistogramSample]) -> Vec<Vec<u8>> {
+/// Each histogram's `prometheus.Histogram` message body; with `v2`, its start timestamp too.
+fn encode_histogram_bodies(hists: &[HistogramSample], v2: bool) -> Vec<Vec<u8>> {
     hists
         .iter()
         .map(|h| {
-            let mut b = Vec::new();
-            crate::histogram_wire::encode_histogram(&mut b, h.t, &h.h);
-            b
+            let mut m = crate::histogram_wire::to_prompb(h.t, &h.h);
+            if v2 {
+                m.start_timestamp = h.st;
+            }
+            m.encode_to_vec()
         })
         .collect()
 }
@@ -1282,7 +1282,7 @@ impl V1Builder {
 
     /// Appends one `TimeSeries` with float samples, native histograms and exemplars.
     pub fn add_series_full(&mut self, labels: &Labels, samples: &[Sample], hists: &[HistogramSample], exemplars: &[Exemplar]) {
-        let hist_bodies = encode_histogram_bodies(hists);
+        let hist_bodies = encode_histogram_bodies(hists, false);
         let ex_bodies: Vec<Vec<u8>> = exemplars
             .iter()
             .map(|e| {
@@ -1443,7 +1443,7 @@ impl V2Builder {
         hists: &[HistogramSample],
         exemplars: &[Exemplar],
     ) {
-        let hist_bodies = encode_histogram_bodies(hists);
+        let hist_bodies = encode_histogram_bodies(hists, true);
         let mut ex_bodies: Vec<Vec<u8>> = Vec::with_capacity(exemplars.len());
         for e in exemplars {
             let mut refs = Vec::new();

@@ -267,3 +267,46 @@ fn the_streamed_frame_of_histogram_chunks_is_byte_exact_with_prometheus() {
     assert_eq!(&body[..], &want_frame[..]);
     let _ = prompb::ChunkedReadResponse::decode(&got_frame[got_frame.len() - r.encoded_len()..]).expect("decodes");
 }
+
+#[test]
+fn start_timestamps_of_histograms_are_stored_and_remote_read_sends_plain_chunks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &[]);
+    let l = tessera_model::labels!("__name__" => "otel_latency", "job" => "x");
+    let t0 = 1_700_000_000_000i64;
+    let hs: Vec<HistogramSample> = (0..5u64)
+        .map(|i| {
+            let h = Histogram {
+                count: i + 1,
+                sum: i as f64,
+                positive_spans: vec![Span::new(0, 1)],
+                positive_buckets: vec![i as i64 + 1],
+                ..Histogram::default()
+            };
+            HistogramSample::with_st(t0 + i as i64 * 15_000, t0 - 60_000, HistogramValue::Int(h))
+        })
+        .collect();
+    let mut ws = WriteSeries::new(l.clone(), vec![]);
+    ws.histogram_samples = hs.clone();
+    let (status, written, text) = post_write(&s, rw::compress(&rw::encode_v2(&[ws], &[])), CT_V2);
+    assert_eq!((status, written.as_deref()), (204, Some("5")), "{text}");
+    let ms: Vec<Matcher> = l.iter().map(|x| Matcher::new(MatchOp::Equal, &x.name, &x.value).expect("m")).collect();
+    let body = read(&s, true, &ms);
+    let r = FrameReader::new(&body, 1 << 20).next_response().expect("frame").expect("valid");
+    let c = &r.chunked_series[0].chunks[0];
+    // A plain Prometheus histogram chunk: exactly what Prometheus' encoder writes for these samples.
+    assert_eq!(c.r#type, 2);
+    let plain: Vec<(i64, Histogram)> = hs
+        .iter()
+        .map(|h| match &h.h {
+            HistogramValue::Int(x) => (h.t, x.clone()),
+            HistogramValue::Float(_) => unreachable!(),
+        })
+        .collect();
+    assert_eq!(c.data, tessera_encoding::encode_histograms(&plain).expect("valid").swap_remove(0));
+    // After a restart (WAL replay), the same plain chunk (storage keeps the STs: crates/tsdb/tests/histograms.rs).
+    let s = s.restart(true);
+    let body = read(&s, true, &ms);
+    let r = FrameReader::new(&body, 1 << 20).next_response().expect("frame").expect("valid");
+    assert_eq!(r.chunked_series[0].chunks[0].data, c.data);
+}

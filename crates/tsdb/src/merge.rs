@@ -15,10 +15,10 @@
 //! kind's chunks (histogram runs as upstream's appender would cut them).
 
 use tessera_encoding::{
-    decode_chunk_range_st_into, decode_float_histogram_into, decode_histogram_into, encode_float_histograms,
-    encode_histograms, encode_xor, encode_xor_st,
+    Appended, FloatHistogramEncoder, FloatHistogramStEncoder, HistogramAppendError, HistogramEncoder, HistogramStEncoder,
+    decode_chunk_range_st_into, decode_histogram_samples_into, encode_xor, encode_xor_st,
 };
-use tessera_model::{ChunkEncoding, ChunkRef, FloatHistogram, Histogram, HistogramSample, HistogramValue, Sample};
+use tessera_model::{ChunkEncoding, ChunkRef, HistogramSample, HistogramValue, Sample};
 
 use crate::error::{Error, Result};
 use crate::head::SAMPLES_PER_CHUNK;
@@ -48,13 +48,7 @@ pub(crate) fn finalize_chunks_st(
         }
         let sts = if extra_sts.len() == extra.len() { extra_sts } else { &[] };
         vals.extend(extra.iter().enumerate().map(|(i, s)| (s.t, AnyVal::F(s.v, sts.get(i).copied().unwrap_or(0)))));
-        vals.extend(extra_hists.iter().map(|s| {
-            let v = match &s.h {
-                HistogramValue::Int(h) => AnyVal::H(h.clone()),
-                HistogramValue::Float(h) => AnyVal::FH(h.clone()),
-            };
-            (s.t, v)
-        }));
+        vals.extend(extra_hists.iter().map(|s| (s.t, AnyVal::H(s.clone()))));
         return merge_any(vals, deleted, SAMPLES_PER_CHUNK);
     }
     let mut samples: Vec<Sample> = Vec::new();
@@ -98,12 +92,12 @@ pub(crate) fn finalize_chunks_st(
 pub(crate) enum AnyVal {
     /// A float and its start timestamp (0 = unset).
     F(f64, i64),
-    H(Histogram),
-    FH(FloatHistogram),
+    /// A native histogram (integer or float) with its start timestamp.
+    H(HistogramSample),
 }
 
 pub(crate) fn is_histogram(e: ChunkEncoding) -> bool {
-    matches!(e, ChunkEncoding::Histogram | ChunkEncoding::FloatHistogram)
+    e.is_histogram()
 }
 
 fn corrupt(c: &ChunkRef, e: tessera_encoding::ChunkError) -> Error {
@@ -117,29 +111,31 @@ fn corrupt(c: &ChunkRef, e: tessera_encoding::ChunkError) -> Error {
 
 /// Appends every sample of `c`, whatever its encoding, to `out`.
 pub(crate) fn decode_any(c: &ChunkRef, out: &mut Vec<(i64, AnyVal)>) -> Result<()> {
-    match c.encoding {
-        ChunkEncoding::Histogram => {
-            let mut v = Vec::new();
-            decode_histogram_into(&c.data, &mut v).map_err(|e| corrupt(c, e))?;
-            out.extend(v.into_iter().map(|(t, h)| (t, AnyVal::H(h))));
-        }
-        ChunkEncoding::FloatHistogram => {
-            let mut v = Vec::new();
-            decode_float_histogram_into(&c.data, &mut v).map_err(|e| corrupt(c, e))?;
-            out.extend(v.into_iter().map(|(t, h)| (t, AnyVal::FH(h))));
-        }
-        _ => {
-            let (mut v, mut sts) = (Vec::new(), Vec::new());
-            decode_chunk_range_st_into(c, i64::MIN, i64::MAX, &mut v, &mut sts).map_err(|e| corrupt(c, e))?;
-            out.extend(v.into_iter().zip(sts).map(|(s, st)| (s.t, AnyVal::F(s.v, st))));
-        }
+    if c.encoding.is_histogram() {
+        let mut v = Vec::new();
+        decode_histogram_samples_into(c, &mut v).map_err(|e| corrupt(c, e))?;
+        out.extend(v.into_iter().map(|s| (s.t, AnyVal::H(s))));
+    } else {
+        let (mut v, mut sts) = (Vec::new(), Vec::new());
+        decode_chunk_range_st_into(c, i64::MIN, i64::MAX, &mut v, &mut sts).map_err(|e| corrupt(c, e))?;
+        out.extend(v.into_iter().zip(sts).map(|(s, st)| (s.t, AnyVal::F(s.v, st))));
     }
     Ok(())
 }
 
+/// The run a value belongs to: floats, integer histograms, float histograms.
+fn run_kind(v: &AnyVal) -> u8 {
+    match v {
+        AnyVal::F(..) => 0,
+        AnyVal::H(s) if !s.h.is_float() => 1,
+        AnyVal::H(_) => 2,
+    }
+}
+
 /// Sorts `vals` by time (stable: of equal timestamps the first pushed wins and the rest are dropped),
 /// removes the samples inside `deleted`, and encodes each run of one kind in that kind's chunks: floats
-/// as XOR/XorSt chunks of at most `per_chunk` samples, histograms as upstream's appender cuts them.
+/// as XOR/XorSt chunks of at most `per_chunk` samples, histograms as upstream's appender cuts them (in
+/// the ST histogram encodings when a sample of the run has a start timestamp).
 pub(crate) fn merge_any(mut vals: Vec<(i64, AnyVal)>, deleted: &[Interval], per_chunk: usize) -> Result<Vec<ChunkRef>> {
     vals.sort_by_key(|v| v.0);
     vals.dedup_by_key(|v| v.0);
@@ -149,59 +145,76 @@ pub(crate) fn merge_any(mut vals: Vec<(i64, AnyVal)>, deleted: &[Interval], per_
     let mut out = Vec::new();
     let mut i = 0;
     while i < vals.len() {
-        let kind = std::mem::discriminant(&vals[i].1);
-        let j = i + vals[i..].iter().take_while(|v| std::mem::discriminant(&v.1) == kind).count();
+        let kind = run_kind(&vals[i].1);
+        let j = i + vals[i..].iter().take_while(|v| run_kind(&v.1) == kind).count();
         let run = &vals[i..j];
-        match &run[0].1 {
-            AnyVal::F(..) => {
-                let (samples, sts): (Vec<Sample>, Vec<i64>) = run
-                    .iter()
-                    .map(|(t, v)| match v {
-                        AnyVal::F(f, st) => (Sample::new(*t, *f), *st),
-                        _ => unreachable!("one kind per run"),
-                    })
-                    .unzip();
-                out.extend(encode_chunks_st_sized(&samples, &sts, per_chunk));
-            }
-            AnyVal::H(_) => {
-                let hs: Vec<(i64, Histogram)> = run
-                    .iter()
-                    .map(|(t, v)| match v {
-                        AnyVal::H(h) => (*t, h.clone()),
-                        _ => unreachable!("one kind per run"),
-                    })
-                    .collect();
-                let chunks = encode_histograms(&hs).map_err(|e| Error::Other(format!("re-encoding histograms: {e}")))?;
-                push_runs(&mut out, ChunkEncoding::Histogram, chunks, hs.iter().map(|h| h.0));
-            }
-            AnyVal::FH(_) => {
-                let hs: Vec<(i64, FloatHistogram)> = run
-                    .iter()
-                    .map(|(t, v)| match v {
-                        AnyVal::FH(h) => (*t, h.clone()),
-                        _ => unreachable!("one kind per run"),
-                    })
-                    .collect();
-                let chunks =
-                    encode_float_histograms(&hs).map_err(|e| Error::Other(format!("re-encoding histograms: {e}")))?;
-                push_runs(&mut out, ChunkEncoding::FloatHistogram, chunks, hs.iter().map(|h| h.0));
-            }
+        if kind == 0 {
+            let (samples, sts): (Vec<Sample>, Vec<i64>) = run
+                .iter()
+                .map(|(t, v)| match v {
+                    AnyVal::F(f, st) => (Sample::new(*t, *f), *st),
+                    AnyVal::H(_) => unreachable!("one kind per run"),
+                })
+                .unzip();
+            out.extend(encode_chunks_st_sized(&samples, &sts, per_chunk));
+        } else {
+            let hs: Vec<&HistogramSample> = run
+                .iter()
+                .map(|(_, v)| match v {
+                    AnyVal::H(s) => s,
+                    AnyVal::F(..) => unreachable!("one kind per run"),
+                })
+                .collect();
+            encode_histogram_run(&hs, &mut out).map_err(|e| Error::Other(format!("re-encoding histograms: {e}")))?;
         }
         i = j;
     }
     Ok(out)
 }
 
-/// Turns encoded histogram chunks (each starting with its u16 sample count) of samples at `times`
-/// into chunk refs with their time bounds.
-fn push_runs(out: &mut Vec<ChunkRef>, encoding: ChunkEncoding, chunks: Vec<Vec<u8>>, times: impl Iterator<Item = i64>) {
-    let times: Vec<i64> = times.collect();
-    let mut at = 0usize;
-    for data in chunks {
-        let n = usize::from(u16::from_be_bytes([data[0], data[1]])).max(1);
-        let (mint, maxt) = (times[at.min(times.len() - 1)], times[(at + n - 1).min(times.len() - 1)]);
-        at += n;
-        out.push(ChunkRef { mint_ms: mint, maxt_ms: maxt, encoding, data: bytes::Bytes::from(data) });
+/// Encodes a run of histograms of one kind (time-sorted) as a series' head would: one appender, a new
+/// chunk wherever it asks for one; in the ST encodings when some sample has a start timestamp.
+fn encode_histogram_run(run: &[&HistogramSample], out: &mut Vec<ChunkRef>) -> std::result::Result<(), HistogramAppendError> {
+    fn go<E: Clone>(
+        run: &[&HistogramSample],
+        out: &mut Vec<ChunkRef>,
+        encoding: ChunkEncoding,
+        new: impl Fn() -> E,
+        append: impl Fn(&mut E, &HistogramSample) -> std::result::Result<Appended<E>, HistogramAppendError>,
+        bytes: impl Fn(&E) -> &[u8],
+    ) -> std::result::Result<(), HistogramAppendError> {
+        let mut cur = new();
+        let (mut mint, mut last) = (run[0].t, run[0].t);
+        for s in run {
+            if let Appended::NewChunk(next) = append(&mut cur, s)? {
+                let done = std::mem::replace(&mut cur, next);
+                out.push(ChunkRef { mint_ms: mint, maxt_ms: last, encoding, data: bytes::Bytes::copy_from_slice(bytes(&done)) });
+                mint = s.t;
+            }
+            last = s.t;
+        }
+        out.push(ChunkRef { mint_ms: mint, maxt_ms: last, encoding, data: bytes::Bytes::copy_from_slice(bytes(&cur)) });
+        Ok(())
+    }
+    let with_st = run.iter().any(|s| s.st != 0);
+    let float = run[0].h.is_float();
+    match (float, with_st) {
+        (false, false) => go(run, out, ChunkEncoding::Histogram, HistogramEncoder::new, |e, s| match &s.h {
+            HistogramValue::Int(h) => e.append(s.t, h, None),
+            HistogramValue::Float(_) => unreachable!("one kind per run"),
+        }, |e| e.bytes()),
+        (true, false) => go(run, out, ChunkEncoding::FloatHistogram, FloatHistogramEncoder::new, |e, s| match &s.h {
+            HistogramValue::Float(h) => e.append(s.t, h, None),
+            HistogramValue::Int(_) => unreachable!("one kind per run"),
+        }, |e| e.bytes()),
+        (false, true) => go(run, out, ChunkEncoding::HistogramSt, HistogramStEncoder::new, |e, s| match &s.h {
+            HistogramValue::Int(h) => e.append(s.t, s.st, h, None),
+            HistogramValue::Float(_) => unreachable!("one kind per run"),
+        }, |e| e.bytes()),
+        (true, true) => go(run, out, ChunkEncoding::FloatHistogramSt, FloatHistogramStEncoder::new, |e, s| match &s.h {
+            HistogramValue::Float(h) => e.append(s.t, s.st, h, None),
+            HistogramValue::Int(_) => unreachable!("one kind per run"),
+        }, |e| e.bytes()),
     }
 }
 

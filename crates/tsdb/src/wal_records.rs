@@ -15,7 +15,8 @@
 //! type 3 Tombstones : n:uvar { ref:uvar mint:zz maxt:zz }
 //! type 4 BatchSt    : as type 2, each group followed by has_st:u8 (0 or 1) and, when 1,
 //!                     { st - previous st:zz }*n (the first against 0)
-//! type 5 BatchHist  : as type 4, then nhgroups:uvar { ref:uvar n:uvar { t:zz hist }*n }
+//! type 5 BatchHist  : as type 4, then nhgroups:uvar { ref:uvar n:uvar { t:zz hist }*n has_st:u8
+//!                     [ { st - previous st:zz }*n when has_st = 1 ] }
 //! hist := kind:u8 (1 integer, 2 float) hint:u8 schema:zz zero_threshold:u64le
 //!         count zero_count (uvar each for integer, u64le bits for float) sum:u64le
 //!         npos_spans:uvar { offset:zz length:uvar } nneg_spans:uvar { … }
@@ -224,6 +225,16 @@ impl<'b> BatchEncoder<'b> {
             for s in samples {
                 put_varint(b, s.t);
                 put_histogram(b, &s.h);
+            }
+            if samples.iter().any(|s| s.st != 0) {
+                b.push(1);
+                let mut prev = 0i64;
+                for s in samples {
+                    put_varint(b, s.st.wrapping_sub(prev));
+                    prev = s.st;
+                }
+            } else {
+                b.push(0);
             }
         }
         b.len()
@@ -573,7 +584,18 @@ pub fn decode(rec: &[u8]) -> Result<Record, DecodeError> {
                     let mut samples = Vec::with_capacity(n);
                     for _ in 0..n {
                         let t = d.varint()?;
-                        samples.push(HistogramSample { t, h: d.histogram()? });
+                        samples.push(HistogramSample::new(t, d.histogram()?));
+                    }
+                    match d.u8()? {
+                        0 => {}
+                        1 => {
+                            let mut st = 0i64;
+                            for s in samples.iter_mut() {
+                                st = st.wrapping_add(d.varint()?);
+                                s.st = st;
+                            }
+                        }
+                        _ => return Err(d.err("start timestamp flag is neither 0 nor 1")),
                     }
                     hists.push(HistogramGroup { series_ref, samples });
                 }
@@ -714,7 +736,7 @@ mod tests {
             custom_values: vec![0.1, 1.0],
             ..FloatHistogram::default()
         };
-        vec![HistogramSample::new(-7, HistogramValue::Int(ih)), HistogramSample::new(i64::MAX, HistogramValue::Float(fh))]
+        vec![HistogramSample::with_st(-7, 5, HistogramValue::Int(ih)), HistogramSample::new(i64::MAX, HistogramValue::Float(fh))]
     }
 
     #[test]

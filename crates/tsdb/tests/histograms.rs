@@ -28,20 +28,18 @@ fn read(db: &std::sync::Arc<Db>, l: &Labels, mint: i64, maxt: i64) -> (Vec<Got>,
     let mut out = Vec::new();
     for c in &s.chunks {
         match c.encoding {
-            ChunkEncoding::Histogram => {
+            e if e.is_histogram() => {
                 let mut v = Vec::new();
-                tessera_encoding::decode_histogram_into(&c.data, &mut v).expect("decodes");
-                out.extend(v.into_iter().map(|(t, mut h)| {
-                    h.counter_reset_hint = CounterResetHint::Unknown;
-                    Got::H(t, h)
-                }));
-            }
-            ChunkEncoding::FloatHistogram => {
-                let mut v = Vec::new();
-                tessera_encoding::decode_float_histogram_into(&c.data, &mut v).expect("decodes");
-                out.extend(v.into_iter().map(|(t, mut h)| {
-                    h.counter_reset_hint = CounterResetHint::Unknown;
-                    Got::FH(t, h)
+                tessera_encoding::decode_histogram_samples_into(c, &mut v).expect("decodes");
+                out.extend(v.into_iter().map(|s| match s.h {
+                    HistogramValue::Int(mut h) => {
+                        h.counter_reset_hint = CounterResetHint::Unknown;
+                        Got::H(s.t, h)
+                    }
+                    HistogramValue::Float(mut h) => {
+                        h.counter_reset_hint = CounterResetHint::Unknown;
+                        Got::FH(s.t, h)
+                    }
                 }));
             }
             _ => {
@@ -393,4 +391,49 @@ mod hostile {
             prop_assert_eq!(format!("{:?}", normalise(got)), format!("{:?}", normalise(expected(&samples))));
         }
     }
+}
+
+/// Start timestamps of every histogram sample of the series, in time order.
+fn sts_of(db: &std::sync::Arc<Db>, l: &Labels) -> (Vec<i64>, Vec<ChunkEncoding>) {
+    let q = db.querier(i64::MIN, i64::MAX).expect("querier");
+    let ms: Vec<_> = l.iter().map(|x| eq(&x.name, &x.value)).collect();
+    let s = q.select(&ms, &SelectHints::default()).expect("select").next().expect("series").expect("ok");
+    let mut v = Vec::new();
+    for c in &s.chunks {
+        tessera_encoding::decode_histogram_samples_into(c, &mut v).expect("decodes");
+    }
+    (v.iter().map(|h| h.st).collect(), s.chunks.iter().map(|c| c.encoding).collect())
+}
+
+#[test]
+fn start_timestamps_of_histograms_are_stored_through_wal_blocks_compaction_and_deletion() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(1)).expect("open");
+    let l = labels!("__name__" => "h");
+    // 5 samples without ST, then STs: the open chunk converts, later chunks keep the ST kind.
+    let v: Vec<HistogramSample> = (0..60)
+        .map(|i| HistogramSample::with_st(i * 50, if i < 5 { 0 } else { 1 + i / 20 }, HistogramValue::Int(ih(i as u64 % 40))))
+        .collect();
+    let mut app = db.appender();
+    app.add_histograms(l.clone(), v.clone());
+    app.commit().expect("commit");
+    let want: Vec<i64> = v.iter().map(|s| s.st).collect();
+    let check = |db: &std::sync::Arc<Db>, what: &str| {
+        let (sts, encs) = sts_of(db, &l);
+        assert_eq!(sts, want, "{what}");
+        assert!(encs.iter().all(|e| *e == ChunkEncoding::HistogramSt), "{what}: {encs:?}");
+        assert_eq!(normalise(read(db, &l, i64::MIN, i64::MAX).0), normalise(expected(&v)), "{what}");
+    };
+    check(&db, "head");
+    drop(db);
+    let db = Db::open(dir.path(), opts(1)).expect("reopen");
+    check(&db, "replayed");
+    db.flush().expect("flush");
+    check(&db, "blocks");
+    db.compact().expect("compact");
+    check(&db, "compacted");
+    db.delete(1000, 1999, &[eq("__name__", "h")]).expect("delete");
+    let (sts, _) = sts_of(&db, &l);
+    let want_del: Vec<i64> = v.iter().filter(|s| !(1000..=1999).contains(&s.t)).map(|s| s.st).collect();
+    assert_eq!(sts, want_del, "re-encoded around a deletion");
 }

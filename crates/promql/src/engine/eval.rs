@@ -725,7 +725,7 @@ fn decode_series(
     hbuf.clear();
     let with_st = want_st && chunks.iter().any(|c| c.encoding == tessera_model::ChunkEncoding::XorSt);
     for c in chunks {
-        if matches!(c.encoding, tessera_model::ChunkEncoding::Histogram | tessera_model::ChunkEncoding::FloatHistogram) {
+        if c.encoding.is_histogram() {
             decode_histogram_chunk(c, mint, maxt, hbuf)?;
             if buf.len() + hbuf.len() > limit {
                 return Err(EngineError::TooManySamples("query execution".into()));
@@ -756,6 +756,10 @@ fn decode_histogram_chunk(c: &tessera_model::ChunkRef, mint: i64, maxt: i64, out
         return Ok(());
     }
     let err = |e: tessera_encoding::ChunkError| EngineError::Storage(e.to_string());
+    // ST histogram chunks are read through their leading plain chunk (the engine does not use the
+    // start timestamps of histogram samples yet).
+    let plain = tessera_encoding::prometheus_histogram_chunk(c).map_err(err)?;
+    let c = plain.as_ref().unwrap_or(c);
     if c.encoding == tessera_model::ChunkEncoding::Histogram {
         let mut it = tessera_encoding::HistogramIter::new(&c.data);
         while let Some((t, h)) = it.next_histogram().map_err(err)? {
@@ -1084,9 +1088,7 @@ pub fn select_fold<S: Send>(
                     return Ok(state);
                 }
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-                if s.chunks.iter().any(|c| {
-                    matches!(c.encoding, tessera_model::ChunkEncoding::Histogram | tessera_model::ChunkEncoding::FloatHistogram)
-                }) {
+                if s.chunks.iter().any(|c| c.encoding.is_histogram()) {
                     saw_hist.store(true, Ordering::Relaxed);
                     return Ok(state);
                 }

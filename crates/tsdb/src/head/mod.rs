@@ -32,7 +32,10 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use bytes::Bytes;
-use tessera_encoding::{Appended, FloatHistogramEncoder, HistogramAppendError, HistogramEncoder, XorEncoder, XorStEncoder};
+use tessera_encoding::{
+    Appended, FloatHistogramEncoder, FloatHistogramStEncoder, HistogramAppendError, HistogramEncoder, HistogramStEncoder,
+    XorEncoder, XorStEncoder,
+};
 use tessera_model::{ChunkEncoding, ChunkRef, HistogramSample, HistogramValue, Labels, Sample};
 
 use crate::appender::RejectReason;
@@ -69,6 +72,9 @@ pub(crate) enum OpenChunk {
     XorSt(Box<XorStEncoder>),
     Histogram(Box<HistogramEncoder>),
     FloatHistogram(Box<FloatHistogramEncoder>),
+    /// Histogram chunks with a start-timestamp column, once the series has carried an ST.
+    HistogramSt(Box<HistogramStEncoder>),
+    FloatHistogramSt(Box<FloatHistogramStEncoder>),
 }
 
 impl OpenChunk {
@@ -80,6 +86,8 @@ impl OpenChunk {
             OpenChunk::XorSt(e) => e.bytes(),
             OpenChunk::Histogram(e) => e.bytes(),
             OpenChunk::FloatHistogram(e) => e.bytes(),
+            OpenChunk::HistogramSt(e) => e.bytes(),
+            OpenChunk::FloatHistogramSt(e) => e.bytes(),
         }
     }
 
@@ -90,12 +98,14 @@ impl OpenChunk {
             OpenChunk::XorSt(_) => ChunkEncoding::XorSt,
             OpenChunk::Histogram(_) => ChunkEncoding::Histogram,
             OpenChunk::FloatHistogram(_) => ChunkEncoding::FloatHistogram,
+            OpenChunk::HistogramSt(_) => ChunkEncoding::HistogramSt,
+            OpenChunk::FloatHistogramSt(_) => ChunkEncoding::FloatHistogramSt,
         }
     }
 
     #[inline]
     fn is_histogram(&self) -> bool {
-        matches!(self, OpenChunk::Histogram(_) | OpenChunk::FloatHistogram(_))
+        self.encoding().is_histogram()
     }
 
     /// Empties the chunk, keeping its encoding (and, for float chunks, its buffer).
@@ -105,15 +115,38 @@ impl OpenChunk {
             OpenChunk::XorSt(e) => e.clear(),
             OpenChunk::Histogram(e) => **e = HistogramEncoder::new(),
             OpenChunk::FloatHistogram(e) => **e = FloatHistogramEncoder::new(),
+            OpenChunk::HistogramSt(e) => **e = HistogramStEncoder::new(),
+            OpenChunk::FloatHistogramSt(e) => **e = FloatHistogramStEncoder::new(),
         }
     }
 
-    /// An empty chunk of the kind `h` goes into.
-    fn for_histogram(h: &HistogramValue) -> Self {
-        match h {
-            HistogramValue::Int(_) => OpenChunk::Histogram(Box::default()),
-            HistogramValue::Float(_) => OpenChunk::FloatHistogram(Box::default()),
+    /// An empty chunk of the kind `h` goes into (with an ST column when `st`).
+    fn for_histogram(h: &HistogramValue, st: bool) -> Self {
+        match (h, st) {
+            (HistogramValue::Int(_), false) => OpenChunk::Histogram(Box::default()),
+            (HistogramValue::Float(_), false) => OpenChunk::FloatHistogram(Box::default()),
+            (HistogramValue::Int(_), true) => OpenChunk::HistogramSt(Box::new(HistogramStEncoder::new())),
+            (HistogramValue::Float(_), true) => OpenChunk::FloatHistogramSt(Box::new(FloatHistogramStEncoder::new())),
         }
+    }
+
+    /// Whether this chunk holds samples of `h`'s kind.
+    fn fits(&self, h: &HistogramValue) -> bool {
+        match h {
+            HistogramValue::Int(_) => matches!(self, OpenChunk::Histogram(_) | OpenChunk::HistogramSt(_)),
+            HistogramValue::Float(_) => matches!(self, OpenChunk::FloatHistogram(_) | OpenChunk::FloatHistogramSt(_)),
+        }
+    }
+
+    /// Turns a plain histogram chunk into the ST kind with the same samples (ST 0). No-op otherwise.
+    #[cold]
+    fn make_histogram_st(&mut self) {
+        let taken = std::mem::replace(self, OpenChunk::Xor(XorEncoder::new()));
+        *self = match taken {
+            OpenChunk::Histogram(e) => OpenChunk::HistogramSt(Box::new(HistogramStEncoder::from_plain(*e))),
+            OpenChunk::FloatHistogram(e) => OpenChunk::FloatHistogramSt(Box::new(FloatHistogramStEncoder::from_plain(*e))),
+            other => other,
+        };
     }
 
     #[inline(always)]
@@ -122,7 +155,7 @@ impl OpenChunk {
             OpenChunk::Xor(e) => e.append(t, v),
             OpenChunk::XorSt(e) => e.append(t, st, v),
             // `append_st` switches a histogram chunk to XOR before appending a float.
-            OpenChunk::Histogram(_) | OpenChunk::FloatHistogram(_) => debug_assert!(false, "float appended to a histogram chunk"),
+            _ => debug_assert!(false, "float appended to a histogram chunk"),
         }
     }
 
@@ -250,11 +283,22 @@ impl MemSeries {
     /// on new buckets and starts a new chunk on a counter reset or a layout change, with the header
     /// upstream gives it; the previous chunk informs the header of a chunk cut here. Returns whether a
     /// chunk was started; an error (bucket counts inconsistent with spans) leaves the series unchanged.
-    pub(crate) fn append_histogram(&mut self, t: i64, h: &HistogramValue, chunk_range: i64) -> Result<bool, HistogramAppendError> {
-        let same_kind = matches!(
-            (&self.open, h),
-            (OpenChunk::Histogram(_), HistogramValue::Int(_)) | (OpenChunk::FloatHistogram(_), HistogramValue::Float(_))
-        );
+    ///
+    /// Start timestamps (`st`, 0 = unset) as for floats: a series' first ST ≠ 0 converts its open histogram
+    /// chunk to the ST kind (its samples keep ST 0, nothing is cut), and its later histogram chunks in this
+    /// head are of the ST kind too.
+    pub(crate) fn append_histogram(
+        &mut self,
+        t: i64,
+        st: i64,
+        h: &HistogramValue,
+        chunk_range: i64,
+    ) -> Result<bool, HistogramAppendError> {
+        if st != 0 && matches!(self.open, OpenChunk::Histogram(_) | OpenChunk::FloatHistogram(_)) {
+            self.open.make_histogram_st();
+        }
+        let st_kind = matches!(self.open, OpenChunk::HistogramSt(_) | OpenChunk::FloatHistogramSt(_)) || st != 0;
+        let same_kind = self.open.fits(h);
         let n = self.open_n as usize;
         let cut = n > 0
             && (!same_kind
@@ -264,7 +308,7 @@ impl MemSeries {
         // The chunk before the sample's, when it is cut here: it decides the new chunk's header.
         let mut prev: Option<OpenChunk> = None;
         if cut {
-            let fresh = OpenChunk::for_histogram(h);
+            let fresh = OpenChunk::for_histogram(h, st_kind);
             let old = std::mem::replace(&mut self.open, fresh);
             self.chunks.push(HeadChunk {
                 mint: self.open_mint,
@@ -275,7 +319,7 @@ impl MemSeries {
             self.open_n = 0;
             prev = Some(old);
         } else if !same_kind {
-            self.open = OpenChunk::for_histogram(h);
+            self.open = OpenChunk::for_histogram(h, st_kind);
             self.open_n = 0;
         }
         let mut created = self.open_n == 0;
@@ -297,6 +341,26 @@ impl MemSeries {
                 };
                 match e.append(t, h, p)? {
                     Appended::NewChunk(ne) => Some(OpenChunk::FloatHistogram(Box::new(ne))),
+                    _ => None,
+                }
+            }
+            (OpenChunk::HistogramSt(e), HistogramValue::Int(h)) => {
+                let p = match &prev {
+                    Some(OpenChunk::HistogramSt(p)) => Some(&**p),
+                    _ => None,
+                };
+                match e.append(t, st, h, p)? {
+                    Appended::NewChunk(ne) => Some(OpenChunk::HistogramSt(Box::new(ne))),
+                    _ => None,
+                }
+            }
+            (OpenChunk::FloatHistogramSt(e), HistogramValue::Float(h)) => {
+                let p = match &prev {
+                    Some(OpenChunk::FloatHistogramSt(p)) => Some(&**p),
+                    _ => None,
+                };
+                match e.append(t, st, h, p)? {
+                    Appended::NewChunk(ne) => Some(OpenChunk::FloatHistogramSt(Box::new(ne))),
                     _ => None,
                 }
             }
@@ -752,7 +816,7 @@ impl Head {
                 continue;
             }
             let before = ms.chunks.len();
-            match ms.append_histogram(s.t, &s.h, range) {
+            match ms.append_histogram(s.t, s.st, &s.h, range) {
                 Ok(c) => created += u64::from(c),
                 Err(e) => {
                     tracing::warn!(series = %ms.labels, t = s.t, error = %e, "histogram sample not stored");
