@@ -69,6 +69,7 @@ const ROTATION: &[Hostile] = &[
     Hostile::ProtobufGarbage,
     Hostile::Empty,
     Hostile::WrongType,
+    Hostile::BadHistograms,
     Hostile::Oversize,
 ];
 
@@ -86,6 +87,8 @@ enum Hostile {
     WrongType,
     Oversize,
     Bomb,
+    /// Valid and invalid native histograms and over-long exemplars in one request.
+    BadHistograms,
 }
 
 pub struct Writer {
@@ -322,6 +325,39 @@ impl Writer {
             }
             Hostile::Empty => {
                 self.post_v2("write-empty", "empty body", &[400, 204], &[]);
+            }
+            Hostile::BadHistograms => {
+                use tessera_model::histogram::{Histogram, Span};
+                use tessera_model::{Exemplar, HistogramSample, HistogramValue};
+                let good = Histogram {
+                    count: 3,
+                    sum: 1.5,
+                    positive_spans: vec![Span::new(0, 2)],
+                    positive_buckets: vec![1, 1],
+                    ..Histogram::default()
+                };
+                // Count 9 is not the sum of the buckets; a span of 4 billion buckets with 2 buckets;
+                // an unknown schema.
+                let bad = [
+                    Histogram { count: 9, ..good.clone() },
+                    Histogram { positive_spans: vec![Span::new(i32::MAX, u32::MAX)], ..good.clone() },
+                    Histogram { schema: 99, ..good.clone() },
+                ];
+                let mut hs = vec![HistogramSample::new(t, HistogramValue::Int(good))];
+                hs.extend(bad.into_iter().enumerate().map(|(i, h)| HistogramSample::new(t + 1 + i as i64, HistogramValue::Int(h))));
+                let long = Exemplar { labels: Labels::from_pairs([("trace_id", "x".repeat(5000))]), value: 1.0, t };
+                let l = Labels::from_pairs([("__name__", "hostile_soak_histogram".to_string()), ("round", self.round.to_string())]);
+                self.v2.add_series_full(&l, &[], None, &[], &hs, &[long]);
+                self.v2.finish_into(&mut self.raw);
+                let body = compress(&self.raw);
+                let kind = "write-bad-histograms";
+                if let Some(resp) = self.post_v2(kind, "1 valid and 3 invalid histograms, a 5000-rune exemplar", &[400], &body) {
+                    let h = resp.header("X-Prometheus-Remote-Write-Histograms-Written").and_then(|v| v.parse::<u64>().ok());
+                    if h != Some(1) {
+                        self.rec.fail(format!("{kind}: histograms written {h:?}, expected 1: {}", snippet(&resp.body)));
+                    }
+                    self.expect_written(kind, &resp, 0, 0, "invalid histograms: 3 histogram samples were not written");
+                }
             }
             Hostile::V1Unsorted => {
                 // zeta, __name__, alpha: not sorted (so built with prost: `Labels` are sorted by

@@ -195,6 +195,32 @@ pub(crate) struct MemSeries {
     /// first; boxed like `ooo_st`).
     #[allow(clippy::box_collection)]
     pub ooo_hists: Option<Box<Vec<HistogramSample>>>,
+    /// Upstream's histogram chunk-cutting state (`memSeries.nextAt` and
+    /// `histogramChunkHasComputedEndTime`), allocated at the series' first histogram.
+    pub hist_cut: Option<Box<HistCut>>,
+}
+
+/// When the open histogram chunk is to be cut (see [`MemSeries::append_histogram`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HistCut {
+    next_at: i64,
+    computed: bool,
+}
+
+/// The end of the block-range window holding `t` (upstream `rangeForTimestamp`, Go's truncating
+/// division included).
+fn range_for_timestamp(t: i64, width: i64) -> i64 {
+    (t / width).saturating_mul(width).saturating_add(width)
+}
+
+/// Upstream `computeChunkEndTime`: an end for the chunk that makes the chunks left in its range equally
+/// full, assuming samples keep arriving at the rate seen so far (the chunk is `1/ratio_to_full` full).
+fn compute_chunk_end_time(start: i64, cur: i64, max_t: i64, ratio_to_full: f64) -> i64 {
+    let n = (max_t - start) as f64 / ((cur - start + 1) as f64 * ratio_to_full);
+    if n <= 1.0 {
+        return max_t;
+    }
+    (start as f64 + (max_t - start) as f64 / n.floor()) as i64
 }
 
 impl MemSeries {
@@ -211,6 +237,7 @@ impl MemSeries {
             ooo: Vec::new(),
             ooo_st: None,
             ooo_hists: None,
+            hist_cut: None,
         }
     }
 
@@ -277,12 +304,15 @@ impl MemSeries {
 
     /// Appends an in-order native-histogram sample (`t > last_t`, checked by the caller) as upstream's
     /// `memSeries.appendHistogram` / `appendFloatHistogram` do: a float chunk, or a histogram chunk of
-    /// the other kind, is closed first; a chunk is also cut at a block-range boundary and, once it holds
-    /// [`MIN_SAMPLES_PER_HISTOGRAM_CHUNK`] samples, at [`TARGET_BYTES_PER_HISTOGRAM_CHUNK`] bytes
-    /// (upstream's targets; its end-time prediction is not mirrored). The chunk encoder itself recodes
-    /// on new buckets and starts a new chunk on a counter reset or a layout change, with the header
-    /// upstream gives it; the previous chunk informs the header of a chunk cut here. Returns whether a
-    /// chunk was started; an error (bucket counts inconsistent with spans) leaves the series unchanged.
+    /// the other kind, is closed first; the open chunk is cut where upstream's
+    /// `histogramsAppendPreprocessor` cuts it (an end time predicted once the chunk holds a quarter of
+    /// [`TARGET_BYTES_PER_HISTOGRAM_CHUNK`], spreading the block range's chunks evenly; at twice the
+    /// target bytes; never below [`MIN_SAMPLES_PER_HISTOGRAM_CHUNK`] samples unless the block range
+    /// ends), so a series' chunks — and with them the bucket layouts its samples read back with — are
+    /// those of a Prometheus head fed the same samples. The chunk encoder itself recodes on new buckets
+    /// and starts a new chunk on a counter reset or a layout change, with the header upstream gives it;
+    /// the previous chunk informs the header of a chunk cut here. Returns whether a chunk was started. An
+    /// error (bucket counts inconsistent with spans, which validation refuses before) stores nothing.
     ///
     /// Start timestamps (`st`, 0 = unset) as for floats: a series' first ST ≠ 0 converts its open histogram
     /// chunk to the ST kind (its samples keep ST 0, nothing is cut), and its later histogram chunks in this
@@ -299,30 +329,46 @@ impl MemSeries {
         }
         let st_kind = matches!(self.open, OpenChunk::HistogramSt(_) | OpenChunk::FloatHistogramSt(_)) || st != 0;
         let same_kind = self.open.fits(h);
-        let n = self.open_n as usize;
-        let cut = n > 0
-            && (!same_kind
-                || t.div_euclid(chunk_range) != self.open_mint.div_euclid(chunk_range)
-                || (n >= MIN_SAMPLES_PER_HISTOGRAM_CHUNK && self.open.bytes().len() >= TARGET_BYTES_PER_HISTOGRAM_CHUNK)
-                || n >= usize::from(u16::MAX) - 1);
+        // Upstream's `histogramsAppendPreprocessor`: a chunk of the other kind (or none) is replaced by a
+        // fresh one; the open chunk is cut once the sample passes its predicted end (or the chunk holds
+        // twice the target bytes) and it holds the minimum samples, or when the block range ends.
+        let cut_state = **self.hist_cut.get_or_insert_with(|| Box::new(HistCut { next_at: i64::MIN, computed: false }));
+        let HistCut { mut next_at, mut computed } = cut_state;
         // The chunk before the sample's, when it is cut here: it decides the new chunk's header.
         let mut prev: Option<OpenChunk> = None;
-        if cut {
-            let fresh = OpenChunk::for_histogram(h, st_kind);
-            let old = std::mem::replace(&mut self.open, fresh);
-            self.chunks.push(HeadChunk {
-                mint: self.open_mint,
-                maxt: self.last_t,
-                data: Bytes::copy_from_slice(old.bytes()),
-                encoding: old.encoding(),
-            });
-            self.open_n = 0;
-            prev = Some(old);
-        } else if !same_kind {
-            self.open = OpenChunk::for_histogram(h, st_kind);
-            self.open_n = 0;
+        let mut created = false;
+        if self.open_n == 0 || !same_kind {
+            if self.open_n > 0 {
+                prev = Some(self.close_into_chunks(OpenChunk::for_histogram(h, st_kind)));
+            } else if !same_kind {
+                self.open = OpenChunk::for_histogram(h, st_kind);
+            }
+            created = true;
         }
-        let mut created = self.open_n == 0;
+        let n = self.open_n as usize;
+        let num_bytes = self.open.bytes().len();
+        if n == 0 {
+            self.open_mint = t;
+            next_at = range_for_timestamp(t, chunk_range);
+        }
+        let next_range_start = if computed { range_for_timestamp(self.open_mint, chunk_range) } else { next_at };
+        if !computed && num_bytes >= TARGET_BYTES_PER_HISTOGRAM_CHUNK / 4 {
+            let ratio = TARGET_BYTES_PER_HISTOGRAM_CHUNK as f64 / num_bytes as f64;
+            next_at = compute_chunk_end_time(self.open_mint, self.last_t, next_at, ratio);
+            computed = true;
+        }
+        if n > 0
+            && (((t >= next_at || num_bytes >= TARGET_BYTES_PER_HISTOGRAM_CHUNK * 2)
+                && (n >= MIN_SAMPLES_PER_HISTOGRAM_CHUNK || t >= next_range_start))
+                || n >= usize::from(u16::MAX) - 1)
+        {
+            prev = Some(self.close_into_chunks(OpenChunk::for_histogram(h, st_kind)));
+            self.open_mint = t;
+            created = true;
+        }
+        if created {
+            computed = false;
+        }
         let appended = match (&mut self.open, h) {
             (OpenChunk::Histogram(e), HistogramValue::Int(h)) => {
                 let p = match &prev {
@@ -367,24 +413,29 @@ impl MemSeries {
             _ => unreachable!("the open chunk was made to fit the sample"),
         };
         if let Some(next) = appended {
-            // Counter reset or layout change: the encoder started a new chunk holding the sample.
-            let old = std::mem::replace(&mut self.open, next);
-            self.chunks.push(HeadChunk {
-                mint: self.open_mint,
-                maxt: self.last_t,
-                data: Bytes::copy_from_slice(old.bytes()),
-                encoding: old.encoding(),
-            });
-            self.open_n = 0;
+            // Counter reset or layout change: the encoder started a new chunk holding the sample (its
+            // window's end is the next cut point; the computed-end flag stays, as upstream's does).
+            self.close_into_chunks(next);
+            self.open_mint = t;
+            next_at = range_for_timestamp(t, chunk_range);
             created = true;
         }
-        if self.open_n == 0 {
-            self.open_mint = t;
+        if let Some(c) = self.hist_cut.as_deref_mut() {
+            *c = HistCut { next_at, computed };
         }
         self.open_n += 1;
         self.last_t = t;
         self.last_bits = h.fingerprint();
         Ok(created)
+    }
+
+    /// Pushes the open chunk (with samples) onto the closed chunks and makes `next` the open one; returns
+    /// the closed chunk's encoder.
+    fn close_into_chunks(&mut self, next: OpenChunk) -> OpenChunk {
+        let old = std::mem::replace(&mut self.open, next);
+        self.chunks.push(HeadChunk { mint: self.open_mint, maxt: self.last_t, data: Bytes::copy_from_slice(old.bytes()), encoding: old.encoding() });
+        self.open_n = 0;
+        old
     }
 
     /// Inserts an out-of-order sample with its start timestamp (0 = unset); an existing sample at the same
