@@ -1,6 +1,7 @@
 //! Native histograms in the engine: the annotation texts upstream attaches to histogram evaluation
 //! (`util/annotations`), the histogram cases of the range functions ([`range_window`]: `histogramRate`,
-//! `instantValue`, the `*_over_time` family, `changes`/`resets`), of anchored and smoothed ranges
+//! `instantValue`, the `*_over_time` family, `changes`/`resets`, with the histograms' start timestamps
+//! where upstream uses them), of anchored and smoothed ranges
 //! ([`extended_histogram_rate`], [`smoothed_histogram`]), the Kahan-compensated sums and means shared by
 //! `sum`/`avg` and `sum_over_time`/`avg_over_time` ([`HistKahan`]), the counter-reset hints upstream's
 //! `HistogramStatsIterator` derives below `histogram_count`/`_sum`/`_avg` ([`histogram_stats_selectors`],
