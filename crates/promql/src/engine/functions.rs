@@ -1371,11 +1371,18 @@ fn eval_extended_range_function(
     let is_counter = matches!(name, "rate" | "increase");
     let ext_eff: Vec<i64> = eff.iter().map(|e| e + ahead).collect();
     let window = Some((&ext_eff[..], range + lb + ahead));
-    let mut out = super::eval::select_map_h(ctx, vs, lo.saturating_sub(range).saturating_sub(lb) + 1, hi.saturating_add(ahead), hints, window, n, |labels, samples, hs| {
-        let samples: Vec<Sample> = samples.iter().copied().filter(|s| !tessera_model::is_stale_nan(s.v)).collect();
-        if !hs.is_empty() {
-            let hs: Vec<HPoint> = hs.iter().filter(|p| !p.h.is_stale()).cloned().collect();
-            return extended_with_histograms(ctx, name, labels, &samples, &hs, &eff, &ext_eff, range, range + lb + ahead, smoothed, n);
+    // Upstream hands start timestamps to anchored windows too; of the functions allowed here only
+    // `funcResets` reads them (`extendedRate`/`extendedHistogramRate` do not).
+    let want_st = ctx.opts.use_start_timestamps && name == "resets";
+    let mint = lo.saturating_sub(range).saturating_sub(lb) + 1;
+    let mut out = super::eval::select_map_st(ctx, vs, mint, hi.saturating_add(ahead), hints, want_st, window, n, |labels, samples, sts, hs| {
+        let (samples, fsts) = super::eval::drop_stale(samples, sts.floats);
+        if !hs.is_empty() || !fsts.is_empty() {
+            // Histograms, or floats with start timestamps for `resets`: upstream `funcResets` over the
+            // raw samples from `pickFirstSampleIndices` on.
+            let (hs, hsts) = super::eval::drop_stale_histograms(hs, sts.histograms);
+            let series = SeriesIn { labels, samples: &samples, sts: StartTimestamps { floats: &fsts, histograms: &hsts }, hists: &hs, drop: true };
+            return extended_with_histograms(ctx, name, series, &eff, &ext_eff, range, range + lb + ahead, smoothed, n);
         }
         let mut vals = vec![None; n];
         let mut any = false;
@@ -1403,17 +1410,16 @@ fn eval_extended_range_function(
     Ok(Val::Vector(out))
 }
 
-/// [`eval_extended_range_function`] for a series holding histograms: per step, the float and histogram
-/// samples of the extended window; rate/increase/delta as upstream `extrapolatedRate` dispatches them
-/// (a mix is dropped with a warning, histograms go to `extendedHistogramRate`), changes/resets from
-/// upstream `pickFirstSampleIndices` over both kinds.
+/// [`eval_extended_range_function`] for a series holding histograms (or, for `resets`, floats with
+/// start timestamps): per step, the float and histogram samples of the extended window; rate/increase/
+/// delta as upstream `extrapolatedRate` dispatches them (a mix is dropped with a warning, histograms go
+/// to `extendedHistogramRate`), changes/resets from upstream `pickFirstSampleIndices` over both kinds,
+/// resets with the samples' start timestamps.
 #[allow(clippy::too_many_arguments)]
 fn extended_with_histograms(
     ctx: &QueryCtx<'_>,
     name: &str,
-    labels: &Labels,
-    samples: &[Sample],
-    hs: &[HPoint],
+    series: SeriesIn<'_>,
     eff: &[i64],
     ext_eff: &[i64],
     range: i64,
@@ -1422,8 +1428,13 @@ fn extended_with_histograms(
     n: usize,
 ) -> Option<Series> {
     use super::hist;
+    let SeriesIn { labels, samples, sts, hists: hs, .. } = series;
     let metric = labels.metric_name();
     let is_counter = matches!(name, "rate" | "increase");
+    // `s[from..to]` of a start-timestamp slice, which may be empty.
+    fn st_slice(s: &[i64], from: usize, to: usize) -> &[i64] {
+        if s.is_empty() { s } else { &s[from..to] }
+    }
     let mut fwin: Vec<(usize, usize)> = vec![(0, 0); n];
     for_each_window_idx(samples, ext_eff, ext_range, |lo, hi, i| fwin[i] = (lo, hi));
     let mut vals: Vec<Option<f64>> = vec![None; n];
@@ -1450,10 +1461,13 @@ fn extended_with_histograms(
                 }
             }
             _ => {
-                let f: Vec<Sample> = f.iter().copied().filter(|p| p.t <= end).collect();
-                let h: Vec<HPoint> = h.iter().filter(|p| p.t <= end).cloned().collect();
-                if let Some((fi, hi)) = hist::pick_first_sample_indices(&f, &h, start) {
-                    vals[i] = hist::changes_or_resets_from(&f[fi..], &h[hi..], name == "resets");
+                let f_end = lo + f.partition_point(|p| p.t <= end);
+                let h_end = hlo + h.partition_point(|p| p.t <= end);
+                let (f, h) = (&samples[lo..f_end], &hs[hlo..h_end]);
+                let (fsts, hsts) = (st_slice(sts.floats, lo, f_end), st_slice(sts.histograms, hlo, h_end));
+                if let Some((fi, hi)) = hist::pick_first_sample_indices(f, h, start) {
+                    let (fsts, hsts) = (st_slice(fsts, fi, fsts.len()), st_slice(hsts, hi, hsts.len()));
+                    vals[i] = hist::changes_or_resets_from(&f[fi..], fsts, &h[hi..], hsts, name == "resets");
                 }
             }
         }

@@ -897,9 +897,11 @@ pub fn pick_first_sample_indices(f: &[Sample], h: &[HPoint], start: i64) -> Opti
     })
 }
 
-/// `changes`/`resets` over a window of floats and histograms from the picked first samples.
-pub fn changes_or_resets_from(f: &[Sample], h: &[HPoint], resets: bool) -> Option<f64> {
-    match changes_or_resets(f, &[], h, &[], resets) {
+/// `changes`/`resets` over a window of floats and histograms from the picked first samples, with their
+/// start timestamps (`fsts`/`hsts` aligned with `f`/`h`, or empty; upstream `funcResets` reads them
+/// for anchored windows too).
+pub fn changes_or_resets_from(f: &[Sample], fsts: &[i64], h: &[HPoint], hsts: &[i64], resets: bool) -> Option<f64> {
+    match changes_or_resets(f, fsts, h, hsts, resets) {
         HOut::F(v) => Some(v),
         _ => None,
     }

@@ -26,7 +26,8 @@
 //! samples — XorSt chunks' for floats, HistogramSt/FloatHistogramSt chunks' for histograms, handed
 //! around as [`eval::StartTimestamps`] like upstream's `StartTimestamps{Floats, Histograms}` — and use
 //! them for counter resets, for the left edge of a window and for the overlap warning (upstream
-//! `extrapolatedRate` and `histogramRate`, `instantValue`, `funcResets`); `start_timestamp(selector)`
+//! `extrapolatedRate` and `histogramRate`, `instantValue`, `funcResets`, which reads them over an
+//! `anchored` window as well); `start_timestamp(selector)`
 //! returns the start timestamp of the float or histogram sample the lookback picks. Only those paths
 //! ever decode a column; everything else reads XOR chunks as before and ST histogram chunks through
 //! their plain prefix.
