@@ -27,10 +27,9 @@
 //! around as [`eval::StartTimestamps`] like upstream's `StartTimestamps{Floats, Histograms}` — and use
 //! them for counter resets, for the left edge of a window and for the overlap warning (upstream
 //! `extrapolatedRate` and `histogramRate`, `instantValue`, `funcResets`, which reads them over an
-//! `anchored` window as well); `start_timestamp(selector)`
-//! returns the start timestamp of the float or histogram sample the lookback picks. Only those paths
-//! ever decode a column; everything else reads XOR chunks as before and ST histogram chunks through
-//! their plain prefix.
+//! `anchored` window as well); `start_timestamp(selector)` returns the start timestamp of the float or
+//! histogram sample the lookback picks. Only those paths ever decode a column; everything else reads
+//! XOR chunks as before and ST histogram chunks through their plain prefix.
 //!
 //! Native histograms: a step of a series holds a float or a histogram. [`eval::Series`] keeps its float
 //! column as before and gets a histogram column (`Option<Arc<FloatHistogram>>` per step) only when the
