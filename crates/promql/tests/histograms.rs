@@ -1,6 +1,7 @@
 //! Native histograms through the engine beyond the conformance scripts: integer-histogram chunks (the
 //! scripts load float histograms only), the sharded aggregation path falling back for histograms, the
-//! max-samples accounting of histograms, and mixes of floats and histograms.
+//! max-samples accounting of histograms, mixes of floats and histograms, and HistogramSt chunks built
+//! with the encoders (their start timestamps through rate/irate/increase/resets/start_timestamp).
 
 use tessera_model::{Histogram, Labels, Sample, Span};
 use tessera_promql::engine::{Engine, EngineError, EngineOptions, Value};
@@ -107,4 +108,126 @@ fn histogram_arithmetic_and_comparisons() {
     let r = e.instant(&st, "label_replace(h{id=\"a\"}, \"x\", \"y\", \"\", \"\")", 60_000).expect("runs");
     let Value::Vector(v) = r.value else { panic!("vector expected") };
     assert!(v[0].h.is_some() && v[0].labels.get("x") == "y");
+}
+
+/// One bucket (schema 0, bucket 0) holding all `c` observations, each of value 1.
+fn one_bucket(c: u64) -> Histogram {
+    Histogram { schema: 0, count: c, sum: c as f64, positive_spans: vec![Span::new(0, 1)], positive_buckets: vec![c as i64], ..Histogram::default() }
+}
+
+/// Integer-histogram chunks with start timestamps (`HistogramSt`), built with the encoder as the head
+/// builds them: `(t, st, count)` per sample, a new chunk at every `cut` index.
+fn st_chunks(samples: &[(i64, i64, u64)], cut: &[usize]) -> Vec<tessera_model::ChunkRef> {
+    use tessera_encoding::{Appended, HistogramStEncoder};
+    let mut out = Vec::new();
+    let mut done = |e: &HistogramStEncoder, lo: usize, hi: usize| {
+        out.push(tessera_model::ChunkRef {
+            mint_ms: samples[lo].0,
+            maxt_ms: samples[hi - 1].0,
+            encoding: tessera_model::ChunkEncoding::HistogramSt,
+            data: bytes::Bytes::copy_from_slice(e.bytes()),
+        });
+    };
+    let mut enc = HistogramStEncoder::new();
+    let mut first = 0;
+    for (i, &(t, st, c)) in samples.iter().enumerate() {
+        if cut.contains(&i) && i > first {
+            done(&enc, first, i);
+            enc = HistogramStEncoder::new();
+            first = i;
+        }
+        match enc.append(t, st, &one_bucket(c), None).expect("appends") {
+            Appended::NewChunk(_) => panic!("no cut expected inside the test data"),
+            Appended::InPlace | Appended::Recoded => {}
+        }
+    }
+    done(&enc, first, samples.len());
+    out
+}
+
+/// A cumulative counter histogram (OTel style) that started at 5 s and restarted at 65 s, scraped every
+/// 15 s: 10, 20, 30, 40 observations up to 60 s, then 50, 60, 70, 80 after the restart. The restart is
+/// visible only in the start timestamps (the counts keep rising), as with a process that restarted and
+/// caught up between two scrapes.
+fn restarted_counter() -> MemStorage {
+    let samples: Vec<(i64, i64, u64)> = (1..=8)
+        .map(|k| {
+            let t = k * 15_000;
+            let st = if k <= 4 { 5_000 } else { 65_000 };
+            (t, st, 10 * k as u64)
+        })
+        .collect();
+    let mut st = MemStorage::new(2);
+    st.add_chunks(labels("h_total", "a"), st_chunks(&samples, &[4]));
+    st
+}
+
+fn one_value(e: &Engine, st: &MemStorage, q: &str, t: i64) -> (Option<f64>, Option<f64>) {
+    let r = e.instant(st, q, t).expect("runs");
+    let Value::Vector(v) = r.value else { panic!("vector expected") };
+    match v.first() {
+        None => (None, None),
+        Some(s) => (Some(s.v), s.h.as_ref().map(|h| h.count)),
+    }
+}
+
+/// HistogramSt chunks built with the encoder (not through promqltest) give upstream's answers: with
+/// `use_start_timestamps`, `histogramRate` adds the value before a start-timestamp reset and
+/// `extrapolatedRate` starts from a zero histogram at the first sample's start time; without it, the
+/// same chunks read as plain histograms.
+#[test]
+fn histogram_st_chunks_give_upstreams_rates() {
+    let st = restarted_counter();
+    let on = Engine::new(EngineOptions { use_start_timestamps: true, ..Default::default() });
+    let off = Engine::default();
+    // On: increase over (0, 120 s] = 80 - 10, plus 40 lost at the restart, plus the first sample's 10
+    // counted from its start time at 5 s (inside the window, so no extrapolation to the left); the
+    // sampled interval 115 s equals the covered one, so the factor is 1: 40 + 80 = 120.
+    assert_eq!(one_value(&on, &st, "increase(h_total[2m])", 120_000).1, Some(120.0));
+    assert_eq!(one_value(&on, &st, "rate(h_total[2m])", 120_000).1, Some(1.0));
+    // Off: 70 over 105 s sampled, extrapolated 15 s to the left: 70 * 120 / 105 = 80.
+    let off_increase = one_value(&off, &st, "increase(h_total[2m])", 120_000).1.expect("a histogram");
+    assert!((off_increase - 80.0).abs() < 1e-9, "{off_increase}");
+    // irate across the restart: the last value over 15 s (a reset) on, the difference off.
+    let on_irate = one_value(&on, &st, "irate(h_total[1m])", 75_000).1.expect("a histogram");
+    assert!((on_irate - 50.0 / 15.0).abs() < 1e-9, "{on_irate}");
+    let off_irate = one_value(&off, &st, "irate(h_total[1m])", 75_000).1.expect("a histogram");
+    assert!((off_irate - 10.0 / 15.0).abs() < 1e-9, "{off_irate}");
+    assert_eq!(one_value(&on, &st, "resets(h_total[2m])", 120_000).0, Some(1.0));
+    assert_eq!(one_value(&off, &st, "resets(h_total[2m])", 120_000).0, Some(0.0));
+    // A single sample with its start time inside the window has an increase of its whole value; the
+    // window's start is exclusive, so a start time on it does not count.
+    assert_eq!(one_value(&on, &st, "increase(h_total[11s])", 15_000).1, Some(10.0));
+    assert_eq!(one_value(&on, &st, "increase(h_total[10s])", 15_000), (None, None));
+    assert_eq!(one_value(&off, &st, "increase(h_total[11s])", 15_000), (None, None));
+    // start_timestamp() returns the sample's start time, in seconds.
+    assert_eq!(one_value(&on, &st, "start_timestamp(h_total)", 120_000).0, Some(65.0));
+    assert_eq!(one_value(&off, &st, "start_timestamp(h_total)", 120_000), (None, None));
+    // A subquery carries no start timestamps: the plain answer.
+    let sq = one_value(&on, &st, "resets(h_total[2m:15s])", 120_000).0;
+    assert_eq!(sq, Some(0.0));
+}
+
+/// The start-timestamp column of a histogram chunk is decoded only when a start-timestamp path asks for
+/// it: a chunk whose column is broken still answers every other query, and fails only those.
+#[test]
+fn histogram_st_column_is_decoded_only_when_needed() {
+    let samples: Vec<(i64, i64, u64)> = (1..=4).map(|k| (k * 15_000, 5_000, 10 * k as u64)).collect();
+    let mut chunks = st_chunks(&samples, &[]);
+    // Break the column: one entry fewer than the samples (the trailer's inner length stays right).
+    let (inner, col) = tessera_encoding::split_st_chunk(&chunks[0].data).expect("splits");
+    let (inner_len, col_len) = (inner.len(), col.len());
+    let mut data = chunks[0].data[..inner_len + col_len - 1].to_vec();
+    data.extend_from_slice(&(inner_len as u32).to_be_bytes());
+    chunks[0].data = bytes::Bytes::from(data);
+    let mut st = MemStorage::new(1);
+    st.add_chunks(labels("h_total", "a"), chunks);
+    let on = Engine::new(EngineOptions { use_start_timestamps: true, ..Default::default() });
+    for q in ["h_total", "sum(h_total)", "histogram_count(h_total)", "delta(h_total[1m])", "count_over_time(h_total[1m])"] {
+        assert!(on.instant(&st, q, 60_000).is_ok(), "{q} reads the chunk through its plain prefix");
+    }
+    assert!(Engine::default().instant(&st, "rate(h_total[1m])", 60_000).is_ok(), "off: never decoded");
+    for q in ["rate(h_total[1m])", "irate(h_total[1m])", "increase(h_total[1m])", "resets(h_total[1m])", "start_timestamp(h_total)"] {
+        assert!(matches!(on.instant(&st, q, 60_000), Err(EngineError::Storage(_))), "{q} decodes the column");
+    }
 }

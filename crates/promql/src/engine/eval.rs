@@ -199,6 +199,15 @@ pub struct HPoint {
     pub h: Arc<FloatHistogram>,
 }
 
+/// Start timestamps aligned with one series' float and histogram samples (upstream `StartTimestamps`
+/// with its `Floats` and `Histograms`): each slice holds one start timestamp per sample (0: unknown),
+/// or is empty when no chunk of that kind carries them or they were not asked for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StartTimestamps<'a> {
+    pub floats: &'a [i64],
+    pub histograms: &'a [i64],
+}
+
 /// A histogram value column: one optional histogram per step.
 pub type HistCol = Vec<Option<Arc<FloatHistogram>>>;
 
@@ -583,9 +592,10 @@ pub fn select_map_h<T: Send + Held>(
     select_map_st(ctx, vs, mint, maxt, hints, false, window, slots_each, |l, s, _, h| f(l, s, h))
 }
 
-/// [`select_map`] that can also decode the start-timestamp column: with `want_st`, `f` gets one start
-/// timestamp per sample (0: unknown), or an empty slice when the series has none in the range; without it
-/// the column is never decoded and the slice is always empty (the hot path stays a plain XOR decode).
+/// [`select_map`] that can also decode the start-timestamp columns: with `want_st`, `f` gets one start
+/// timestamp per float sample and one per histogram sample (0: unknown), each slice empty when the
+/// series has none of that kind in the range; without it the columns are never decoded and both slices
+/// are always empty (the hot path stays a plain XOR or histogram decode).
 ///
 /// Max samples, as upstream counts them: the outputs produced so far ([`Held`]) are held, and a range
 /// selector (`window` = the steps' window ends and the range) holds one series' largest window while it
@@ -600,7 +610,7 @@ pub fn select_map_st<T: Send + Held>(
     want_st: bool,
     window: Option<(&[i64], i64)>,
     slots_each: usize,
-    f: impl Fn(&Labels, &[Sample], &[i64], &[HPoint]) -> Option<T> + Sync,
+    f: impl Fn(&Labels, &[Sample], StartTimestamps<'_>, &[HPoint]) -> Option<T> + Sync,
 ) -> Result<Vec<T>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
     let shards = q.shard_count();
@@ -617,12 +627,14 @@ pub fn select_map_st<T: Send + Held>(
             let mut buf: Vec<Sample> = Vec::new();
             let mut sts: Vec<i64> = Vec::new();
             let mut hbuf: Vec<HPoint> = Vec::new();
+            let mut hsts: Vec<i64> = Vec::new();
             let mut out = Vec::new();
             for s in set {
                 // Every series: one series can take long over a long or fine grid.
                 ctx.check()?;
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-                decode_series(&s.chunks, mint, maxt, want_st, decode_limit(ctx), &mut buf, &mut sts, &mut hbuf)?;
+                let bufs = DecodeBufs { samples: &mut buf, sts: &mut sts, hists: &mut hbuf, hsts: &mut hsts };
+                decode_series_st(&s.chunks, mint, maxt, want_st, decode_limit(ctx), bufs)?;
                 ctx.stats.read.fetch_add(buf.len() + hbuf.len(), Ordering::Relaxed);
                 if !hbuf.is_empty() && stats_hints {
                     super::hist::derive_stats_hints(&mut hbuf);
@@ -640,7 +652,7 @@ pub fn select_map_st<T: Send + Held>(
                 }
                 // Reserve the slots `f` is about to allocate, so no shard allocates past the bound.
                 ctx.check_slots(slots_base + kept_slots.fetch_add(slots_each, Ordering::Relaxed) + slots_each)?;
-                match f(&s.labels, &buf, &sts, &hbuf) {
+                match f(&s.labels, &buf, StartTimestamps { floats: &sts, histograms: &hsts }, &hbuf) {
                     Some(r) => {
                         let n = r.held();
                         ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
@@ -720,13 +732,42 @@ fn decode_series(
     sts: &mut Vec<i64>,
     hbuf: &mut Vec<HPoint>,
 ) -> Result<(), EngineError> {
+    let mut hsts = Vec::new();
+    decode_series_st(chunks, mint, maxt, want_st, limit, DecodeBufs { samples: buf, sts, hists: hbuf, hsts: &mut hsts })
+}
+
+/// The buffers [`decode_series_st`] fills: float samples and their start timestamps, histogram samples
+/// and theirs.
+struct DecodeBufs<'a> {
+    samples: &'a mut Vec<Sample>,
+    sts: &'a mut Vec<i64>,
+    hists: &'a mut Vec<HPoint>,
+    hsts: &'a mut Vec<i64>,
+}
+
+/// [`decode_series`] that also decodes the start timestamps of histogram samples: with `want_st`,
+/// `hsts` gets them aligned with the histogram samples when some chunk is a HistogramSt or
+/// FloatHistogramSt one (and is left empty when every one is 0), as `sts` gets the float samples'
+/// (upstream `matrixIterSlice` appends `AtST()` for either kind). Without `want_st` the ST chunks are
+/// read through their plain prefix and the columns are never decoded.
+fn decode_series_st(
+    chunks: &[tessera_model::ChunkRef],
+    mint: i64,
+    maxt: i64,
+    want_st: bool,
+    limit: usize,
+    bufs: DecodeBufs<'_>,
+) -> Result<(), EngineError> {
+    let DecodeBufs { samples: buf, sts, hists: hbuf, hsts } = bufs;
     buf.clear();
     sts.clear();
     hbuf.clear();
+    hsts.clear();
     let with_st = want_st && chunks.iter().any(|c| c.encoding == tessera_model::ChunkEncoding::XorSt);
+    let with_hst = want_st && chunks.iter().any(|c| is_histogram_st(c.encoding));
     for c in chunks {
         if c.encoding.is_histogram() {
-            decode_histogram_chunk(c, mint, maxt, hbuf)?;
+            decode_histogram_chunk(c, mint, maxt, hbuf, with_hst.then_some(&mut *hsts))?;
             if buf.len() + hbuf.len() > limit {
                 return Err(EngineError::TooManySamples("query execution".into()));
             }
@@ -745,19 +786,62 @@ fn decode_series(
     if with_st && sts.iter().all(|t| *t == 0) {
         sts.clear();
     }
+    if with_hst && hsts.iter().all(|t| *t == 0) {
+        hsts.clear();
+    }
     Ok(())
+}
+
+/// Whether a chunk encoding carries the start timestamps of histogram samples.
+fn is_histogram_st(e: tessera_model::ChunkEncoding) -> bool {
+    matches!(e, tessera_model::ChunkEncoding::HistogramSt | tessera_model::ChunkEncoding::FloatHistogramSt)
 }
 
 /// Appends a histogram chunk's samples in `[mint, maxt]` to `out` as float histograms (integer ones
 /// converted with `to_float`, as upstream's iterators hand them to PromQL via `AtFloatHistogram`). A stale
 /// marker stays in (its sum is the stale NaN); the readers drop it.
-fn decode_histogram_chunk(c: &tessera_model::ChunkRef, mint: i64, maxt: i64, out: &mut Vec<HPoint>) -> Result<(), EngineError> {
+///
+/// With `sts` (kept aligned with `out`), the start timestamps of the appended samples go there: an
+/// ST chunk's column, 0 for a plain chunk. Without it, an ST chunk is read through its leading plain
+/// chunk and its column is never touched.
+fn decode_histogram_chunk(
+    c: &tessera_model::ChunkRef,
+    mint: i64,
+    maxt: i64,
+    out: &mut Vec<HPoint>,
+    sts: Option<&mut Vec<i64>>,
+) -> Result<(), EngineError> {
     if mint > maxt || c.maxt_ms < mint || c.mint_ms > maxt {
         return Ok(());
     }
     let err = |e: tessera_encoding::ChunkError| EngineError::Storage(e.to_string());
-    // ST histogram chunks are read through their leading plain chunk (the engine does not use the
-    // start timestamps of histogram samples yet).
+    if let Some(sts) = sts {
+        debug_assert_eq!(sts.len(), out.len(), "start timestamps aligned with the histogram samples");
+        if is_histogram_st(c.encoding) {
+            let mut col = Vec::new();
+            let in_range = |t: i64| t >= mint && t <= maxt;
+            if c.encoding == tessera_model::ChunkEncoding::HistogramSt {
+                let mut v = Vec::new();
+                tessera_encoding::decode_histogram_st_into(&c.data, &mut v, &mut col).map_err(err)?;
+                for ((t, h), st) in v.into_iter().zip(col).filter(|((t, _), _)| in_range(*t)) {
+                    out.push(HPoint { t, h: Arc::new(h.to_float()) });
+                    sts.push(st);
+                }
+            } else {
+                let mut v = Vec::new();
+                tessera_encoding::decode_float_histogram_st_into(&c.data, &mut v, &mut col).map_err(err)?;
+                for ((t, h), st) in v.into_iter().zip(col).filter(|((t, _), _)| in_range(*t)) {
+                    out.push(HPoint { t, h: Arc::new(h) });
+                    sts.push(st);
+                }
+            }
+            return Ok(());
+        }
+        decode_histogram_chunk(c, mint, maxt, out, None)?;
+        sts.resize(out.len(), 0);
+        return Ok(());
+    }
+    // Without start timestamps, ST histogram chunks are read through their leading plain chunk.
     let plain = tessera_encoding::prometheus_histogram_chunk(c).map_err(err)?;
     let c = plain.as_ref().unwrap_or(c);
     if c.encoding == tessera_model::ChunkEncoding::Histogram {
@@ -810,6 +894,22 @@ pub fn drop_stale(samples: &[Sample], sts: &[i64]) -> (Vec<Sample>, Vec<i64>) {
     (out, out_st)
 }
 
+/// [`drop_stale`] for histogram samples: stale markers removed from `hists` and the aligned `sts` (empty
+/// `sts` stays empty).
+pub fn drop_stale_histograms(hists: &[HPoint], sts: &[i64]) -> (Vec<HPoint>, Vec<i64>) {
+    let mut out = Vec::with_capacity(hists.len());
+    let mut out_st = Vec::with_capacity(sts.len());
+    for (i, p) in hists.iter().enumerate() {
+        if !p.h.is_stale() {
+            out.push(p.clone());
+            if !sts.is_empty() {
+                out_st.push(sts[i]);
+            }
+        }
+    }
+    (out, out_st)
+}
+
 /// An instant vector selector: for each step, the latest sample in `(t - lookback, t]` unless it is a stale
 /// marker (upstream `vectorSelectorSingle`). With `timestamps`, the value is the sample's timestamp in
 /// seconds (what `timestamp(selector)` returns).
@@ -854,7 +954,8 @@ pub fn eval_vector_selector(
 }
 
 /// `start_timestamp(selector)` with start timestamps on (upstream `rangeEvalTimestampFunctionOverVectorSelector`
-/// with `propagateSTs`): per step, the start timestamp in seconds of the sample the lookback picks (0 when
+/// with `propagateSTs`, then `funcStartTimestamp`): per step, the start timestamp in seconds of the sample
+/// the lookback picks, float or histogram (`vectorSelectorSingle` returns `AtST()` for either; 0 when
 /// that sample has none).
 pub fn eval_start_timestamp_selector(
     ctx: &QueryCtx<'_>,
@@ -866,11 +967,19 @@ pub fn eval_start_timestamp_selector(
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
     let hints = SelectHints { step_ms: grid.step, ..Default::default() };
     let n = grid.n;
-    let mut out = select_map_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, true, None, n, |labels, samples, sts, _| {
+    let mut out = select_map_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, true, None, n, |labels, samples, sts, hs| {
         let mut vals = vec![None; n];
-        let any = for_each_lookback(samples, &eff, lb, |i, j| {
-            vals[i] = Some(sts.get(j).copied().unwrap_or(0) as f64 / 1000.0);
-        });
+        let secs = |sts: &[i64], j: usize| Some(sts.get(j).copied().unwrap_or(0) as f64 / 1000.0);
+        let any = if hs.is_empty() {
+            for_each_lookback(samples, &eff, lb, |i, j| vals[i] = secs(sts.floats, j))
+        } else {
+            for_each_lookback_mixed(samples, hs, &eff, lb, |i, picked| {
+                vals[i] = match picked {
+                    Picked::Float(j) => secs(sts.floats, j),
+                    Picked::Histogram(k) => secs(sts.histograms, k),
+                }
+            })
+        };
         any.then(|| Series { hists: None, labels: labels.clone(), vals, drop_name: true })
     })?;
     out.sort_by(|a, b| a.labels.cmp(&b.labels));
@@ -990,6 +1099,39 @@ pub fn lookback_mixed(
     vals: &mut [Option<f64>],
     hvals: &mut [Option<Arc<FloatHistogram>>],
 ) -> bool {
+    for_each_lookback_mixed(samples, hists, eff, lb, |i, picked| match picked {
+        Picked::Float(j) => {
+            let f = samples[j];
+            vals[i] = Some(if timestamps { f.t as f64 / 1000.0 } else { f.v });
+        }
+        Picked::Histogram(k) => {
+            let h = &hists[k];
+            if timestamps {
+                vals[i] = Some(h.t as f64 / 1000.0);
+            }
+            hvals[i] = Some(h.h.clone());
+        }
+    })
+}
+
+/// The sample a step's lookback picked in a series holding floats and histograms: an index into one
+/// or the other.
+#[derive(Debug, Clone, Copy)]
+enum Picked {
+    Float(usize),
+    Histogram(usize),
+}
+
+/// [`for_each_lookback`] over floats and histograms (upstream `vectorSelectorSingle` over an iterator
+/// yielding either): calls `f(i, picked)` for each step `i` whose latest sample of either kind in
+/// `(eff[i] - lb, eff[i]]` is not a stale marker. Returns whether any step had one.
+fn for_each_lookback_mixed(
+    samples: &[Sample],
+    hists: &[HPoint],
+    eff: &[i64],
+    lb: i64,
+    mut f: impl FnMut(usize, Picked),
+) -> bool {
     let (mut j, mut k) = (0usize, 0usize);
     let mut any = false;
     for (i, &e) in eff.iter().enumerate() {
@@ -1003,23 +1145,20 @@ pub fn lookback_mixed(
         while k < hists.len() && hists[k].t <= e {
             k += 1;
         }
-        let f = (j > 0).then(|| samples[j - 1]);
+        let fl = (j > 0).then(|| samples[j - 1]);
         let h = (k > 0).then(|| &hists[k - 1]);
         // The newer of the two; a float wins a tie (a series never has both at one time).
-        let float_newer = match (f, h) {
-            (Some(f), h) => h.is_none_or(|h| h.t < f.t),
+        let float_newer = match (fl, h) {
+            (Some(fl), h) => h.is_none_or(|h| h.t < fl.t),
             _ => false,
         };
-        match (f, h) {
-            (Some(f), _) if float_newer && f.t > e - lb && !is_stale_nan(f.v) => {
-                vals[i] = Some(if timestamps { f.t as f64 / 1000.0 } else { f.v });
+        match (fl, h) {
+            (Some(s), _) if float_newer && s.t > e - lb && !is_stale_nan(s.v) => {
+                f(i, Picked::Float(j - 1));
                 any = true;
             }
-            (_, Some(h)) if !float_newer && h.t > e - lb && !h.h.is_stale() => {
-                if timestamps {
-                    vals[i] = Some(h.t as f64 / 1000.0);
-                }
-                hvals[i] = Some(h.h.clone());
+            (_, Some(p)) if !float_newer && p.t > e - lb && !p.h.is_stale() => {
+                f(i, Picked::Histogram(k - 1));
                 any = true;
             }
             _ => {}

@@ -6,7 +6,7 @@
 
 use super::EngineError;
 use super::eval::{
-    Grid, HPoint, QueryCtx, RangeArg, Series, Val, eval, eval_range_arg, eval_scalar, eval_vector, eval_vector_selector,
+    Grid, HPoint, QueryCtx, RangeArg, Series, StartTimestamps, Val, eval, eval_range_arg, eval_scalar, eval_vector, eval_vector_selector,
     for_each_window, for_each_window_idx, merge_same_labels,
 };
 use crate::gomath::{go_max, go_min};
@@ -891,10 +891,10 @@ fn eval_range_function(
     let is_counter_fn = matches!(name, "rate" | "increase");
     let keep = keeps_name(name);
     // Applies the kernel to every step's window of one series, walking its samples once.
-    // `sts` is empty or aligned with `samples`.
+    // `sts.floats` is empty or aligned with `samples`, `sts.histograms` with `hists`.
     let apply = |labels: &Labels,
                  samples: &[Sample],
-                 sts: &[i64],
+                 sts: StartTimestamps<'_>,
                  hists: &[HPoint],
                  drop: bool,
                  eff: &[i64],
@@ -904,8 +904,10 @@ fn eval_range_function(
             return None;
         }
         if !hists.is_empty() {
-            return apply_hist(ctx, name, labels, samples, hists, drop, eff, range_ms, grid, &params, k, &invalid_factor, &bad_step);
+            let series = SeriesIn { labels, samples, sts, hists, drop };
+            return apply_hist(ctx, name, series, eff, range_ms, grid, &params, k, &invalid_factor, &bad_step);
         }
+        let sts = sts.floats;
         let mut vals = vec![None; n];
         let mut any = false;
         let mut pbuf = vec![0.0; params.len()];
@@ -933,12 +935,9 @@ fn eval_range_function(
             let w_sts = if sts.is_empty() { &[][..] } else { &sts[lo..hi] };
             // Upstream `extrapolatedRate` warns once per series when a start time overlaps the previous
             // sample (counters only).
-            if is_counter_fn && !overlap_warned && !w_sts.is_empty() {
-                let w = &samples[lo..hi];
-                if (1..w.len()).any(|j| st_overlaps(w_sts[j - 1], w[j - 1].t, w_sts[j])) {
-                    ctx.warn(st_overlap_warning(labels.metric_name()));
-                    overlap_warned = true;
-                }
+            if is_counter_fn && !overlap_warned && float_st_overlap(&samples[lo..hi], w_sts) {
+                ctx.warn(st_overlap_warning(labels.metric_name()));
+                overlap_warned = true;
             }
             let win = Window {
                 s: &samples[lo..hi],
@@ -987,18 +986,18 @@ fn eval_range_function(
         let want_st = ctx.opts.use_start_timestamps && matches!(name, "rate" | "irate" | "increase" | "resets");
         let window = Some((&eff[..], range));
         let mut out = super::eval::select_map_st(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, grid.n, |labels, samples, sts, hs| {
-            let clean_h: Vec<HPoint>;
-            let hs = if hs.iter().any(|p| p.h.is_stale()) {
-                clean_h = hs.iter().filter(|p| !p.h.is_stale()).cloned().collect();
-                &clean_h[..]
+            let (clean_h, clean_hst): (Vec<HPoint>, Vec<i64>);
+            let (hs, hsts) = if hs.iter().any(|p| p.h.is_stale()) {
+                (clean_h, clean_hst) = super::eval::drop_stale_histograms(hs, sts.histograms);
+                (&clean_h[..], &clean_hst[..])
             } else {
-                hs
+                (hs, sts.histograms)
             };
             if samples.iter().any(|s| tessera_model::is_stale_nan(s.v)) {
-                let (clean, clean_st) = super::eval::drop_stale(samples, sts);
-                apply(labels, &clean, &clean_st, hs, false, &eff, range)
+                let (clean, clean_st) = super::eval::drop_stale(samples, sts.floats);
+                apply(labels, &clean, StartTimestamps { floats: &clean_st, histograms: hsts }, hs, false, &eff, range)
             } else {
-                apply(labels, samples, sts, hs, false, &eff, range)
+                apply(labels, samples, StartTimestamps { floats: sts.floats, histograms: hsts }, hs, false, &eff, range)
             }
         })?;
         if let Some(e) = stopped.get().cloned() {
@@ -1013,7 +1012,7 @@ fn eval_range_function(
     let ra: RangeArg = eval_range_arg(ctx, &c.args[m_idx], grid)?;
     use rayon::prelude::*;
     let out: Vec<Series> =
-        ra.series.par_iter().filter_map(|s| apply(&s.labels, &s.samples, &[], &s.hists, s.drop_name, &ra.eff, ra.range_ms)).collect();
+        ra.series.par_iter().filter_map(|s| apply(&s.labels, &s.samples, StartTimestamps::default(), &s.hists, s.drop_name, &ra.eff, ra.range_ms)).collect();
     if let Some(e) = stopped.get().cloned() {
         return Err(e);
     }
@@ -1023,17 +1022,30 @@ fn eval_range_function(
     Ok(Val::Vector(out))
 }
 
+/// One series as a range function sees it: its float and histogram samples (stale markers dropped)
+/// with their start timestamps (see [`StartTimestamps`]).
+struct SeriesIn<'a> {
+    labels: &'a Labels,
+    samples: &'a [Sample],
+    sts: StartTimestamps<'a>,
+    hists: &'a [HPoint],
+    drop: bool,
+}
+
+/// Upstream `extrapolatedRate`'s `checkStartTimeOverlap` over a window of floats: whether some sample's
+/// start time overlaps the previous sample (`sts` aligned with `w`, or empty).
+fn float_st_overlap(w: &[Sample], sts: &[i64]) -> bool {
+    !sts.is_empty() && (1..w.len()).any(|j| st_overlaps(sts[j - 1], w[j - 1].t, sts[j]))
+}
+
 /// [`eval_range_function`]'s per-series work for a series holding histograms: the float and the
 /// histogram samples of each step's window go to [`super::hist::range_window`] (upstream's range
-/// functions see `Floats` and `Histograms` apart).
+/// functions see `Floats` and `Histograms` apart), each with its start timestamps.
 #[allow(clippy::too_many_arguments)]
 fn apply_hist(
     ctx: &QueryCtx<'_>,
     name: &str,
-    labels: &Labels,
-    samples: &[Sample],
-    hists: &[HPoint],
-    drop: bool,
+    series: SeriesIn<'_>,
     eff: &[i64],
     range_ms: i64,
     grid: &Grid,
@@ -1043,6 +1055,7 @@ fn apply_hist(
     bad_step: &std::sync::atomic::AtomicUsize,
 ) -> Option<Series> {
     use super::hist::HOut;
+    let SeriesIn { labels, samples, sts, hists, drop } = series;
     let n = grid.n;
     let mut vals: Vec<Option<f64>> = vec![None; n];
     let mut hv: super::eval::HistCol = vec![None; n];
@@ -1066,6 +1079,13 @@ fn apply_hist(
         }
         floats_seen |= lo < hi;
         window_samples += (hi - lo) + hists[hlo..hhi].iter().map(|p| super::eval::hist_size(&p.h)).sum::<usize>();
+        let w_sts = if sts.floats.is_empty() { &[][..] } else { &sts.floats[lo..hi] };
+        let w_hsts = if sts.histograms.is_empty() { &[][..] } else { &sts.histograms[hlo..hhi] };
+        // A window of floats only is a float rate (upstream `extrapolatedRate`'s float case, which
+        // warns about overlapping start times); the histogram case warns in `histogramRate`.
+        if matches!(name, "rate" | "increase") && hlo == hhi && float_st_overlap(&samples[lo..hi], w_sts) {
+            ctx.warn(st_overlap_warning(&metric));
+        }
         let win = Window {
             s: &samples[lo..hi],
             range_start: eff[i] - range_ms,
@@ -1073,9 +1093,9 @@ fn apply_hist(
             range_ms,
             step_t: grid.t(i),
             params: &pbuf,
-            sts: &[],
+            sts: w_sts,
         };
-        match super::hist::range_window(ctx, name, &metric, &samples[lo..hi], &hists[hlo..hhi], &win, k) {
+        match super::hist::range_window(ctx, name, &metric, &samples[lo..hi], &hists[hlo..hhi], w_hsts, &win, k) {
             HOut::None => {}
             HOut::F(v) => vals[i] = Some(v),
             HOut::H(h) => hv[i] = Some(h),
@@ -1351,11 +1371,18 @@ fn eval_extended_range_function(
     let is_counter = matches!(name, "rate" | "increase");
     let ext_eff: Vec<i64> = eff.iter().map(|e| e + ahead).collect();
     let window = Some((&ext_eff[..], range + lb + ahead));
-    let mut out = super::eval::select_map_h(ctx, vs, lo.saturating_sub(range).saturating_sub(lb) + 1, hi.saturating_add(ahead), hints, window, n, |labels, samples, hs| {
-        let samples: Vec<Sample> = samples.iter().copied().filter(|s| !tessera_model::is_stale_nan(s.v)).collect();
-        if !hs.is_empty() {
-            let hs: Vec<HPoint> = hs.iter().filter(|p| !p.h.is_stale()).cloned().collect();
-            return extended_with_histograms(ctx, name, labels, &samples, &hs, &eff, &ext_eff, range, range + lb + ahead, smoothed, n);
+    // Upstream hands start timestamps to anchored windows too; of the functions allowed here only
+    // `funcResets` reads them (`extendedRate`/`extendedHistogramRate` do not).
+    let want_st = ctx.opts.use_start_timestamps && name == "resets";
+    let mint = lo.saturating_sub(range).saturating_sub(lb) + 1;
+    let mut out = super::eval::select_map_st(ctx, vs, mint, hi.saturating_add(ahead), hints, want_st, window, n, |labels, samples, sts, hs| {
+        let (samples, fsts) = super::eval::drop_stale(samples, sts.floats);
+        if !hs.is_empty() || !fsts.is_empty() {
+            // Histograms, or floats with start timestamps for `resets`: upstream `funcResets` over the
+            // raw samples from `pickFirstSampleIndices` on.
+            let (hs, hsts) = super::eval::drop_stale_histograms(hs, sts.histograms);
+            let series = SeriesIn { labels, samples: &samples, sts: StartTimestamps { floats: &fsts, histograms: &hsts }, hists: &hs, drop: true };
+            return extended_with_histograms(ctx, name, series, &eff, &ext_eff, range, range + lb + ahead, smoothed, n);
         }
         let mut vals = vec![None; n];
         let mut any = false;
@@ -1383,17 +1410,16 @@ fn eval_extended_range_function(
     Ok(Val::Vector(out))
 }
 
-/// [`eval_extended_range_function`] for a series holding histograms: per step, the float and histogram
-/// samples of the extended window; rate/increase/delta as upstream `extrapolatedRate` dispatches them
-/// (a mix is dropped with a warning, histograms go to `extendedHistogramRate`), changes/resets from
-/// upstream `pickFirstSampleIndices` over both kinds.
+/// [`eval_extended_range_function`] for a series holding histograms (or, for `resets`, floats with
+/// start timestamps): per step, the float and histogram samples of the extended window; rate/increase/
+/// delta as upstream `extrapolatedRate` dispatches them (a mix is dropped with a warning, histograms go
+/// to `extendedHistogramRate`), changes/resets from upstream `pickFirstSampleIndices` over both kinds,
+/// resets with the samples' start timestamps.
 #[allow(clippy::too_many_arguments)]
 fn extended_with_histograms(
     ctx: &QueryCtx<'_>,
     name: &str,
-    labels: &Labels,
-    samples: &[Sample],
-    hs: &[HPoint],
+    series: SeriesIn<'_>,
     eff: &[i64],
     ext_eff: &[i64],
     range: i64,
@@ -1402,8 +1428,13 @@ fn extended_with_histograms(
     n: usize,
 ) -> Option<Series> {
     use super::hist;
+    let SeriesIn { labels, samples, sts, hists: hs, .. } = series;
     let metric = labels.metric_name();
     let is_counter = matches!(name, "rate" | "increase");
+    // `s[from..to]` of a start-timestamp slice, which may be empty.
+    fn st_slice(s: &[i64], from: usize, to: usize) -> &[i64] {
+        if s.is_empty() { s } else { &s[from..to] }
+    }
     let mut fwin: Vec<(usize, usize)> = vec![(0, 0); n];
     for_each_window_idx(samples, ext_eff, ext_range, |lo, hi, i| fwin[i] = (lo, hi));
     let mut vals: Vec<Option<f64>> = vec![None; n];
@@ -1430,10 +1461,13 @@ fn extended_with_histograms(
                 }
             }
             _ => {
-                let f: Vec<Sample> = f.iter().copied().filter(|p| p.t <= end).collect();
-                let h: Vec<HPoint> = h.iter().filter(|p| p.t <= end).cloned().collect();
-                if let Some((fi, hi)) = hist::pick_first_sample_indices(&f, &h, start) {
-                    vals[i] = hist::changes_or_resets_from(&f[fi..], &h[hi..], name == "resets");
+                let f_end = lo + f.partition_point(|p| p.t <= end);
+                let h_end = hlo + h.partition_point(|p| p.t <= end);
+                let (f, h) = (&samples[lo..f_end], &hs[hlo..h_end]);
+                let (fsts, hsts) = (st_slice(sts.floats, lo, f_end), st_slice(sts.histograms, hlo, h_end));
+                if let Some((fi, hi)) = hist::pick_first_sample_indices(f, h, start) {
+                    let (fsts, hsts) = (st_slice(fsts, fi, fsts.len()), st_slice(hsts, hi, hsts.len()));
+                    vals[i] = hist::changes_or_resets_from(&f[fi..], fsts, &h[hi..], hsts, name == "resets");
                 }
             }
         }

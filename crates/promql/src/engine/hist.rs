@@ -1,6 +1,7 @@
 //! Native histograms in the engine: the annotation texts upstream attaches to histogram evaluation
 //! (`util/annotations`), the histogram cases of the range functions ([`range_window`]: `histogramRate`,
-//! `instantValue`, the `*_over_time` family, `changes`/`resets`), of anchored and smoothed ranges
+//! `instantValue`, the `*_over_time` family, `changes`/`resets`, with the histograms' start timestamps
+//! where upstream uses them), of anchored and smoothed ranges
 //! ([`extended_histogram_rate`], [`smoothed_histogram`]), the Kahan-compensated sums and means shared by
 //! `sum`/`avg` and `sum_over_time`/`avg_over_time` ([`HistKahan`]), the counter-reset hints upstream's
 //! `HistogramStatsIterator` derives below `histogram_count`/`_sum`/`_avg` ([`histogram_stats_selectors`],
@@ -15,7 +16,7 @@
 //! the engine treats differently (incompatible schemas, anything else).
 
 use super::eval::{HPoint, QueryCtx};
-use super::functions::Window;
+use super::functions::{Window, is_st_reset, st_overlap_warning, st_overlaps};
 use std::sync::Arc;
 use tessera_model::histogram::CounterResetHint;
 use tessera_model::{FloatHistogram, Sample};
@@ -200,14 +201,18 @@ pub enum HOut {
 }
 
 /// Range functions over a window holding histograms (upstream `funcXxx` in `functions.go`, which see a
-/// window's `Floats` and `Histograms` apart). `f`/`h`: the window's float and histogram samples; `win`
-/// the float window as the float kernels see it; `k` the float kernel.
+/// window's `Floats` and `Histograms` apart). `f`/`h`: the window's float and histogram samples; `hsts`
+/// the histograms' start timestamps (upstream `StartTimestamps.Histograms`: aligned with `h`, or empty);
+/// `win` the float window as the float kernels see it (with the floats' start timestamps); `k` the float
+/// kernel.
+#[allow(clippy::too_many_arguments)]
 pub fn range_window(
     ctx: &QueryCtx<'_>,
     name: &str,
     metric: &str,
     f: &[Sample],
     h: &[HPoint],
+    hsts: &[i64],
     win: &Window<'_>,
     k: fn(&Window<'_>) -> Option<f64>,
 ) -> HOut {
@@ -266,46 +271,81 @@ pub fn range_window(
                 return HOut::None;
             }
             match name {
-                "rate" | "increase" | "delta" => histogram_extrapolated_rate(ctx, metric, h, win, name != "delta", name == "rate"),
+                "rate" | "increase" | "delta" => {
+                    histogram_extrapolated_rate(ctx, metric, h, hsts, win, name != "delta", name == "rate")
+                }
                 "sum_over_time" => sum_over_time(ctx, metric, h, false),
                 _ => sum_over_time(ctx, metric, h, true),
             }
         }
-        "irate" | "idelta" => instant_value(ctx, metric, f, h, name == "irate", win, k),
-        "changes" | "resets" => changes_or_resets(f, h, name == "resets"),
+        "irate" | "idelta" => instant_value(ctx, metric, f, h, hsts, name == "irate", win, k),
+        "changes" | "resets" => changes_or_resets(f, win.sts, h, hsts, name == "resets"),
         _ => HOut::None,
     }
 }
 
-/// Upstream `extrapolatedRate` for a window of histograms (with `histogramRate`).
+/// Upstream `extrapolatedRate` for a window of histograms (with `histogramRate`). `sts`: the
+/// histograms' start timestamps (aligned with `h`, or empty). For a counter whose first sample's start
+/// time lies inside the window, the increase is taken from a zero histogram at that start time instead
+/// of extrapolating to the left, which also gives a single sample a rate.
 fn histogram_extrapolated_rate(
     ctx: &QueryCtx<'_>,
     metric: &str,
     h: &[HPoint],
+    sts: &[i64],
     win: &Window<'_>,
     is_counter: bool,
     is_rate: bool,
 ) -> HOut {
-    if h.len() < 2 {
+    if h.is_empty() {
         return HOut::None;
     }
-    let Some(mut result) = histogram_rate(ctx, metric, h, is_counter) else { return HOut::None };
     let n1 = h.len() - 1;
+    let mut result = None;
+    if n1 > 0 {
+        match histogram_rate(ctx, metric, h, sts, is_counter) {
+            Some(r) => result = Some(r),
+            // The histograms are not compatible with each other.
+            None => return HOut::None,
+        }
+    }
     let (first_t, last_t) = (h[0].t, h[n1].t);
     let mut to_start = (first_t - win.range_start) as f64 / 1000.0;
     let mut to_end = (win.range_end - last_t) as f64 / 1000.0;
-    let sampled = (last_t - first_t) as f64 / 1000.0;
-    let avg = sampled / n1 as f64;
+    let mut sampled = (last_t - first_t) as f64 / 1000.0;
+    let avg = if n1 > 0 { sampled / n1 as f64 } else { 0.0 };
     let threshold = avg * 1.1;
-    if to_start >= threshold {
-        to_start = avg / 2.0;
-    }
-    if is_counter && result.count > 0.0 && h[0].h.count >= 0.0 {
-        let to_zero = sampled * (h[0].h.count / result.count);
-        if to_zero < to_start {
-            to_start = to_zero;
+    if is_counter && !sts.is_empty() && sts[0] != 0 && sts[0] > win.range_start && sts[0] < first_t {
+        // A zero sample at the first sample's start time (the range start is exclusive).
+        to_start = 0.0;
+        sampled = (last_t - sts[0]) as f64 / 1000.0;
+        match &mut result {
+            None => result = Some((*h[0].h).clone()),
+            Some(r) => {
+                if !add_or_sub_annotated(ctx, r, &h[0].h, false, metric) {
+                    return HOut::None;
+                }
+            }
+        }
+    } else if n1 == 0 {
+        // A single sample without a usable start time has no rate.
+        return HOut::None;
+    } else {
+        if to_start >= threshold {
+            to_start = avg / 2.0;
+        }
+        if let Some(r) = &result
+            && is_counter
+            && r.count > 0.0
+            && h[0].h.count >= 0.0
+        {
+            let to_zero = sampled * (h[0].h.count / r.count);
+            if to_zero < to_start {
+                to_start = to_zero;
+            }
         }
     }
+    let Some(mut result) = result else { return HOut::None };
     if to_end >= threshold {
         to_end = avg / 2.0;
     }
@@ -320,8 +360,11 @@ fn histogram_extrapolated_rate(
 }
 
 /// Upstream `histogramRate`: last minus first, plus every value lost at a counter reset; `None` (with
-/// the annotation upstream adds) when the histograms cannot be combined.
-fn histogram_rate(ctx: &QueryCtx<'_>, metric: &str, points: &[HPoint], is_counter: bool) -> Option<FloatHistogram> {
+/// the annotation upstream adds) when the histograms cannot be combined. For a counter, a start-timestamp
+/// reset (`sts` aligned with `points`, or empty) counts like a detected reset, and a start time
+/// overlapping the previous sample is warned about.
+fn histogram_rate(ctx: &QueryCtx<'_>, metric: &str, points: &[HPoint], sts: &[i64], is_counter: bool) -> Option<FloatHistogram> {
+    let st_reset = |i: usize| i < sts.len() && is_st_reset(sts[i - 1], points[i - 1].t, sts[i], points[i].t);
     let first = &points[0].h;
     let last = &points[points.len() - 1].h;
     if is_counter && (first.counter_reset_hint == CounterResetHint::Gauge || last.counter_reset_hint == CounterResetHint::Gauge) {
@@ -331,7 +374,8 @@ fn histogram_rate(ctx: &QueryCtx<'_>, metric: &str, points: &[HPoint], is_counte
     let mut custom = first.schema == tessera_model::histogram::CUSTOM_BUCKETS_SCHEMA;
     if is_counter {
         let second = &points[1].h;
-        if math::detect_reset(second, &prev)? {
+        // Start timestamps first, as upstream checks them (`||` short-circuits `DetectReset`).
+        if st_reset(1) || math::detect_reset(second, &prev)? {
             prev = Arc::new(FloatHistogram {
                 schema: second.schema,
                 custom_values: second.custom_values.clone(),
@@ -374,11 +418,16 @@ fn histogram_rate(ctx: &QueryCtx<'_>, metric: &str, points: &[HPoint], is_counte
     }
     if is_counter {
         // `prev` is the first sample, or the empty histogram standing in for it after a reset.
-        for cur in &points[1..] {
+        let mut overlap_warned = false;
+        for (i, cur) in points.iter().enumerate().skip(1) {
+            if !overlap_warned && i < sts.len() && st_overlaps(sts[i - 1], points[i - 1].t, sts[i]) {
+                ctx.warn(st_overlap_warning(metric));
+                overlap_warned = true;
+            }
             let cur = &cur.h;
             let p = prev;
             prev = cur.clone();
-            if math::detect_reset(cur, &p)? {
+            if st_reset(i) || math::detect_reset(cur, &p)? {
                 match math::add(&mut h, &p) {
                     Err(math::HistOpError::IncompatibleSchema) => {
                         ctx.warn(mixed_exponential_custom_warning(metric));
@@ -538,11 +587,13 @@ fn sum_over_time(ctx: &QueryCtx<'_>, metric: &str, h: &[HPoint], avg: bool) -> H
 
 /// Upstream `instantValue` (irate, idelta) over a window holding histograms: the last two samples of
 /// either kind.
+#[allow(clippy::too_many_arguments)]
 fn instant_value(
     ctx: &QueryCtx<'_>,
     metric: &str,
     f: &[Sample],
     h: &[HPoint],
+    hsts: &[i64],
     is_rate: bool,
     win: &Window<'_>,
     k: fn(&Window<'_>) -> Option<f64>,
@@ -571,7 +622,13 @@ fn instant_value(
                 ctx.warn(not_gauge_warning(metric));
             }
             let mut r = (*h1.h).clone();
-            let Some(reset) = math::detect_reset(&h1.h, &h0.h) else { return HOut::None };
+            // A start-timestamp reset between the two counts like a detected one (checked first).
+            let n = h.len();
+            let st_reset = n <= hsts.len() && is_st_reset(hsts[n - 2], h0.t, hsts[n - 1], h1.t);
+            let reset = st_reset || {
+                let Some(r) = math::detect_reset(&h1.h, &h0.h) else { return HOut::None };
+                r
+            };
             if !is_rate || !reset {
                 match math::sub(&mut r, &h0.h) {
                     Err(math::HistOpError::IncompatibleSchema) => {
@@ -603,37 +660,45 @@ fn instant_value(
 }
 
 /// Upstream `funcChanges` / `funcResets` over floats and histograms merged by time: a switch between a
-/// float and a histogram counts; two histograms compare with `Equals` / `DetectReset`.
-fn changes_or_resets(f: &[Sample], h: &[HPoint], resets: bool) -> HOut {
+/// float and a histogram counts; two histograms compare with `Equals` / `DetectReset`. For `resets`, a
+/// start-timestamp reset between two samples of one kind counts too (`fsts`/`hsts` aligned with `f`/`h`,
+/// or empty).
+fn changes_or_resets(f: &[Sample], fsts: &[i64], h: &[HPoint], hsts: &[i64], resets: bool) -> HOut {
     enum S<'a> {
         F(f64),
         H(&'a FloatHistogram),
     }
     let (mut i, mut j) = (0usize, 0usize);
-    let mut prev: Option<S<'_>> = None;
+    // The previous sample with its time and start time.
+    let mut prev: Option<(S<'_>, i64, i64)> = None;
     let mut n = 0usize;
     while i < f.len() || j < h.len() {
-        let cur = if j >= h.len() || (i < f.len() && f[i].t < h[j].t) {
+        let (cur, t, st) = if j >= h.len() || (i < f.len() && f[i].t < h[j].t) {
             i += 1;
-            S::F(f[i - 1].v)
+            (S::F(f[i - 1].v), f[i - 1].t, fsts.get(i - 1).copied().unwrap_or(0))
         } else {
             j += 1;
-            S::H(&h[j - 1].h)
+            (S::H(&h[j - 1].h), h[j - 1].t, hsts.get(j - 1).copied().unwrap_or(0))
         };
-        if let Some(p) = &prev {
+        if let Some((p, pt, pst)) = &prev {
+            let st_reset = || resets && is_st_reset(*pst, *pt, st, t);
             let hit = match (p, &cur) {
                 (S::F(a), S::F(b)) => {
                     if resets {
-                        b < a
+                        b < a || st_reset()
                     } else {
                         a != b && !(a.is_nan() && b.is_nan())
                     }
                 }
                 (S::H(a), S::H(b)) => {
-                    let r = if resets { math::detect_reset(b, a) } else { math::equals(b, a).map(|e| !e) };
-                    match r {
-                        Some(r) => r,
-                        None => return HOut::None,
+                    if st_reset() {
+                        true
+                    } else {
+                        let r = if resets { math::detect_reset(b, a) } else { math::equals(b, a).map(|e| !e) };
+                        match r {
+                            Some(r) => r,
+                            None => return HOut::None,
+                        }
                     }
                 }
                 _ => true,
@@ -642,7 +707,7 @@ fn changes_or_resets(f: &[Sample], h: &[HPoint], resets: bool) -> HOut {
                 n += 1;
             }
         }
-        prev = Some(cur);
+        prev = Some((cur, t, st));
     }
     HOut::F(n as f64)
 }
@@ -832,9 +897,11 @@ pub fn pick_first_sample_indices(f: &[Sample], h: &[HPoint], start: i64) -> Opti
     })
 }
 
-/// `changes`/`resets` over a window of floats and histograms from the picked first samples.
-pub fn changes_or_resets_from(f: &[Sample], h: &[HPoint], resets: bool) -> Option<f64> {
-    match changes_or_resets(f, h, resets) {
+/// `changes`/`resets` over a window of floats and histograms from the picked first samples, with their
+/// start timestamps (`fsts`/`hsts` aligned with `f`/`h`, or empty; upstream `funcResets` reads them
+/// for anchored windows too).
+pub fn changes_or_resets_from(f: &[Sample], fsts: &[i64], h: &[HPoint], hsts: &[i64], resets: bool) -> Option<f64> {
+    match changes_or_resets(f, fsts, h, hsts, resets) {
         HOut::F(v) => Some(v),
         _ => None,
     }

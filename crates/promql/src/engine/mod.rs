@@ -18,21 +18,25 @@
 //! shards.
 //!
 //! Semantics follow Prometheus' `promql/engine.go` and `promql/functions.go`; the upstream function a
-//! piece mirrors is named next to it. Conformance: every float eval of Prometheus 3.14's promqltest
-//! scripts passes (see `promqltest-known-failures.txt` for the rest).
+//! piece mirrors is named next to it. Conformance: every eval of Prometheus 3.14's promqltest scripts
+//! passes (2195 of 2195; `promqltest-known-failures.txt` lists none).
 //!
 //! Start timestamps ([`EngineOptions::use_start_timestamps`], upstream `UseStartTimestamps`): when on,
-//! rate/irate/increase/resets over a matrix selector decode the XorSt chunks' start-timestamp column next
-//! to the samples and use it for counter resets and for the left edge of a window (upstream
-//! `extrapolatedRate`, `instantValue`, `funcResets`); `start_timestamp(selector)` returns it. Only those
-//! paths ever decode the column; everything else reads samples as before.
+//! rate/irate/increase/resets over a matrix selector decode the start-timestamp columns next to the
+//! samples — XorSt chunks' for floats, HistogramSt/FloatHistogramSt chunks' for histograms, handed
+//! around as [`eval::StartTimestamps`] like upstream's `StartTimestamps{Floats, Histograms}` — and use
+//! them for counter resets, for the left edge of a window and for the overlap warning (upstream
+//! `extrapolatedRate` and `histogramRate`, `instantValue`, `funcResets`, which reads them over an
+//! `anchored` window as well); `start_timestamp(selector)` returns the start timestamp of the float or
+//! histogram sample the lookback picks. Only those paths ever decode a column; everything else reads
+//! XOR chunks as before and ST histogram chunks through their plain prefix.
 //!
 //! Native histograms: a step of a series holds a float or a histogram. [`eval::Series`] keeps its float
 //! column as before and gets a histogram column (`Option<Arc<FloatHistogram>>` per step) only when the
 //! series has a histogram, so float-only queries run the same loops as before; range vectors hold
 //! histogram samples beside float samples ([`eval::HPoint`]), as upstream's `Series.Floats` and
-//! `Series.Histograms`. Selectors decode Histogram/FloatHistogram chunks (integer histograms through
-//! `to_float`), with upstream's lookback and histogram stale markers. The histogram cases of functions,
+//! `Series.Histograms`. Selectors decode Histogram/FloatHistogram chunks and their ST variants (integer
+//! histograms through `to_float`), with upstream's lookback and histogram stale markers. The histogram cases of functions,
 //! operators and aggregations live beside their float cases and name the upstream function they mirror;
 //! histogram arithmetic is reached only through [`hist::math`]. A histogram counts as
 //! `FloatHistogram.Size() / 16` samples for the max-samples limit, as upstream counts it.
@@ -76,10 +80,11 @@ pub struct EngineOptions {
     /// whose name goes and the name is removed when the result leaves the engine (so `sum by (__name__)`
     /// over `rate()` still sees it); when off, it is removed at once by the node that drops it.
     pub delayed_name_removal: bool,
-    /// Use samples' start timestamps (upstream `UseStartTimestamps`, feature flag `use-start-timestamps`):
-    /// rate/irate/increase/resets over a matrix selector treat a start-timestamp reset as a counter reset
-    /// and a start time inside the window as an increase from zero, and `start_timestamp()` returns them.
-    /// Off (upstream's default), the start-timestamp column is never decoded.
+    /// Use samples' start timestamps (upstream `UseStartTimestamps`, feature flag `use-start-timestamps`),
+    /// of floats and native histograms alike: rate/irate/increase/resets over a matrix selector treat a
+    /// start-timestamp reset as a counter reset and a start time inside the window as an increase from
+    /// zero, and `start_timestamp()` returns them. Off (upstream's default), no start-timestamp column is
+    /// ever decoded.
     pub use_start_timestamps: bool,
 }
 

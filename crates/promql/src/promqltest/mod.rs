@@ -6,8 +6,9 @@
 //! results the way upstream's `evalCmd.compareResult` and `checkAnnotations` do: relative tolerance 1e-6,
 //! NaN equals NaN, series compared as label sets, order only for `ordered`.
 //!
-//! `metric@st` lines give the next series' samples start timestamps (loaded as XorSt chunks); the engine
-//! runs with start timestamps on, as upstream's test engine does.
+//! `metric@st` lines give the next series' samples start timestamps, floats and histograms alike (loaded
+//! as XorSt and FloatHistogramSt chunks); the engine runs with start timestamps on, as upstream's test
+//! engine does.
 //!
 //! Native-histogram points are loaded as float-histogram chunks (upstream's test storage appends float
 //! histograms); `load_with_nhcb` also turns classic histogram series into native histograms with custom
@@ -154,13 +155,18 @@ pub fn run_script_with(name: &str, text: &str, engine: &Engine) -> FileReport {
     rep
 }
 
-/// Appends one series description (upstream `loadCmd.set` + `appendSample`): floats as XOR chunks (with
-/// start timestamps when the script gives them), histograms as float-histogram chunks, in time order. A
+/// Appends one series description (upstream `loadCmd.set` + `appendSample`): floats as XOR chunks,
+/// histograms as float-histogram chunks (XorSt / FloatHistogramSt where the script gives start
+/// timestamps), in time order. A
 /// stale marker right after histograms is a histogram stale marker, as the head writes it.
 fn load_series(store: &mut MemStorage, s: script::SeriesDef, interval_ms: i64) -> Result<(), String> {
     let mut floats: Vec<Sample> = Vec::new();
     let mut sts: Vec<i64> = Vec::new();
     let mut hists: Vec<(i64, FloatHistogram)> = Vec::new();
+    let mut hsts: Vec<i64> = Vec::new();
+    // Upstream `loadCmd.set`: a start timestamp is the sample's time plus the `@st` offset; 0 (also an
+    // omitted offset) means unknown. It applies to float and histogram samples alike.
+    let st_of = |i: usize, t: i64| s.st_offsets.get(i).copied().flatten().map_or(0, |o| t + o);
     let flush_f = |store: &mut MemStorage, floats: &mut Vec<Sample>, sts: &mut Vec<i64>| {
         if !floats.is_empty() {
             store.add_series_st(s.labels.clone(), floats, sts);
@@ -173,28 +179,29 @@ fn load_series(store: &mut MemStorage, s: script::SeriesDef, interval_ms: i64) -
         match p {
             Point::Float(v) if tessera_model::is_stale_nan(*v) && !hists.is_empty() => {
                 hists.push((t, FloatHistogram::stale()));
+                hsts.push(st_of(i, t));
             }
             Point::Float(v) => {
                 if !hists.is_empty() {
-                    store.add_float_histograms(s.labels.clone(), &hists)?;
+                    store.add_float_histograms_st(s.labels.clone(), &hists, &hsts)?;
                     hists.clear();
+                    hsts.clear();
                 }
-                // Upstream `loadCmd.set`: a start timestamp is the sample's time plus the `@st` offset;
-                // 0 (also an omitted offset) means unknown.
                 floats.push(Sample::new(t, *v));
                 if !s.st_offsets.is_empty() {
-                    sts.push(s.st_offsets[i].map_or(0, |o| t + o));
+                    sts.push(st_of(i, t));
                 }
             }
             Point::Histogram(h, _) => {
                 flush_f(store, &mut floats, &mut sts);
                 hists.push((t, (**h).clone()));
+                hsts.push(st_of(i, t));
             }
             Point::Omitted => {}
         }
     }
     flush_f(store, &mut floats, &mut sts);
-    store.add_float_histograms(s.labels.clone(), &hists)
+    store.add_float_histograms_st(s.labels.clone(), &hists, &hsts)
 }
 
 /// Upstream `loadCmd.appendCustomHistogram`: classic histogram series (`_bucket` with `le`, `_count`,

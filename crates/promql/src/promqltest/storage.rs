@@ -1,6 +1,6 @@
 //! [`MemStorage`]: an in-memory [`Queryable`] for the runner and tests. Series are held as real XOR chunks
 //! (at most 120 samples each, like Prometheus' head) and float-histogram chunks (cut where upstream's
-//! appender cuts them), spread over shards by `labels.shard(n)`, so the engine's decode path and its
+//! appender cuts them; with start timestamps, XorSt and FloatHistogramSt chunks), spread over shards by `labels.shard(n)`, so the engine's decode path and its
 //! per-shard parallel path are the ones production uses.
 
 use bytes::Bytes;
@@ -100,6 +100,63 @@ impl MemStorage {
             });
         }
         Ok(())
+    }
+
+    /// [`MemStorage::add_float_histograms`] with per-sample start timestamps (`sts` empty, or one per
+    /// sample with 0 meaning unknown): the chunks are cut as without them, and a chunk with any start
+    /// timestamp is stored as [`ChunkEncoding::FloatHistogramSt`] (the others stay plain), as
+    /// [`MemStorage::add_series_st`] does for floats.
+    pub fn add_float_histograms_st(
+        &mut self,
+        labels: Labels,
+        samples: &[(i64, tessera_model::FloatHistogram)],
+        sts: &[i64],
+    ) -> Result<(), String> {
+        assert!(sts.is_empty() || sts.len() == samples.len(), "one start timestamp per sample");
+        if sts.iter().all(|t| *t == 0) {
+            return self.add_float_histograms(labels, samples);
+        }
+        // Each chunk with the start timestamps of its samples.
+        let mut chunks: Vec<(tessera_encoding::FloatHistogramStEncoder, Vec<i64>)> = Vec::new();
+        let mut cur = tessera_encoding::FloatHistogramStEncoder::new();
+        let mut cur_sts = Vec::new();
+        for ((t, h), &st) in samples.iter().zip(sts) {
+            match cur.append(*t, st, h, None).map_err(|e| e.to_string())? {
+                tessera_encoding::Appended::NewChunk(next) => {
+                    chunks.push((std::mem::replace(&mut cur, next), std::mem::replace(&mut cur_sts, vec![st])));
+                }
+                _ => cur_sts.push(st),
+            }
+        }
+        if cur.num_samples() > 0 {
+            chunks.push((cur, cur_sts));
+        }
+        let (shard, p) = self.series_pos(labels);
+        let shards = Arc::make_mut(&mut self.shards);
+        for (enc, sts) in chunks {
+            let (inner, _) = tessera_encoding::split_st_chunk(enc.bytes()).map_err(|e| e.to_string())?;
+            let mut it = tessera_encoding::FloatHistogramIter::new(inner);
+            let (mut mint, mut maxt) = (i64::MAX, i64::MIN);
+            while let Ok(Some((t, _))) = it.next_histogram() {
+                mint = mint.min(t);
+                maxt = maxt.max(t);
+            }
+            let (encoding, data) = if sts.iter().any(|t| *t != 0) {
+                (ChunkEncoding::FloatHistogramSt, enc.bytes().to_vec())
+            } else {
+                (ChunkEncoding::FloatHistogram, inner.to_vec())
+            };
+            shards[shard][p].chunks.push(ChunkRef { mint_ms: mint, maxt_ms: maxt, encoding, data: Bytes::from(data) });
+        }
+        Ok(())
+    }
+
+    /// Adds ready-made chunks to a series (after any it has; sorted by time, newer than those), whatever
+    /// their encoding: for tests that build chunks with the encoders directly.
+    pub fn add_chunks(&mut self, labels: Labels, chunks: Vec<ChunkRef>) {
+        let (shard, p) = self.series_pos(labels);
+        let shards = Arc::make_mut(&mut self.shards);
+        shards[shard][p].chunks.extend(chunks);
     }
 
     /// [`MemStorage::add_float_histograms`] for integer histograms: integer-histogram chunks (encoding
