@@ -364,6 +364,8 @@ impl MemSeries {
         {
             prev = Some(self.close_into_chunks(OpenChunk::for_histogram(h, st_kind)));
             self.open_mint = t;
+            // Upstream's `cutNewHeadChunk`: the new chunk's window ends with its block range.
+            next_at = range_for_timestamp(t, chunk_range);
             created = true;
         }
         if created {
@@ -1081,6 +1083,35 @@ mod tests {
         assert_eq!(v.len(), 120);
         assert!(got.iter().enumerate().all(|(i, &st)| st == if i == 10 { 77 } else { 0 }), "{got:?}");
         assert_eq!(h.num_samples, 400);
+    }
+
+    #[test]
+    fn histogram_chunks_are_cut_by_upstreams_prediction_every_time() {
+        // 1 s samples of a 20-bucket histogram over one 2 h range: every chunk after the first is cut by
+        // the predicted end time again (a cut resets the prediction), never one sample at a time.
+        let mut h = Head::new(2 * 3600 * 1000, i64::MIN);
+        let l = labels!("__name__" => "h");
+        h.create(0, l.hash(), l.clone());
+        let samples: Vec<HistogramSample> = (0..2000u64)
+            .map(|i| {
+                let hist = tessera_model::Histogram {
+                    count: 20 * (i + 1),
+                    sum: i as f64,
+                    positive_spans: vec![tessera_model::Span::new(0, 20)],
+                    positive_buckets: std::iter::once(i as i64 + 1).chain(std::iter::repeat(0).take(19)).collect(),
+                    ..Default::default()
+                };
+                HistogramSample::new(i as i64 * 1000, HistogramValue::Int(hist))
+            })
+            .collect();
+        h.apply_histograms(0, &samples, &vec![Verdict::InOrder; samples.len()]);
+        let s = h.series(0).expect("exists");
+        let counts: Vec<u16> = s.chunks.iter().map(|c| u16::from_be_bytes([c.data[0], c.data[1]])).collect();
+        assert!(counts.len() >= 3, "{counts:?}");
+        assert!(counts.iter().all(|&n| n >= MIN_SAMPLES_PER_HISTOGRAM_CHUNK as u16), "{counts:?}");
+        // The predicted chunks are about evenly sized (within a tenth of each other).
+        let (lo, hi) = (counts.iter().min().copied().unwrap_or(0), counts.iter().max().copied().unwrap_or(0));
+        assert!(hi - lo <= hi / 10, "{counts:?}");
     }
 
     #[test]
