@@ -1098,7 +1098,7 @@ mod tests {
                     count: 20 * (i + 1),
                     sum: i as f64,
                     positive_spans: vec![tessera_model::Span::new(0, 20)],
-                    positive_buckets: std::iter::once(i as i64 + 1).chain(std::iter::repeat(0).take(19)).collect(),
+                    positive_buckets: std::iter::once(i as i64 + 1).chain(std::iter::repeat_n(0, 19)).collect(),
                     ..Default::default()
                 };
                 HistogramSample::new(i as i64 * 1000, HistogramValue::Int(hist))
