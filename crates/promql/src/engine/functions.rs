@@ -935,7 +935,7 @@ fn eval_range_function(
             let w_sts = if sts.is_empty() { &[][..] } else { &sts[lo..hi] };
             // Upstream `extrapolatedRate` warns once per series when a start time overlaps the previous
             // sample (counters only).
-            if is_counter_fn && !overlap_warned && float_st_overlap(&samples[lo..hi], w_sts) {
+            if is_counter_fn && !overlap_warned && !w_sts.is_empty() && float_st_overlap(&samples[lo..hi], w_sts) {
                 ctx.warn(st_overlap_warning(labels.metric_name()));
                 overlap_warned = true;
             }
@@ -1034,6 +1034,7 @@ struct SeriesIn<'a> {
 
 /// Upstream `extrapolatedRate`'s `checkStartTimeOverlap` over a window of floats: whether some sample's
 /// start time overlaps the previous sample (`sts` aligned with `w`, or empty).
+#[inline]
 fn float_st_overlap(w: &[Sample], sts: &[i64]) -> bool {
     !sts.is_empty() && (1..w.len()).any(|j| st_overlaps(sts[j - 1], w[j - 1].t, sts[j]))
 }
