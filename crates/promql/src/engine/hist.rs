@@ -451,7 +451,19 @@ impl HistKahan {
         self.track(h);
         self.count += 1.0;
         let count = self.count;
-        if !self.avg || self.mean.is_none() {
+        if !self.avg {
+            // A sum never switches to a mean: add in place (no copy of the running sum per addition).
+            // `KahanAdd` checks everything that can fail before it changes the sum.
+            match math::kahan_add(&mut self.sum, h, self.c.take()) {
+                Err(e) => self.err = Some(e),
+                Ok((c, info)) => {
+                    self.reconciled |= info.nhcb_bounds_reconciled;
+                    self.c = Some(c);
+                }
+            }
+            return;
+        }
+        if self.mean.is_none() {
             let mut sum = self.sum.clone();
             match math::kahan_add(&mut sum, h, self.c.clone()) {
                 Err(e) => {
