@@ -56,6 +56,10 @@ pub struct Args {
     /// Last sample time (unix ms). Default: now minus 2 minutes, rounded down to a minute.
     #[arg(long)]
     pub data_end_ms: Option<i64>,
+    /// Seconds to wait after the data is written and before anything is timed, so that the servers'
+    /// background work on the fresh data (head chunks cut and mapped, WAL) is not measured.
+    #[arg(long, default_value_t = 20)]
+    pub settle_s: u64,
     /// Run only these queries (repeatable); default: the standard set.
     #[arg(long)]
     pub expr: Vec<String>,
@@ -331,14 +335,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let points = (args.hours * 3_600_000.0 / STEP_MS as f64).round() as usize + 1;
     let start_ms = end_ms - (points as i64 - 1) * STEP_MS;
     let mut command = format!(
-        "tessera-bench hist-query --tessera-bin {} --prometheus-bin {} --series {} --hours {} --runs {} --step-s {} --seed {} --data-end-ms {end_ms}",
+        "tessera-bench hist-query --tessera-bin {} --prometheus-bin {} --series {} --hours {} --runs {} --step-s {} --seed {} --settle-s {} --data-end-ms {end_ms}",
         tessera_bin.display(),
         args.prometheus_bin.display(),
         args.series,
         args.hours,
         args.runs,
         args.step_s,
-        args.seed
+        args.seed,
+        args.settle_s
     );
     if let Some(b) = &args.baseline_bin {
         command += &format!(" --baseline-bin {}", b.display());
@@ -385,6 +390,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
 
+    std::thread::sleep(Duration::from_secs(args.settle_s));
     let exprs: Vec<String> = if args.expr.is_empty() { QUERIES.iter().map(|s| s.to_string()).collect() } else { args.expr.clone() };
     let range_start = start_ms + 5 * 60_000;
     let mut rows = Vec::new();
