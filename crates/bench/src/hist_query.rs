@@ -7,7 +7,8 @@
 //! query as an instant query (at the data's end) and as a range query (over the whole data but its
 //! first 5 minutes, at `--step-s`) `--runs` times against each server in turn, and prints the median
 //! latency per server, the ratios, and whether the answers agree (floats and every histogram count,
-//! sum and bucket within 1e-9 relative, bucket bounds exact).
+//! sum and bucket within 1e-9 relative, bucket bounds exact), and each server's peak RSS growth over
+//! the untimed run of each query (Linux: the peak is reset through `/proc/<pid>/clear_refs` first).
 //!
 //! The data: `--series` series of `http_request_duration_seconds`, a schema-3 latency histogram as a
 //! client library exposes it (integer counts; 20–70 buckets from ~5 ms; 10 jobs), scraped every 15 s
@@ -312,6 +313,18 @@ fn differ(a: &Answer, b: &Answer) -> Option<String> {
     None
 }
 
+/// A field of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
+fn proc_kib(pid: u32, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Resets the process' peak RSS (`VmHWM`) to its current RSS (Linux `clear_refs` 5); false when not
+/// possible (not Linux, not ours).
+fn reset_peak_rss(pid: u32) -> bool {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
+}
+
 fn median(mut v: Vec<Duration>) -> f64 {
     v.sort();
     let n = v.len();
@@ -404,10 +417,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 let steps = (end_ms - range_start) / 1000 / args.step_s + 1;
                 ("/api/v1/query_range", p, format!("range {steps} steps"))
             };
-            // One untimed run each: the answers are compared with Prometheus'.
+            // One untimed run each: the answers are compared with Prometheus', and each server's peak
+            // RSS growth over it is measured (the process' RSS before, its peak after).
             let mut answers = Vec::new();
-            for c in clients.iter_mut() {
+            let mut growth = Vec::new();
+            for (c, s) in clients.iter_mut().zip(&servers) {
+                let before = if reset_peak_rss(s.pid()) { proc_kib(s.pid(), "VmRSS:") } else { None };
                 answers.push(answer(&query(c, path, e, &params)?.1));
+                let peak = proc_kib(s.pid(), "VmHWM:");
+                growth.push(before.zip(peak).map(|(b, p)| p.saturating_sub(b) as f64 / 1024.0));
             }
             let mut diffs = Vec::new();
             for (i, a) in answers.iter().enumerate() {
@@ -426,7 +444,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let meds: Vec<f64> = times.into_iter().map(median).collect();
             let points: usize = answers[1].values().map(BTreeMap::len).sum();
             all_equal &= diffs.is_empty();
-            rows.push((e.clone(), kind, meds, points, diffs));
+            rows.push((e.clone(), kind, meds, points, diffs, growth));
         }
     }
     println!();
@@ -434,19 +452,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if servers.len() > 2 {
         head += " baseline ms | baseline / tessera |";
     }
-    head += " answers |";
+    head += " peak RSS growth MiB (tessera / prometheus";
+    head += if servers.len() > 2 { " / baseline) | answers |" } else { ") | answers |" };
     println!("{head}");
     println!("|{}", "---|".repeat(head.matches('|').count() - 1));
-    for (e, kind, meds, points, diffs) in &rows {
+    for (e, kind, meds, points, diffs, growth) in &rows {
         let mut line = format!("| `{e}` | {kind} | {:.1} | {:.1} | {:.2}x |", meds[0], meds[1], meds[1] / meds[0]);
         if meds.len() > 2 {
             line += &format!(" {:.1} | {:.2}x |", meds[2], meds[2] / meds[0]);
         }
+        let g: Vec<String> = growth.iter().map(|g| g.map_or("?".to_string(), |g| format!("{g:.1}"))).collect();
+        line += &format!(" {} |", g.join(" / "));
         line += &if diffs.is_empty() { format!(" equal ({points} points) |") } else { " DIFFER |".to_string() };
         println!("{line}");
     }
     println!("\nmedians of {} runs per query and server, run in turn; command: {command}", args.runs);
-    for (e, kind, _, _, diffs) in &rows {
+    for (e, kind, _, _, diffs, _) in &rows {
         for d in diffs {
             println!("DIFFER {e} [{kind}]: {d}");
         }
