@@ -4,6 +4,7 @@
 
 pub mod billions;
 pub mod disk_usage;
+pub mod hist_query;
 pub mod hostile;
 pub mod http;
 pub mod nodegen;

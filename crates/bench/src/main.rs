@@ -23,6 +23,9 @@ enum Cmd {
     /// Issue 9's mixed hostile soak against a running server: valid and hostile writes, reproducers and
     /// random queries, RSS and health monitored, every acknowledged sample read back.
     Hostile(tessera_bench::hostile::Args),
+    /// Native-histogram query latency (`histogram_quantile(0.99, sum(rate()))` and friends), Tessera
+    /// against Prometheus on the same data, answers compared.
+    HistQuery(tessera_bench::hist_query::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -34,5 +37,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::DiskUsage(a) => tessera_bench::disk_usage::run(a),
         Cmd::PromqlDiff(a) => tessera_bench::promql_diff::run(a),
         Cmd::Hostile(a) => tessera_bench::hostile::run(a),
+        Cmd::HistQuery(a) => tessera_bench::hist_query::run(a),
     }
 }

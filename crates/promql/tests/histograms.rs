@@ -1,5 +1,5 @@
 //! Native histograms through the engine beyond the conformance scripts: integer-histogram chunks (the
-//! scripts load float histograms only), the sharded aggregation path falling back for histograms, the
+//! scripts load float histograms only), aggregations over histograms pushed into the shards, the
 //! max-samples accounting of histograms, mixes of floats and histograms, and HistogramSt chunks built
 //! with the encoders (their start timestamps through rate/irate/increase/resets/start_timestamp).
 
@@ -57,11 +57,11 @@ fn integer_histogram_chunks_are_read_as_float_histograms() {
 }
 
 #[test]
-fn aggregations_over_histograms_fall_back_from_the_shards() {
+fn aggregations_over_histograms_in_the_shards() {
     let st = store();
     let e = Engine::default();
-    // `sum(selector)` runs inside the shards for floats; histogram chunks send it back to central
-    // evaluation, whatever the shard holding them.
+    // `sum(selector)` runs inside the shards for histograms as for floats (tests/pushdown.rs compares
+    // it with the central path on random data).
     let r = e.instant(&st, "sum(h)", 60_000).expect("runs");
     let Value::Vector(v) = r.value else { panic!("vector expected") };
     let h = v[0].h.as_ref().expect("a histogram sum");

@@ -3,10 +3,14 @@
 //!
 //! Plan split: [`AggAcc`] is the per-group, per-step partial state of the decomposable aggregations
 //! (sum, count, min, max, avg, group, stddev, stdvar) with `add` (feed a sample) and `merge` (combine two
-//! partials) and `finish`. `op by (...) (selector)` runs `add` inside each shard and `merge` after, for
-//! the operators whose merged result is upstream's (`is_decomposable`: sum, count, min, max, group);
-//! avg, stddev and stdvar fold the series in label order, as upstream, so that the floats match to the
-//! last bit. Group ids are computed once per series, so the per-step loops index flat arrays.
+//! partials) and `finish`. `op by (...) (selector)` and `op by (...) (f(selector[range]))` (a range
+//! function of one argument over a selector with a fixed metric name) run `add` inside each shard and
+//! `merge` after, for the operators whose merged result is upstream's (`is_decomposable`: sum, count,
+//! min, max, group), over floats and native histograms alike (a histogram sum gives way to central
+//! evaluation only where the histograms of a group differ in layout, see `is_decomposable`); the fold
+//! holds groups × steps, never series × steps. avg, stddev and stdvar fold the series in label order,
+//! as upstream, so that the floats match to the last bit. Group ids are computed once per series, so
+//! the per-step loops index flat arrays. `EngineOptions::aggregation_pushdown` turns the pushdown off.
 
 use super::EngineError;
 use super::eval::{Grid, HistCol, QueryCtx, Series, Val, eval_scalar, eval_vector, merge_same_labels};
@@ -219,12 +223,15 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
         (Some(p), _) => Some(eval_scalar(ctx, p, grid)?),
         _ => None,
     };
-    if let (Expr::VectorSelector(vs), None) = (a.expr.unwrap_parens(), &a.param)
-        && !vs.smoothed
-        && is_decomposable(op)
-        && let Some(v) = pushed_down(ctx, a, vs, grid)?
-    {
-        return Ok(v);
+    if a.param.is_none() && is_decomposable(op) && ctx.opts.aggregation_pushdown {
+        let pushed = match a.expr.unwrap_parens() {
+            Expr::VectorSelector(vs) if !vs.smoothed => pushed_down(ctx, a, vs, grid)?,
+            Expr::Call(c) if pushable_range_call(c) => pushed_down_range(ctx, a, c, grid)?,
+            _ => None,
+        };
+        if let Some(v) = pushed {
+            return Ok(v);
+        }
     }
     let v = eval_vector(ctx, &a.expr, grid)?;
     match op {
@@ -319,32 +326,45 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
         .into_iter()
         .enumerate()
         .filter_map(|(g, labels)| {
-            let row = &accs[g * n..(g + 1) * n];
-            let mut vals: Vec<Option<f64>> = row.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
-            let drop_name = gdrop[g] && labels.has("__name__");
-            let mut hists = None;
-            if !haccs.is_empty() {
-                let mut col: HistCol = vec![None; n];
-                for (i, h) in haccs[g * n..(g + 1) * n].iter().enumerate() {
-                    if h.count == 0 {
-                        continue;
-                    }
-                    if vals[i].is_some() {
-                        // Upstream: a group with floats and histograms yields nothing at that step.
-                        ctx.warn(super::hist::mixed_floats_histograms_agg_warning());
-                        vals[i] = None;
-                        continue;
-                    }
-                    col[i] = h.finish(ctx);
-                }
-                hists = Some(col);
-            }
-            let mut s = Series { hists, labels, vals, drop_name };
-            s.tidy();
-            s.any_value().then_some(s)
+            let hs = (!haccs.is_empty()).then(|| &haccs[g * n..(g + 1) * n]);
+            finish_group(ctx, op, labels, &accs[g * n..(g + 1) * n], hs, gdrop[g])
         })
         .collect();
     Ok(Val::Vector(out))
+}
+
+/// One group's output series from its per-step partial states (floats, and the histogram side of sum
+/// and avg when the input held histograms), shared by the central and the pushed-down paths.
+fn finish_group(
+    ctx: &QueryCtx<'_>,
+    op: AggregateOp,
+    labels: Labels,
+    accs: &[AggAcc],
+    haccs: Option<&[HistAcc]>,
+    drop: bool,
+) -> Option<Series> {
+    let mut vals: Vec<Option<f64>> = accs.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
+    let drop_name = drop && labels.has("__name__");
+    let mut hists = None;
+    if let Some(haccs) = haccs {
+        let mut col: HistCol = vec![None; accs.len()];
+        for (i, h) in haccs.iter().enumerate() {
+            if h.count == 0 {
+                continue;
+            }
+            if vals[i].is_some() {
+                // Upstream: a group with floats and histograms yields nothing at that step.
+                ctx.warn(super::hist::mixed_floats_histograms_agg_warning());
+                vals[i] = None;
+                continue;
+            }
+            col[i] = h.finish(ctx);
+        }
+        hists = Some(col);
+    }
+    let mut s = Series { hists, labels, vals, drop_name };
+    s.tidy();
+    s.any_value().then_some(s)
 }
 
 /// Upstream's info for an aggregation that ignores histograms (`NewHistogramIgnoredInAggregationInfo`),
@@ -387,6 +407,39 @@ impl HistAcc {
         }
     }
 
+    /// [`HistAcc::add`] for a sum folded inside a shard: no annotation, and `false` (give up) where
+    /// the merged partials could differ from upstream's sum in label order or where the central path
+    /// would annotate (a histogram whose layout differs from the sum's, an error).
+    fn add_pushed(&mut self, h: &FloatHistogram) -> bool {
+        self.count += 1;
+        let Some(k) = &mut self.k else {
+            self.k = Some(super::hist::HistKahan::new(h, false));
+            return true;
+        };
+        if !k.layout_matches(h) {
+            return false;
+        }
+        k.add(h);
+        k.err.is_none() && !k.reconciled
+    }
+
+    /// Combines two shards' partial sums of one group and step; `false`: give up (see
+    /// [`super::hist::HistKahan::merge_sum`]).
+    fn merge(&mut self, o: &HistAcc) -> bool {
+        if o.count == 0 {
+            return true;
+        }
+        if self.count == 0 {
+            *self = o.clone();
+            return true;
+        }
+        self.count += o.count;
+        match (&mut self.k, &o.k) {
+            (Some(a), Some(b)) => a.merge_sum(b),
+            _ => true,
+        }
+    }
+
     fn finish(&self, ctx: &QueryCtx<'_>) -> Option<Arc<FloatHistogram>> {
         let k = self.k.clone()?;
         if k.counter_reset && k.not_counter_reset {
@@ -402,81 +455,222 @@ impl HistAcc {
 /// series in label order; Kahan-compensated partial sums merge to the same `sum + c` (checked on random
 /// inputs), but avg divides the sum and its compensation separately (so how they split matters) and
 /// stddev/stdvar are plain Welford (Chan's combination of per-shard states differs in the last bits):
-/// those three run over the materialised vector in label order instead.
+/// those three run over the materialised vector in label order instead, floats and histograms alike.
+///
+/// Over histograms: count and group count them, min and max ignore them with upstream's info, and sum
+/// adds them with `KahanAdd` in each shard and merges the partial sums and compensations as floats
+/// merge ([`super::hist::HistKahan::merge_sum`]). That merge is upstream's sum only while every
+/// histogram of a group at a step has the same schema, zero threshold and custom bounds (otherwise
+/// the running sum is reduced, widened or reconciled, which depends on the order, and the annotations
+/// of mixed exponential and custom buckets name the series added at that moment); the fold gives up
+/// and the query is evaluated centrally as soon as one does not.
 fn is_decomposable(op: AggregateOp) -> bool {
     matches!(op, AggregateOp::Sum | AggregateOp::Count | AggregateOp::Min | AggregateOp::Max | AggregateOp::Group)
 }
 
+/// One group of a shard's partial aggregation.
+#[derive(Clone)]
+struct PGroup {
+    hash: u64,
+    labels: Labels,
+    accs: Vec<AggAcc>,
+    /// The histogram side of a sum, allocated when the group first meets a histogram.
+    hists: Option<Vec<HistAcc>>,
+    /// Delayed name removal: some member's name is to be dropped.
+    drop: bool,
+}
+
 /// One shard's partial aggregation: group hash → dense index, then per group its labels and one
-/// accumulator per step.
+/// accumulator per step. Holds groups × steps values, never series × steps.
 #[derive(Default)]
 struct Partial {
     idx: HashMap<u64, usize>,
-    groups: Vec<(Labels, Vec<AggAcc>)>,
+    groups: Vec<PGroup>,
+    /// A histogram met min or max (upstream's info).
+    ignored_hist: bool,
+}
+
+impl Partial {
+    /// Folds one series' values into its group; `false`: give up (see [`HistAcc::add_pushed`]).
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        a: &AggregateExpr,
+        labels: &Labels,
+        drop: bool,
+        vals: &[Option<f64>],
+        hists: Option<&[Option<Arc<FloatHistogram>>]>,
+    ) -> bool {
+        let op = a.op;
+        let n = vals.len();
+        let h = group_hash(labels, a);
+        let gi = *self.idx.entry(h).or_insert_with(|| {
+            self.groups.push(PGroup {
+                hash: h,
+                labels: group_labels(labels, a),
+                accs: vec![AggAcc::default(); n],
+                hists: None,
+                drop: false,
+            });
+            self.groups.len() - 1
+        });
+        let g = &mut self.groups[gi];
+        g.drop |= drop;
+        for (acc, x) in g.accs.iter_mut().zip(vals) {
+            if let Some(x) = x {
+                acc.add(op, *x);
+            }
+        }
+        let Some(hs) = hists else { return true };
+        match op {
+            AggregateOp::Count | AggregateOp::Group => {
+                for (acc, h) in g.accs.iter_mut().zip(hs) {
+                    if h.is_some() {
+                        acc.add(op, 0.0);
+                    }
+                }
+            }
+            AggregateOp::Sum => {
+                let row = g.hists.get_or_insert_with(|| vec![HistAcc::default(); n]);
+                for (acc, h) in row.iter_mut().zip(hs) {
+                    if let Some(h) = h
+                        && !acc.add_pushed(h)
+                    {
+                        return false;
+                    }
+                }
+            }
+            _ => self.ignored_hist |= hs.iter().any(|h| h.is_some()),
+        }
+        true
+    }
+}
+
+/// The merge stage: combines the shards' partials group by group (shards in order) and finishes each
+/// group as the central path does. `None`: a histogram sum cannot be merged exactly (evaluate centrally).
+fn merge_partials(ctx: &QueryCtx<'_>, op: AggregateOp, partials: Vec<Partial>) -> Option<Val> {
+    let mut idx: HashMap<u64, usize> = HashMap::new();
+    let mut merged: Vec<PGroup> = Vec::new();
+    let mut ignored_hist = false;
+    for p in partials {
+        ignored_hist |= p.ignored_hist;
+        for g in p.groups {
+            let Some(&m) = idx.get(&g.hash) else {
+                idx.insert(g.hash, merged.len());
+                merged.push(g);
+                continue;
+            };
+            let into = &mut merged[m];
+            into.drop |= g.drop;
+            for (x, y) in into.accs.iter_mut().zip(&g.accs) {
+                x.merge(op, y);
+            }
+            match (&mut into.hists, g.hists) {
+                (Some(xs), Some(ys)) => {
+                    for (x, y) in xs.iter_mut().zip(&ys) {
+                        if !x.merge(y) {
+                            return None;
+                        }
+                    }
+                }
+                (into_h @ None, Some(ys)) => *into_h = Some(ys),
+                _ => {}
+            }
+        }
+    }
+    match op {
+        AggregateOp::Min if ignored_hist => ctx.info(super::hist::ignored_in_aggregation_info("min")),
+        AggregateOp::Max if ignored_hist => ctx.info(super::hist::ignored_in_aggregation_info("max")),
+        _ => {}
+    }
+    let out = merged.into_iter().filter_map(|g| finish_group(ctx, op, g.labels, &g.accs, g.hists.as_deref(), g.drop)).collect();
+    Some(Val::Vector(out))
 }
 
 /// `op by (...) (selector)` with the first stage pushed into the shards: each shard decodes its series
 /// and folds them straight into per-group accumulators (no per-series result is materialised); the merge
-/// stage combines the shards' partials with [`AggAcc::merge`].
+/// stage combines the shards' partials with [`AggAcc::merge`] and [`HistAcc::merge`].
 fn pushed_down(
     ctx: &QueryCtx<'_>,
     a: &AggregateExpr,
     vs: &crate::parser::VectorSelector,
     grid: &Grid,
 ) -> Result<Option<Val>, EngineError> {
-    let op = a.op;
     let n = grid.n;
     let eff = super::eval::effective_times_pub(ctx, vs.at, vs.original_offset_ms, grid);
     let lb = ctx.lookback_ms;
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
     let hints = tessera_model::SelectHints { step_ms: grid.step, ..Default::default() };
-    let partials = super::eval::select_fold(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, Partial::default, |p, labels, samples| {
+    let fold = |p: &mut Partial, labels: &Labels, samples: &[tessera_model::Sample], _: &[i64], hs: &[super::eval::HPoint]| {
+        // What `eval_vector_selector` computes for the series, folded at once.
         let mut vals = vec![None; n];
-        if !super::eval::lookback_values(samples, &eff, lb, false, &mut vals) {
-            return 0;
-        }
-        let h = group_hash(labels, a);
-        let gi = *p.idx.entry(h).or_insert_with(|| {
-            p.groups.push((group_labels(labels, a), vec![AggAcc::default(); n]));
-            p.groups.len() - 1
-        });
-        let mut held = 0;
-        for (acc, x) in p.groups[gi].1.iter_mut().zip(&vals) {
-            if let Some(x) = x {
-                acc.add(op, *x);
-                held += 1;
+        if hs.is_empty() {
+            if !super::eval::lookback_values(samples, &eff, lb, false, &mut vals) {
+                return Some(0);
             }
+            let held = vals.iter().filter(|v| v.is_some()).count();
+            ctx.count_queryable(held);
+            return p.add(a, labels, false, &vals, None).then_some(held);
         }
-        held
-    })?;
-    let Some(partials) = partials else { return Ok(None) };
-    // Merge stage.
-    let mut idx: HashMap<u64, usize> = HashMap::new();
-    let mut merged: Vec<(Labels, Vec<AggAcc>)> = Vec::new();
-    for p in partials {
-        for (h, gi) in p.idx {
-            let (labels, accs) = &p.groups[gi];
-            match idx.get(&h) {
-                Some(&m) => {
-                    for (x, y) in merged[m].1.iter_mut().zip(accs) {
-                        x.merge(op, y);
-                    }
-                }
-                None => {
-                    idx.insert(h, merged.len());
-                    merged.push((labels.clone(), accs.clone()));
-                }
-            }
+        let mut hvals: HistCol = vec![None; n];
+        if !super::eval::lookback_mixed(samples, hs, &eff, lb, false, &mut vals, &mut hvals) {
+            return Some(0);
         }
+        let held = vals.iter().filter(|v| v.is_some()).count()
+            + hvals.iter().flatten().map(|h| super::eval::hist_size(h)).sum::<usize>();
+        ctx.count_queryable(held);
+        p.add(a, labels, false, &vals, Some(&hvals)).then_some(held)
+    };
+    let base = ctx.held_samples();
+    let partials =
+        super::eval::select_fold(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, false, None, Partial::default, fold)?;
+    Ok(merged_or_release(ctx, a.op, partials, base))
+}
+
+/// Range functions whose aggregation is pushed into the shards: one argument, a plain matrix selector
+/// (anchored and smoothed ranges and subqueries run centrally) whose metric name is fixed by an
+/// equality matcher, so that dropping the name cannot make two series one (the central path merges
+/// or refuses those). `absent_over_time` is not a per-series function.
+fn pushable_range_call(c: &Call) -> bool {
+    if c.args.len() != 1 || c.func.name == "absent_over_time" || super::functions::range_kernel(c.func.name).is_none() {
+        return false;
     }
-    let out = merged
-        .into_iter()
-        .filter_map(|(labels, accs)| {
-            let vals: Vec<Option<f64>> = accs.iter().map(|acc| (acc.count > 0.0).then(|| acc.finish(op))).collect();
-            vals.iter().any(|x| x.is_some()).then_some(Series { hists: None, labels, vals, drop_name: false })
-        })
-        .collect();
-    Ok(Some(Val::Vector(out)))
+    let Expr::MatrixSelector(ms) = c.args[0].unwrap_parens() else { return false };
+    !ms.vs.anchored
+        && !ms.vs.smoothed
+        && ms.vs.matchers.iter().any(|m| m.name == "__name__" && m.op == tessera_model::MatchOp::Equal)
+}
+
+/// `op by (...) (f(selector[range]))` with the first stage pushed into the shards: each series' output
+/// of the range function (computed exactly as [`super::functions::eval_call`] computes it, annotations
+/// included) is folded into the shard's partial as soon as it exists; then merged as [`pushed_down`].
+fn pushed_down_range(ctx: &QueryCtx<'_>, a: &AggregateExpr, c: &Call, grid: &Grid) -> Result<Option<Val>, EngineError> {
+    let delayed = ctx.opts.delayed_name_removal;
+    let add = |p: &mut Partial, s: Series| -> bool {
+        // Dropping the name drops these too; series differing only there would collide centrally.
+        if s.labels.has("__type__") || s.labels.has("__unit__") {
+            return false;
+        }
+        // Without delayed name removal the function's node drops the name before the aggregation sees
+        // the series (`drop_names_now`); with it, the group inherits the flag.
+        let (labels, drop) =
+            if delayed { (s.labels, s.drop_name) } else { (super::eval::final_labels(s.labels, s.drop_name), false) };
+        p.add(a, &labels, drop, &s.vals, s.hists.as_deref())
+    };
+    let fold = super::functions::RangeFold { init: &Partial::default, add: &add };
+    let base = ctx.held_samples();
+    let partials = super::functions::fold_range_function(ctx, c, grid, &fold)?;
+    Ok(merged_or_release(ctx, a.op, partials, base))
+}
+
+/// The merged result, or `None` with the samples the fold counted released (the central path that
+/// follows counts them again).
+fn merged_or_release(ctx: &QueryCtx<'_>, op: AggregateOp, partials: Option<Vec<Partial>>, base: usize) -> Option<Val> {
+    let r = partials.and_then(|p| merge_partials(ctx, op, p));
+    if r.is_none() {
+        ctx.samples.store(base, std::sync::atomic::Ordering::Relaxed);
+    }
+    r
 }
 
 /// topk, bottomk, limitk, limit_ratio (upstream `aggregationK`): output keeps the input series' labels.

@@ -307,7 +307,7 @@ pub fn run(ctx: &QueryCtx<'_>, expr: &Expr, start: i64, end: i64, step: i64) -> 
 }
 
 /// Applies delayed `__name__` removal; the type-and-unit metadata labels go with the name.
-fn final_labels(l: Labels, drop: bool) -> Labels {
+pub fn final_labels(l: Labels, drop: bool) -> Labels {
     if drop { l.drop_names(&["__name__", "__type__", "__unit__"]) } else { l }
 }
 
@@ -1193,25 +1193,33 @@ fn for_each_lookback(samples: &[Sample], eff: &[i64], lb: i64, mut f: impl FnMut
     any
 }
 
-/// Like [`select_map`], but folds each shard's series into one per-shard state (the partial stage of an
-/// aggregation pushed down to the shards); returns the states, one per shard, in shard order, or `None`
-/// when a selected series holds histogram chunks (the partial stages are float-only; the caller then
-/// evaluates the aggregation over the materialised vector). `f` returns
-/// how many samples the series would hold as an instant vector: upstream materialises the selector's
-/// vector before aggregating, so the limit counts those samples even though they are not kept here.
+/// Like [`select_map_st`], but folds each shard's series into one per-shard state (the partial stage of
+/// an aggregation pushed down to the shards); returns the states, one per shard, in shard order. `f`
+/// sees the series' float samples, their start timestamps (with `want_st`, as [`select_map_st`]) and its
+/// histogram samples (stale markers included), and returns how many samples the series would hold as
+/// the instant vector its node produces (upstream materialises that vector before aggregating, so the
+/// limit counts those samples even though they are not kept here), or `None` to give up: the fold then
+/// stops in every shard and `Ok(None)` tells the caller to evaluate centrally instead (a histogram
+/// layout whose merged partials would not be upstream's bit for bit, a label set the central path
+/// would refuse). `window`: for a range function, the windows' ends and length (checked as
+/// [`select_map_st`] checks them).
+#[allow(clippy::too_many_arguments)]
 pub fn select_fold<S: Send>(
     ctx: &QueryCtx<'_>,
     vs: &VectorSelector,
     mint: i64,
     maxt: i64,
     hints: SelectHints,
+    want_st: bool,
+    window: Option<(&[i64], i64)>,
     init: impl Fn() -> S + Sync,
-    f: impl Fn(&mut S, &Labels, &[Sample]) -> usize + Sync,
+    f: impl Fn(&mut S, &Labels, &[Sample], &[i64], &[HPoint]) -> Option<usize> + Sync,
 ) -> Result<Option<Vec<S>>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
+    let stats_hints = ctx.stats_selectors.contains(&(vs as *const VectorSelector as usize));
     let base = ctx.held_samples();
     let kept = AtomicUsize::new(0);
-    let saw_hist = std::sync::atomic::AtomicBool::new(false);
+    let gave_up = std::sync::atomic::AtomicBool::new(false);
     let states: Vec<S> = (0..q.shard_count())
         .into_par_iter()
         .map(|shard| {
@@ -1223,25 +1231,35 @@ pub fn select_fold<S: Send>(
             for s in set {
                 // Every series: one series can take long over a long or fine grid.
                 ctx.check()?;
-                if saw_hist.load(Ordering::Relaxed) {
+                if gave_up.load(Ordering::Relaxed) {
                     return Ok(state);
                 }
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-                if s.chunks.iter().any(|c| c.encoding.is_histogram()) {
-                    saw_hist.store(true, Ordering::Relaxed);
-                    return Ok(state);
+                decode_series(&s.chunks, mint, maxt, want_st, decode_limit(ctx), &mut buf, &mut sts, &mut hbuf)?;
+                ctx.stats.read.fetch_add(buf.len() + hbuf.len(), Ordering::Relaxed);
+                if !hbuf.is_empty() && stats_hints {
+                    super::hist::derive_stats_hints(&mut hbuf);
                 }
-                decode_series(&s.chunks, mint, maxt, false, decode_limit(ctx), &mut buf, &mut sts, &mut hbuf)?;
-                ctx.stats.read.fetch_add(buf.len(), Ordering::Relaxed);
-                let n = f(&mut state, &s.labels, &buf);
-                ctx.count_queryable(n);
+                if let Some((eff, range)) = window {
+                    let held = base + kept.load(Ordering::Relaxed);
+                    if hbuf.is_empty() {
+                        if held + buf.len() > ctx.opts.max_samples {
+                            ctx.check_samples(held + max_window(&buf, eff, range))?;
+                        }
+                    } else {
+                        ctx.check_samples(held + max_window_mixed(&buf, &hbuf, eff, range))?;
+                    }
+                }
+                let Some(n) = f(&mut state, &s.labels, &buf, &sts, &hbuf) else {
+                    gave_up.store(true, Ordering::Relaxed);
+                    return Ok(state);
+                };
                 ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
             }
             Ok(state)
         })
         .collect::<Result<_, EngineError>>()?;
-    if saw_hist.load(Ordering::Relaxed) {
-        // The folds know floats only: the caller evaluates centrally instead.
+    if gave_up.load(Ordering::Relaxed) {
         ctx.samples.store(base, Ordering::Relaxed);
         return Ok(None);
     }

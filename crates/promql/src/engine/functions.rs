@@ -6,7 +6,8 @@
 
 use super::EngineError;
 use super::eval::{
-    Grid, HPoint, QueryCtx, RangeArg, Series, StartTimestamps, Val, eval, eval_range_arg, eval_scalar, eval_vector, eval_vector_selector,
+    Grid, HPoint, Held, QueryCtx, RangeArg, Series, StartTimestamps, Val, eval, eval_range_arg, eval_scalar, eval_vector,
+    eval_vector_selector,
     for_each_window, for_each_window_idx, merge_same_labels,
 };
 use crate::gomath::{go_max, go_min};
@@ -845,6 +846,50 @@ fn eval_range_function(
     grid: &Grid,
     k: fn(&Window<'_>) -> Option<f64>,
 ) -> Result<Val, EngineError> {
+    match range_function::<()>(ctx, c, grid, k, None)? {
+        RangeOut::Vector(v) => Ok(v),
+        RangeOut::Folded(_) => Err(EngineError::Execution("range function folded without a fold".into())),
+    }
+}
+
+/// The partial stage of an aggregation over a range function, run inside the shards
+/// ([`fold_range_function`]): a fresh per-shard state, and how one series' output enters it (returning
+/// `false` to give up, see [`super::eval::select_fold`]).
+pub struct RangeFold<'a, S> {
+    pub init: &'a (dyn Fn() -> S + Sync),
+    pub add: &'a (dyn Fn(&mut S, Series) -> bool + Sync),
+}
+
+/// What [`range_function`] produced: the function's vector, or the per-shard states of a fold (`None`:
+/// the fold gave up).
+enum RangeOut<S> {
+    Vector(Val),
+    Folded(Option<Vec<S>>),
+}
+
+/// `f(matrix selector)` with each series' output folded into per-shard states as soon as it is computed
+/// (the series' vector is never materialised): the per-series work is exactly [`eval_range_function`]'s.
+/// `None` when the argument is not a plain matrix selector or the fold gave up.
+pub fn fold_range_function<S: Send>(
+    ctx: &QueryCtx<'_>,
+    c: &Call,
+    grid: &Grid,
+    fold: &RangeFold<'_, S>,
+) -> Result<Option<Vec<S>>, EngineError> {
+    let Some(k) = range_kernel(c.func.name) else { return Ok(None) };
+    match range_function(ctx, c, grid, k, Some(fold))? {
+        RangeOut::Folded(states) => Ok(states),
+        RangeOut::Vector(_) => Ok(None),
+    }
+}
+
+fn range_function<S: Send>(
+    ctx: &QueryCtx<'_>,
+    c: &Call,
+    grid: &Grid,
+    k: fn(&Window<'_>) -> Option<f64>,
+    fold: Option<&RangeFold<'_, S>>,
+) -> Result<RangeOut<S>, EngineError> {
     let name = c.func.name;
     // Which argument is the range vector, and the scalar parameters.
     let (m_idx, param_exprs): (usize, Vec<&Expr>) = match name {
@@ -856,7 +901,10 @@ fn eval_range_function(
     if let Expr::MatrixSelector(ms) = c.args[m_idx].unwrap_parens()
         && (ms.vs.anchored || ms.vs.smoothed)
     {
-        return eval_extended_range_function(ctx, c, ms, grid);
+        if fold.is_some() {
+            return Ok(RangeOut::Folded(None));
+        }
+        return eval_extended_range_function(ctx, c, ms, grid).map(RangeOut::Vector);
     }
     let mut params: Vec<Vec<f64>> = Vec::new();
     for p in &param_exprs {
@@ -985,6 +1033,37 @@ fn eval_range_function(
         // selector (a subquery's samples have none); the column is decoded only then.
         let want_st = ctx.opts.use_start_timestamps && matches!(name, "rate" | "irate" | "increase" | "resets");
         let window = Some((&eff[..], range));
+        // The shard fold hands each series' float start timestamps only; with start timestamps in use the
+        // series go through the map below, which carries the histograms' too.
+        if let Some(fold) = fold.filter(|_| !want_st) {
+            // The partial stage of an aggregation: each series' output goes straight into the shard's
+            // state, so the fold holds groups x steps, not series x steps.
+            let states = super::eval::select_fold(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, fold.init, |st, labels, samples, sts, hs| {
+                let clean_h: Vec<HPoint>;
+                let hs = if hs.iter().any(|p| p.h.is_stale()) {
+                    clean_h = hs.iter().filter(|p| !p.h.is_stale()).cloned().collect();
+                    &clean_h[..]
+                } else {
+                    hs
+                };
+                let s = if samples.iter().any(|s| tessera_model::is_stale_nan(s.v)) {
+                    let (clean, clean_st) = super::eval::drop_stale(samples, sts);
+                    apply(labels, &clean, StartTimestamps { floats: &clean_st, histograms: &[] }, hs, false, &eff, range)
+                } else {
+                    apply(labels, samples, StartTimestamps { floats: sts, histograms: &[] }, hs, false, &eff, range)
+                };
+                let Some(s) = s else { return Some(0) };
+                let held = s.held();
+                (fold.add)(st, s).then_some(held)
+            })?;
+            if let Some(e) = stopped.get().cloned() {
+                return Err(e);
+            }
+            if let Some(msg) = invalid_factor(bad_step.load(std::sync::atomic::Ordering::Relaxed)) {
+                return Err(EngineError::Execution(msg));
+            }
+            return Ok(RangeOut::Folded(states));
+        }
         let mut out = super::eval::select_map_st(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, grid.n, |labels, samples, sts, hs| {
             let (clean_h, clean_hst): (Vec<HPoint>, Vec<i64>);
             let (hs, hsts) = if hs.iter().any(|p| p.h.is_stale()) {
@@ -1007,7 +1086,10 @@ fn eval_range_function(
             return Err(EngineError::Execution(msg));
         }
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
-        return Ok(Val::Vector(out));
+        return Ok(RangeOut::Vector(Val::Vector(out)));
+    }
+    if fold.is_some() {
+        return Ok(RangeOut::Folded(None));
     }
     let ra: RangeArg = eval_range_arg(ctx, &c.args[m_idx], grid)?;
     use rayon::prelude::*;
@@ -1019,7 +1101,7 @@ fn eval_range_function(
     if let Some(msg) = invalid_factor(bad_step.load(std::sync::atomic::Ordering::Relaxed)) {
         return Err(EngineError::Execution(msg));
     }
-    Ok(Val::Vector(out))
+    Ok(RangeOut::Vector(Val::Vector(out)))
 }
 
 /// One series as a range function sees it: its float and histogram samples (stale markers dropped)

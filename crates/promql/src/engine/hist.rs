@@ -500,7 +500,19 @@ impl HistKahan {
         self.track(h);
         self.count += 1.0;
         let count = self.count;
-        if !self.avg || self.mean.is_none() {
+        if !self.avg {
+            // A sum never switches to a mean: add in place (no copy of the running sum per addition).
+            // `KahanAdd` checks everything that can fail before it changes the sum.
+            match math::kahan_add(&mut self.sum, h, self.c.take()) {
+                Err(e) => self.err = Some(e),
+                Ok((c, info)) => {
+                    self.reconciled |= info.nhcb_bounds_reconciled;
+                    self.c = Some(c);
+                }
+            }
+            return;
+        }
+        if self.mean.is_none() {
             let mut sum = self.sum.clone();
             match math::kahan_add(&mut sum, h, self.c.clone()) {
                 Err(e) => {
@@ -540,6 +552,58 @@ impl HistKahan {
                 Err(e) => self.err = Some(e),
             }
         }
+    }
+
+    /// Whether `h` has this sum's bucket layout parameters: the same schema, zero threshold and custom
+    /// bounds. Only then is the Kahan sum independent of the order histograms are added in (up to the
+    /// rounding of the compensation, as for floats): a lower schema reduces the running sum's buckets
+    /// with plain additions, a wider zero bucket absorbs buckets, mismatched custom bounds are reconciled
+    /// (with an info) and exponential with custom buckets is an error (with a warning naming the series
+    /// added at that moment), all of which depend on the order. See [`HistKahan::merge_sum`].
+    pub fn layout_matches(&self, h: &FloatHistogram) -> bool {
+        self.sum.schema == h.schema
+            && self.sum.zero_threshold.to_bits() == h.zero_threshold.to_bits()
+            && self.sum.custom_values == h.custom_values
+    }
+
+    /// Adds another sum's partial (the merge stage of `sum` pushed into the shards) the way
+    /// `AggAcc::merge` merges float Kahan sums: the other sum enters with `KahanAdd` against this
+    /// compensation, and the other compensation is added to the result's. Only for sums (not means)
+    /// with matching layouts ([`HistKahan::layout_matches`]); returns `false` (and leaves an unusable
+    /// state) when that does not hold or the addition fails, and the caller evaluates centrally.
+    pub fn merge_sum(&mut self, o: &HistKahan) -> bool {
+        if self.avg || o.avg || self.mean.is_some() || o.mean.is_some() || self.err.is_some() || o.err.is_some() {
+            return false;
+        }
+        if !self.layout_matches(&o.sum) {
+            return false;
+        }
+        self.counter_reset |= o.counter_reset;
+        self.not_counter_reset |= o.not_counter_reset;
+        self.count += o.count;
+        let (mut c, info) = match math::kahan_add(&mut self.sum, &o.sum, self.c.take()) {
+            Ok(r) => r,
+            Err(e) => {
+                self.err = Some(e);
+                return false;
+            }
+        };
+        if info.nhcb_bounds_reconciled {
+            return false;
+        }
+        if let Some(oc) = &o.c
+            && math::add(&mut c, oc).is_err()
+        {
+            return false;
+        }
+        // The compensation must keep the sum's layout for the next `KahanAdd`.
+        if c.positive_buckets.len() != self.sum.positive_buckets.len()
+            || c.negative_buckets.len() != self.sum.negative_buckets.len()
+        {
+            return false;
+        }
+        self.c = Some(c);
+        true
     }
 
     /// The sum or mean, compensation added; `None` after an error.

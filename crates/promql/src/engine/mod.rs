@@ -13,9 +13,9 @@
 //! never per step, so the hot loops do no hashing.
 //!
 //! Per-series stages (selectors, range functions) run per shard in parallel (rayon over
-//! [`Querier::select_shard`]); aggregations keep a partial stage (accumulators per group, see
-//! [`aggregate`]) separate from the final merge so that a later issue can push the partial stage into
-//! shards.
+//! [`Querier::select_shard`]); decomposable aggregations of a selector or of a range function over one
+//! run their partial stage (accumulators per group, see [`aggregate`]) inside the shards too, floats and
+//! native histograms alike, and only the partials meet in the final merge.
 //!
 //! Semantics follow Prometheus' `promql/engine.go` and `promql/functions.go`; the upstream function a
 //! piece mirrors is named next to it. Conformance: every eval of Prometheus 3.14's promqltest scripts
@@ -86,6 +86,10 @@ pub struct EngineOptions {
     /// zero, and `start_timestamp()` returns them. Off (upstream's default), no start-timestamp column is
     /// ever decoded.
     pub use_start_timestamps: bool,
+    /// Run the partial stage of decomposable aggregations (`sum`, `count`, `min`, `max`, `group` over a
+    /// selector or a range function of one) inside the shards (see [`aggregate`]). Off, every
+    /// aggregation runs over the materialised vector: the same answers, for comparisons and benchmarks.
+    pub aggregation_pushdown: bool,
 }
 
 impl Default for EngineOptions {
@@ -98,6 +102,7 @@ impl Default for EngineOptions {
             no_step_subquery_interval_ms: 60_000,
             delayed_name_removal: false,
             use_start_timestamps: false,
+            aggregation_pushdown: true,
         }
     }
 }

@@ -60,6 +60,7 @@ pub fn test_engine() -> Engine {
         no_step_subquery_interval_ms: 60_000,
         delayed_name_removal: true,
         use_start_timestamps: true,
+        aggregation_pushdown: true,
     })
 }
 
