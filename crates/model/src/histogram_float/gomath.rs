@@ -4,7 +4,9 @@
 /// One step of Kahan–Neumaier summation: adds `inc` to `sum` with compensation `c`, returning the
 /// new sum and compensation. An infinite sum resets the compensation.
 ///
-/// Mirrors upstream `kahansum.Inc` (util/kahansum/kahansum.go).
+/// Mirrors upstream `kahansum.Inc` (util/kahansum/kahansum.go). Inlined across crates: PromQL's float
+/// sums call it per sample.
+#[inline]
 pub fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
     let t = sum + inc;
     let c = if t.is_infinite() {

@@ -15,19 +15,8 @@ use crate::parser::{Call, Expr};
 use tessera_model::MatchOp;
 use tessera_model::{Labels, LabelsBuilder, Sample};
 
-/// Neumaier-compensated summation step (upstream `kahanSumInc`).
-#[inline]
-pub fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
-    let t = sum + inc;
-    let c = if t.is_infinite() {
-        0.0
-    } else if sum.abs() >= inc.abs() {
-        c + ((sum - t) + inc)
-    } else {
-        c + ((inc - t) + sum)
-    };
-    (t, c)
-}
+/// Neumaier-compensated summation step (upstream `kahanSumInc`), shared with the histogram arithmetic.
+pub use tessera_model::histogram_float::kahan_inc;
 
 /// What a range kernel sees for one step.
 pub struct Window<'a> {
