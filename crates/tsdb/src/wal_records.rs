@@ -273,42 +273,49 @@ fn put_f64s(b: &mut Vec<u8>, v: &[f64]) {
     }
 }
 
-/// One histogram of a type 5 record (layout in the module docs).
+/// One histogram of a type 5 record (layout in the module docs): the fields both kinds share written
+/// once, counts and buckets by kind.
 fn put_histogram(b: &mut Vec<u8>, h: &HistogramValue) {
+    let (kind, hint, schema, zt, sum, pos, neg, custom) = match h {
+        HistogramValue::Int(h) => {
+            (1, h.counter_reset_hint, h.schema, h.zero_threshold, h.sum, &h.positive_spans, &h.negative_spans, &h.custom_values)
+        }
+        HistogramValue::Float(h) => {
+            (2, h.counter_reset_hint, h.schema, h.zero_threshold, h.sum, &h.positive_spans, &h.negative_spans, &h.custom_values)
+        }
+    };
+    b.push(kind);
+    b.push(hint as u8);
+    put_varint(b, i64::from(schema));
+    b.extend_from_slice(&zt.to_bits().to_le_bytes());
     match h {
         HistogramValue::Int(h) => {
-            b.push(1);
-            b.push(h.counter_reset_hint as u8);
-            put_varint(b, i64::from(h.schema));
-            b.extend_from_slice(&h.zero_threshold.to_bits().to_le_bytes());
             put_uvarint(b, h.count);
             put_uvarint(b, h.zero_count);
-            b.extend_from_slice(&h.sum.to_bits().to_le_bytes());
-            put_spans(b, &h.positive_spans);
-            put_spans(b, &h.negative_spans);
+        }
+        HistogramValue::Float(h) => {
+            b.extend_from_slice(&h.count.to_bits().to_le_bytes());
+            b.extend_from_slice(&h.zero_count.to_bits().to_le_bytes());
+        }
+    }
+    b.extend_from_slice(&sum.to_bits().to_le_bytes());
+    put_spans(b, pos);
+    put_spans(b, neg);
+    match h {
+        HistogramValue::Int(h) => {
             for v in [&h.positive_buckets, &h.negative_buckets] {
                 put_uvarint(b, v.len() as u64);
                 for &d in v.iter() {
                     put_varint(b, d);
                 }
             }
-            put_f64s(b, &h.custom_values);
         }
         HistogramValue::Float(h) => {
-            b.push(2);
-            b.push(h.counter_reset_hint as u8);
-            put_varint(b, i64::from(h.schema));
-            b.extend_from_slice(&h.zero_threshold.to_bits().to_le_bytes());
-            b.extend_from_slice(&h.count.to_bits().to_le_bytes());
-            b.extend_from_slice(&h.zero_count.to_bits().to_le_bytes());
-            b.extend_from_slice(&h.sum.to_bits().to_le_bytes());
-            put_spans(b, &h.positive_spans);
-            put_spans(b, &h.negative_spans);
             put_f64s(b, &h.positive_buckets);
             put_f64s(b, &h.negative_buckets);
-            put_f64s(b, &h.custom_values);
         }
     }
+    put_f64s(b, custom);
 }
 
 /// Appends a [`Record::Exemplars`] to `buf`.

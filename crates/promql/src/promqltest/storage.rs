@@ -86,18 +86,7 @@ impl MemStorage {
         let shards = Arc::make_mut(&mut self.shards);
         let (shard, p) = pos;
         for data in chunks {
-            let mut it = tessera_encoding::FloatHistogramIter::new(&data);
-            let (mut mint, mut maxt) = (i64::MAX, i64::MIN);
-            while let Ok(Some((t, _))) = it.next_histogram() {
-                mint = mint.min(t);
-                maxt = maxt.max(t);
-            }
-            shards[shard][p].chunks.push(ChunkRef {
-                mint_ms: mint,
-                maxt_ms: maxt,
-                encoding: ChunkEncoding::FloatHistogram,
-                data: Bytes::from(data),
-            });
+            shards[shard][p].chunks.push(histogram_chunk(ChunkEncoding::FloatHistogram, data));
         }
         Ok(())
     }
@@ -135,18 +124,12 @@ impl MemStorage {
         let shards = Arc::make_mut(&mut self.shards);
         for (enc, sts) in chunks {
             let (inner, _) = tessera_encoding::split_st_chunk(enc.bytes()).map_err(|e| e.to_string())?;
-            let mut it = tessera_encoding::FloatHistogramIter::new(inner);
-            let (mut mint, mut maxt) = (i64::MAX, i64::MIN);
-            while let Ok(Some((t, _))) = it.next_histogram() {
-                mint = mint.min(t);
-                maxt = maxt.max(t);
-            }
             let (encoding, data) = if sts.iter().any(|t| *t != 0) {
                 (ChunkEncoding::FloatHistogramSt, enc.bytes().to_vec())
             } else {
                 (ChunkEncoding::FloatHistogram, inner.to_vec())
             };
-            shards[shard][p].chunks.push(ChunkRef { mint_ms: mint, maxt_ms: maxt, encoding, data: Bytes::from(data) });
+            shards[shard][p].chunks.push(histogram_chunk(encoding, data));
         }
         Ok(())
     }
@@ -169,18 +152,7 @@ impl MemStorage {
         let (shard, p) = self.series_pos(labels);
         let shards = Arc::make_mut(&mut self.shards);
         for data in chunks {
-            let mut it = tessera_encoding::HistogramIter::new(&data);
-            let (mut mint, mut maxt) = (i64::MAX, i64::MIN);
-            while let Ok(Some((t, _))) = it.next_histogram() {
-                mint = mint.min(t);
-                maxt = maxt.max(t);
-            }
-            shards[shard][p].chunks.push(ChunkRef {
-                mint_ms: mint,
-                maxt_ms: maxt,
-                encoding: ChunkEncoding::Histogram,
-                data: Bytes::from(data),
-            });
+            shards[shard][p].chunks.push(histogram_chunk(ChunkEncoding::Histogram, data));
         }
         Ok(())
     }
@@ -204,6 +176,16 @@ impl MemStorage {
     pub fn series_count(&self) -> usize {
         self.shards.iter().map(|s| s.len()).sum()
     }
+}
+
+/// A histogram chunk (any histogram encoding) with its first and last sample times as bounds.
+fn histogram_chunk(encoding: ChunkEncoding, data: Vec<u8>) -> ChunkRef {
+    let mut c = ChunkRef { mint_ms: i64::MIN, maxt_ms: i64::MAX, encoding, data: Bytes::from(data) };
+    let mut v = Vec::new();
+    let _ = tessera_encoding::decode_histogram_samples_into(&c, &mut v);
+    c.mint_ms = v.first().map_or(i64::MAX, |s| s.t);
+    c.maxt_ms = v.last().map_or(i64::MIN, |s| s.t);
+    c
 }
 
 impl Queryable for MemStorage {

@@ -371,47 +371,25 @@ impl MemSeries {
         if created {
             computed = false;
         }
+        // One arm per chunk kind: the previous chunk counts for the header only when of the same kind;
+        // the ST kinds also take the sample's start timestamp.
+        macro_rules! append {
+            ($kind:ident, $e:expr, $($arg:expr),+) => {{
+                let p = match &prev {
+                    Some(OpenChunk::$kind(p)) => Some(&**p),
+                    _ => None,
+                };
+                match $e.append($($arg,)+ p)? {
+                    Appended::NewChunk(ne) => Some(OpenChunk::$kind(Box::new(ne))),
+                    _ => None,
+                }
+            }};
+        }
         let appended = match (&mut self.open, h) {
-            (OpenChunk::Histogram(e), HistogramValue::Int(h)) => {
-                let p = match &prev {
-                    Some(OpenChunk::Histogram(p)) => Some(&**p),
-                    _ => None,
-                };
-                match e.append(t, h, p)? {
-                    Appended::NewChunk(ne) => Some(OpenChunk::Histogram(Box::new(ne))),
-                    _ => None,
-                }
-            }
-            (OpenChunk::FloatHistogram(e), HistogramValue::Float(h)) => {
-                let p = match &prev {
-                    Some(OpenChunk::FloatHistogram(p)) => Some(&**p),
-                    _ => None,
-                };
-                match e.append(t, h, p)? {
-                    Appended::NewChunk(ne) => Some(OpenChunk::FloatHistogram(Box::new(ne))),
-                    _ => None,
-                }
-            }
-            (OpenChunk::HistogramSt(e), HistogramValue::Int(h)) => {
-                let p = match &prev {
-                    Some(OpenChunk::HistogramSt(p)) => Some(&**p),
-                    _ => None,
-                };
-                match e.append(t, st, h, p)? {
-                    Appended::NewChunk(ne) => Some(OpenChunk::HistogramSt(Box::new(ne))),
-                    _ => None,
-                }
-            }
-            (OpenChunk::FloatHistogramSt(e), HistogramValue::Float(h)) => {
-                let p = match &prev {
-                    Some(OpenChunk::FloatHistogramSt(p)) => Some(&**p),
-                    _ => None,
-                };
-                match e.append(t, st, h, p)? {
-                    Appended::NewChunk(ne) => Some(OpenChunk::FloatHistogramSt(Box::new(ne))),
-                    _ => None,
-                }
-            }
+            (OpenChunk::Histogram(e), HistogramValue::Int(h)) => append!(Histogram, e, t, h),
+            (OpenChunk::FloatHistogram(e), HistogramValue::Float(h)) => append!(FloatHistogram, e, t, h),
+            (OpenChunk::HistogramSt(e), HistogramValue::Int(h)) => append!(HistogramSt, e, t, st, h),
+            (OpenChunk::FloatHistogramSt(e), HistogramValue::Float(h)) => append!(FloatHistogramSt, e, t, st, h),
             _ => unreachable!("the open chunk was made to fit the sample"),
         };
         if let Some(next) = appended {
