@@ -366,19 +366,11 @@ fn merge_cluster(cluster: Vec<(ChunkRef, Vec<Interval>, usize)>) -> Result<Vec<C
         let mut cluster = cluster;
         cluster.sort_by_key(|(_, _, prio)| *prio);
         let mut vals = Vec::new();
+        let mut one = Vec::new();
         for (c, dels, _) in &cluster {
-            let at = vals.len();
-            crate::merge::decode_any(c, &mut vals)?;
-            if !dels.is_empty() {
-                let mut k = at;
-                for i in at..vals.len() {
-                    if !dels.iter().any(|iv| iv.contains(vals[i].0)) {
-                        vals.swap(k, i);
-                        k += 1;
-                    }
-                }
-                vals.truncate(k);
-            }
+            one.clear();
+            crate::merge::decode_any(c, &mut one)?;
+            vals.extend(one.drain(..).filter(|v| !dels.iter().any(|iv| iv.contains(v.0))));
         }
         return crate::merge::merge_any(vals, &[], MAX_SAMPLES_PER_CHUNK);
     }

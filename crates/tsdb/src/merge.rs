@@ -41,7 +41,7 @@ pub(crate) fn finalize_chunks_st(
     if extra.is_empty() && extra_hists.is_empty() && !overlapping && !cut {
         return Ok(chunks);
     }
-    if !extra_hists.is_empty() || chunks.iter().any(|c| is_histogram(c.encoding)) {
+    if !extra_hists.is_empty() || chunks.iter().any(|c| c.encoding.is_histogram()) {
         let mut vals = Vec::new();
         for c in &chunks {
             decode_any(c, &mut vals)?;
@@ -94,10 +94,6 @@ pub(crate) enum AnyVal {
     F(f64, i64),
     /// A native histogram (integer or float) with its start timestamp.
     H(HistogramSample),
-}
-
-pub(crate) fn is_histogram(e: ChunkEncoding) -> bool {
-    e.is_histogram()
 }
 
 fn corrupt(c: &ChunkRef, e: tessera_encoding::ChunkError) -> Error {
@@ -275,7 +271,7 @@ pub(crate) fn has_sample_in(chunks: &[ChunkRef], mint: i64, maxt: i64) -> bool {
         if (c.mint_ms >= mint && c.mint_ms <= maxt) || (c.maxt_ms >= mint && c.maxt_ms <= maxt) {
             return true;
         }
-        if is_histogram(c.encoding) {
+        if c.encoding.is_histogram() {
             let mut v = Vec::new();
             if decode_any(c, &mut v).is_ok() && v.iter().any(|(t, _)| *t >= mint && *t <= maxt) {
                 return true;
