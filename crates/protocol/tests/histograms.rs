@@ -250,3 +250,27 @@ fn exemplars_decode_in_both_versions_and_unreadable_ones_are_counted() {
     let r = decode_ref(ProtoVersion::V1, &bytes, &Limits::default()).expect("decodes");
     assert_eq!((r.len(), r.unreadable_exemplars, r.get(0).exemplar_list.len()), (1, 1, 0));
 }
+
+#[test]
+fn mangled_exemplars_of_both_versions_never_panic() {
+    let mut s = WriteSeries::new(tessera_model::labels!("__name__" => "h"), vec![tessera_model::Sample::new(5, 1.0)]);
+    s.exemplar_list = vec![
+        tessera_model::Exemplar { labels: tessera_model::labels!("trace_id" => "abc", "span" => "x"), value: 1.5, t: 7 },
+        tessera_model::Exemplar { labels: tessera_model::Labels::default(), value: f64::NAN, t: i64::MIN },
+    ];
+    for (v, body) in [(ProtoVersion::V1, encode_v1(&[s.clone()], &[])), (ProtoVersion::V2, encode_v2(&[s.clone()], &[]))] {
+        for cut in 0..body.len() {
+            let _ = decode(v, &body[..cut], &Limits::default());
+        }
+        for i in 0..body.len() {
+            for b in [0u8, 0x7f, 0x80, 0xff] {
+                let mut m = body.clone();
+                m[i] = b;
+                if let Ok(d) = decode(v, &m, &Limits::default()) {
+                    // Whatever survives is consistent: exemplars belong to valid series only.
+                    assert!(d.series.iter().map(|s| s.exemplar_list.len()).sum::<usize>() as u64 <= d.exemplars);
+                }
+            }
+        }
+    }
+}

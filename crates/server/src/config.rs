@@ -674,6 +674,7 @@ timeout = "1m"
     fn protection_flags() {
         let s = Settings::resolve(&ServeArgs::default()).expect("defaults");
         assert_eq!((s.max_future_ms, s.max_series, s.repair_future), (600_000, 0, false));
+        assert_eq!(s.max_exemplars, 100_000);
         assert_eq!((s.max_new_series_per_request, s.query_max_concurrency, s.api_result_limit), (100_000, 20, 1_000_000));
         let bad = |args: ServeArgs, says: &str| {
             let e = Settings::resolve(&args).expect_err(says);
@@ -683,6 +684,8 @@ timeout = "1m"
         bad(ServeArgs { storage_tsdb_max_future_time: Some("-5m".into()), ..Default::default() }, "--storage.tsdb.max-future-time");
         bad(ServeArgs { storage_tsdb_repair_future_samples: Some("maybe".into()), ..Default::default() }, "--storage.tsdb.repair-future-samples: \"maybe\" is not true or false");
         bad(ServeArgs { storage_tsdb_max_series: Some("-1".into()), ..Default::default() }, "--storage.tsdb.max-series");
+        bad(ServeArgs { storage_exemplars_exemplars_limit: Some("-1".into()), ..Default::default() }, "--storage.exemplars.exemplars-limit");
+        bad(ServeArgs { storage_exemplars_exemplars_limit: Some("99999999999999999999999".into()), ..Default::default() }, "--storage.exemplars.exemplars-limit");
         bad(ServeArgs { query_max_concurrency: Some("99999999999999999999999".into()), ..Default::default() }, "--query.max-concurrency");
         bad(ServeArgs { web_api_result_limit: Some("lots".into()), ..Default::default() }, "--web.api.result-limit");
         let ok = ServeArgs { storage_tsdb_repair_future_samples: Some("true".into()), storage_tsdb_max_future_time: Some("0s".into()), ..Default::default() };
