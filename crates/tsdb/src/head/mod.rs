@@ -891,21 +891,29 @@ impl Head {
 
     /// The largest time `<= t` that no chunk straddles (every chunk ends before it or starts at/after it),
     /// so the head can be cut there by moving whole chunks.
+    ///
+    /// Lowering `t` for one series can make a chunk of a series already passed straddle the new `t`
+    /// (it ended before the old `t` but after the new one), so passes repeat until `t` holds still.
     pub(crate) fn chunk_boundary_at_or_before(&self, mut t: i64) -> i64 {
-        for s in self.series.iter().flatten() {
-            for c in s.chunks.iter().rev() {
-                if c.maxt < t {
-                    break;
+        loop {
+            let before = t;
+            for s in self.series.iter().flatten() {
+                for c in s.chunks.iter().rev() {
+                    if c.maxt < t {
+                        break;
+                    }
+                    if c.mint < t {
+                        t = c.mint;
+                    }
                 }
-                if c.mint < t {
-                    t = c.mint;
+                if s.open_n > 0 && s.open_mint < t && s.last_t >= t {
+                    t = s.open_mint;
                 }
             }
-            if s.open_n > 0 && s.open_mint < t && s.last_t >= t {
-                t = s.open_mint;
+            if t == before {
+                return t;
             }
         }
-        t
     }
 
     /// Drops every chunk and out-of-order sample before `t` (they are in a block now), raises the minimum
@@ -1111,5 +1119,32 @@ mod tests {
         assert_eq!(h.min_t, 1000);
         assert_eq!(h.num_series(), 1);
         assert_eq!(h.num_samples, 500);
+    }
+
+    #[test]
+    fn chunk_boundary_holds_for_every_series_whatever_their_order() {
+        // a: [0,178] [200,319]; b: [150,269]. From 300, a lowers the boundary to 200, b to 150, and
+        // then a's first chunk straddles 150: only a second pass finds 0. (A one-pass version made the
+        // memory-pressure cut loop forever on fleet data.)
+        let mut h = Head::new(1_000_000, i64::MIN);
+        let a = labels!("__name__" => "a");
+        let b = labels!("__name__" => "b");
+        h.create(0, a.hash(), a.clone());
+        h.create(1, b.hash(), b.clone());
+        for i in 0..120 {
+            h.apply_st(0, Sample::new(i * 3 / 2, 1.0), 0, Verdict::InOrder);
+        }
+        for t in (200..320).chain([400]) {
+            h.apply_st(0, Sample::new(t, 1.0), 0, Verdict::InOrder);
+        }
+        for t in (150..270).chain([400]) {
+            h.apply_st(1, Sample::new(t, 1.0), 0, Verdict::InOrder);
+        }
+        let spans = |r: u32| h.series(r).expect("present").chunks.iter().map(|c| (c.mint, c.maxt)).collect::<Vec<_>>();
+        assert_eq!(spans(0), vec![(0, 178), (200, 319)]);
+        assert_eq!(spans(1), vec![(150, 269)]);
+        assert_eq!(h.chunk_boundary_at_or_before(300), 0);
+        assert_eq!(h.chunk_boundary_at_or_before(100), 0);
+        assert_eq!(h.chunk_boundary_at_or_before(400), 400);
     }
 }

@@ -131,6 +131,9 @@ pub(crate) struct Shard {
     writer: Mutex<Writer>,
     /// Serialises head cuts (inline ones and the background thread's).
     cut_lock: Mutex<()>,
+    /// The head's newest time when a cut last made no progress (`i64::MIN`: none): no cut is due
+    /// again until newer data arrives, so a head that cannot be cut further is not rescanned forever.
+    cut_stuck_max_t: std::sync::atomic::AtomicI64,
     pub state: RwLock<State>,
     /// The shard's exemplars (a bounded ring, see [`crate::exemplars`]).
     pub(crate) exemplars: Mutex<crate::exemplars::ExemplarStore>,
@@ -212,6 +215,7 @@ impl Shard {
             metrics,
             writer: Mutex::new(Writer { wal: Some(wal), poisoned: None, buf: Vec::new(), seg_maxt, next_ref, verdicts: Vec::new(), hverdicts: Vec::new(), pending: Pending::default() }),
             cut_lock: Mutex::new(()),
+            cut_stuck_max_t: std::sync::atomic::AtomicI64::new(i64::MIN),
             state: RwLock::new(State { head, blocks }),
             exemplars: Mutex::new(exemplars),
         })
@@ -516,6 +520,9 @@ impl Shard {
         if h.max_t == i64::MIN || h.min_t == i64::MAX {
             return None;
         }
+        if h.max_t == self.cut_stuck_max_t.load(Relaxed) {
+            return None;
+        }
         let range = self.opts.block_range_ms;
         if h.max_t.saturating_sub(h.min_t) > range / 2 * 3 {
             return Some(true);
@@ -564,8 +571,18 @@ impl Shard {
                 h.close_open_chunks_before(w_end);
                 (w_start, w_end)
             };
+            let min_t_before = self.state.read().head.min_t;
             self.cut_window(w_start, w_end)?;
             cut_any = true;
+            // A cut that left the head's oldest data where it was cannot be followed by a better one
+            // until new data arrives: stop (a loop here once spun forever on a chunk the window could
+            // not take whole, holding the cut lock and both cores).
+            let st = self.state.read();
+            if !force && st.head.min_t <= min_t_before {
+                self.cut_stuck_max_t.store(st.head.max_t, Relaxed);
+                tracing::warn!(shard = self.id, w_start, w_end, min_t = st.head.min_t, "head cut made no progress; waiting for newer data");
+                break;
+            }
         }
         if cut_any {
             let mut w = self.writer.lock();
