@@ -11,5 +11,6 @@ pub mod http;
 pub mod nodegen;
 pub mod prom_query;
 pub mod promql_diff;
+pub mod query_latency;
 pub mod remote_read;
 pub mod remote_write;
