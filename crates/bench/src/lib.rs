@@ -9,6 +9,7 @@ pub mod hist_query;
 pub mod hostile;
 pub mod http;
 pub mod nodegen;
+pub mod point_queries;
 pub mod prom_query;
 pub mod promql_diff;
 pub mod query_latency;

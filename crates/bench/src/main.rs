@@ -19,6 +19,8 @@ enum Cmd {
     B3(tessera_bench::query_latency::Args),
     /// B4: remote read (SAMPLES and STREAMED_XOR_CHUNKS) against any URL, checked, with server RSS growth.
     RemoteRead(tessera_bench::remote_read::Args),
+    /// B6: point queries at high QPS from many concurrent clients against any Prometheus-API URL.
+    B6(tessera_bench::point_queries::Args),
     /// Bytes on disk of a data directory and RSS of a process (B2's per-sample and per-series figures).
     DiskUsage(tessera_bench::disk_usage::Args),
     /// Randomised differential test of PromQL: the same data and queries against Tessera and Prometheus.
@@ -37,6 +39,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Billions(a) => tessera_bench::billions::run(a),
         Cmd::RemoteWrite(a) => tessera_bench::remote_write::run(a),
         Cmd::B3(a) => tessera_bench::query_latency::run(a),
+        Cmd::B6(a) => tessera_bench::point_queries::run(a),
         Cmd::RemoteRead(a) => tessera_bench::remote_read::run(a),
         Cmd::DiskUsage(a) => tessera_bench::disk_usage::run(a),
         Cmd::PromqlDiff(a) => tessera_bench::promql_diff::run(a),
