@@ -1,5 +1,5 @@
-//! A minimal blocking HTTP/1.1 client for the load generators: `POST` with a body over one kept-alive
-//! connection per sender, `http://` only.
+//! A minimal blocking HTTP/1.1 client for the load generators and query harnesses: `POST` with a body
+//! or `GET`, over one kept-alive connection per sender, `http://` only.
 //!
 //! Why not reqwest: the generator shares two cores with the server it measures, so each request must
 //! cost as little CPU as possible, and a load generator needs exactly one verb, one connection per
@@ -52,11 +52,22 @@ pub struct Client {
     conn: Option<BufReader<TcpStream>>,
     timeout: Duration,
     head: Vec<u8>,
+    max_body_bytes: usize,
 }
+
+/// The default cap on an answer's body: [`read_response`]'s.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 64 << 20;
 
 impl Client {
     pub fn new(url: Url, timeout: Duration) -> Self {
-        Client { url, conn: None, timeout, head: Vec::with_capacity(512) }
+        Client { url, conn: None, timeout, head: Vec::with_capacity(512), max_body_bytes: DEFAULT_MAX_BODY_BYTES }
+    }
+
+    /// Accepts answers of up to `bytes` (default [`DEFAULT_MAX_BODY_BYTES`]): a fleet-wide range query's
+    /// JSON runs to hundreds of MiB.
+    pub fn with_max_body(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
     }
 
     fn connect(&mut self) -> std::io::Result<&mut BufReader<TcpStream>> {
@@ -79,6 +90,12 @@ impl Client {
         r
     }
 
+    /// GETs `path` (with its query string) on the URL's host, with the same error handling as
+    /// [`Client::post`].
+    pub fn get(&mut self, path: &str) -> std::io::Result<Response> {
+        self.request("GET", path, &[], &[])
+    }
+
     /// Sends `method` to `path` (instead of the URL's own path) on the same host and connection, with the
     /// same error handling as [`Client::post`].
     pub fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> std::io::Result<Response> {
@@ -91,12 +108,11 @@ impl Client {
 
     fn request_once(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> std::io::Result<Response> {
         self.head.clear();
-        write!(
-            self.head,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tessera-bench\r\nContent-Length: {}\r\n",
-            self.url.host_port,
-            body.len()
-        )?;
+        write!(self.head, "{method} {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tessera-bench\r\n", self.url.host_port)?;
+        // A bodiless GET carries no Content-Length, as curl and wrk send it.
+        if !(body.is_empty() && method == "GET") {
+            write!(self.head, "Content-Length: {}\r\n", body.len())?;
+        }
         for (n, v) in headers {
             write!(self.head, "{n}: {v}\r\n")?;
         }
@@ -108,7 +124,7 @@ impl Client {
         self.head = head;
         res?;
         let conn = self.conn.as_mut().expect("connected");
-        let resp = read_response(conn)?;
+        let resp = read_response_limited(conn, self.max_body_bytes)?;
         let close = resp.header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
         if close {
             self.conn = None;
@@ -121,8 +137,17 @@ fn bad(msg: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, msg.to_string())
 }
 
-/// Reads one response (status line, headers, body).
+fn too_big(max_body_bytes: usize) -> std::io::Error {
+    bad(&format!("response body over {} MiB", max_body_bytes >> 20))
+}
+
+/// Reads one response (status line, headers, body of at most [`DEFAULT_MAX_BODY_BYTES`]).
 pub fn read_response<R: BufRead>(r: &mut R) -> std::io::Result<Response> {
+    read_response_limited(r, DEFAULT_MAX_BODY_BYTES)
+}
+
+/// [`read_response`] with a body of at most `max_body_bytes`.
+pub fn read_response_limited<R: BufRead>(r: &mut R, max_body_bytes: usize) -> std::io::Result<Response> {
     let mut line = String::new();
     if r.read_line(&mut line)? == 0 {
         return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed before a response"));
@@ -170,8 +195,8 @@ pub fn read_response<R: BufRead>(r: &mut R) -> std::io::Result<Response> {
                 }
                 break;
             }
-            if body.len() + size > 64 << 20 {
-                return Err(bad("response body over 64 MiB"));
+            if body.len() + size > max_body_bytes {
+                return Err(too_big(max_body_bytes));
             }
             let start = body.len();
             body.resize(start + size, 0);
@@ -181,13 +206,13 @@ pub fn read_response<R: BufRead>(r: &mut R) -> std::io::Result<Response> {
         }
     } else if let Some(n) = get("content-length") {
         let n: usize = n.parse().map_err(|_| bad("bad content-length"))?;
-        if n > 64 << 20 {
-            return Err(bad("response body over 64 MiB"));
+        if n > max_body_bytes {
+            return Err(too_big(max_body_bytes));
         }
         body.resize(n, 0);
         r.read_exact(&mut body)?;
     } else {
-        r.take(64 << 20).read_to_end(&mut body)?;
+        r.take(max_body_bytes as u64).read_to_end(&mut body)?;
     }
     Ok(Response { status, headers, body })
 }
@@ -217,5 +242,15 @@ mod tests {
         assert_eq!(read_response(&mut r).expect("ok").body, b"until close");
         let mut r = std::io::Cursor::new(b"HTTP/1.1 204 No Content\r\n\r\n".to_vec());
         assert!(read_response(&mut r).expect("ok").body.is_empty());
+    }
+
+    #[test]
+    fn bodies_over_the_limit_are_refused_in_both_framings() {
+        let mut r = std::io::Cursor::new(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello".to_vec());
+        assert!(read_response_limited(&mut r, 4).is_err());
+        let mut r = std::io::Cursor::new(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n".to_vec());
+        assert!(read_response_limited(&mut r, 4).is_err());
+        let mut r = std::io::Cursor::new(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello".to_vec());
+        assert_eq!(read_response_limited(&mut r, 5).expect("ok").body, b"hello");
     }
 }

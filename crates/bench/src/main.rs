@@ -14,8 +14,13 @@ enum Cmd {
     Billions(tessera_bench::billions::Args),
     /// B2: remote-write load generator (node_exporter-shaped fleet) against any receiver URL.
     RemoteWrite(tessera_bench::remote_write::Args),
+    /// B3: PromQL latency on fleet data (35 alerting rules, dashboard range queries) against any
+    /// Prometheus-API URL, optionally loading the data first; answers checksummed for comparison.
+    B3(tessera_bench::query_latency::Args),
     /// B4: remote read (SAMPLES and STREAMED_XOR_CHUNKS) against any URL, checked, with server RSS growth.
     RemoteRead(tessera_bench::remote_read::Args),
+    /// B6: point queries at high QPS from many concurrent clients against any Prometheus-API URL.
+    B6(tessera_bench::point_queries::Args),
     /// Bytes on disk of a data directory and RSS of a process (B2's per-sample and per-series figures).
     DiskUsage(tessera_bench::disk_usage::Args),
     /// Randomised differential test of PromQL: the same data and queries against Tessera and Prometheus.
@@ -33,6 +38,8 @@ fn main() -> anyhow::Result<()> {
     match cli.cmd {
         Cmd::Billions(a) => tessera_bench::billions::run(a),
         Cmd::RemoteWrite(a) => tessera_bench::remote_write::run(a),
+        Cmd::B3(a) => tessera_bench::query_latency::run(a),
+        Cmd::B6(a) => tessera_bench::point_queries::run(a),
         Cmd::RemoteRead(a) => tessera_bench::remote_read::run(a),
         Cmd::DiskUsage(a) => tessera_bench::disk_usage::run(a),
         Cmd::PromqlDiff(a) => tessera_bench::promql_diff::run(a),

@@ -5,8 +5,8 @@
 //! `--samples-per-request` samples to any receiver URL (Tessera, Prometheus with
 //! `--web.enable-remote-write-receiver`, VictoriaMetrics' `/api/v1/write`).
 //!
-//! - `--mode max` backfills from `--start-ms` (default: now − `--backfill`) towards now as fast as the
-//!   receiver accepts, for `--duration` of wall time or until it reaches now.
+//! - `--mode max` backfills from `--start-ms` (default: now − `--backfill`) towards now (or `--end-ms`)
+//!   as fast as the receiver accepts, for `--duration` of wall time or until it reaches that end.
 //! - `--mode steady` scrapes in real time, each target at its own offset within the interval, as a
 //!   Prometheus server does, batching up to the request size or a 1 s send deadline.
 //!
@@ -89,6 +89,10 @@ pub struct Args {
     /// Max mode: how far back the default start lies.
     #[arg(long, default_value = "3h", value_parser = parse_duration)]
     pub backfill: Duration,
+    /// Max mode: last simulated timestamp (ms, inclusive); the run ends there. Default: now when the
+    /// start is the default, else none (the run lasts --duration).
+    #[arg(long)]
+    pub end_ms: Option<i64>,
     /// Percentage of targets replaced every --churn-interval of simulated time.
     #[arg(long, default_value_t = 1.0)]
     pub churn_percent: f64,
@@ -354,10 +358,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Mode::Steady => now,
     };
     let start_ms = start_ms - start_ms.rem_euclid(interval_ms);
-    let end_ms = match args.mode {
-        Mode::Max if args.start_ms.is_some() => i64::MAX,
-        Mode::Max => now,
-        Mode::Steady => i64::MAX,
+    let end_ms = match (args.mode, args.end_ms) {
+        (Mode::Max, Some(end)) => end,
+        (Mode::Max, None) if args.start_ms.is_some() => i64::MAX,
+        (Mode::Max, None) => now,
+        (Mode::Steady, _) => i64::MAX,
     };
     let churn = Churn { targets: args.targets, percent: args.churn_percent.max(0.0) };
     let stats = Arc::new(Stats::default());
