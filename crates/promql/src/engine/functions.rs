@@ -33,6 +33,36 @@ pub struct Window<'a> {
     /// used (upstream `EvalNodeHelper.StartTimestamps`, only set for rate/irate/increase/resets over a
     /// matrix selector with `use-start-timestamps`).
     pub sts: &'a [i64],
+    /// For `rate`/`increase` over floats without start timestamps: where the counter drops inside this
+    /// window, found once per series instead of by scanning every window (see [`Drops`]). `None`: the
+    /// kernel scans the window itself.
+    pub drops: Option<Drops<'a>>,
+}
+
+/// The positions `g` of a series' samples where the value drops (`samples[g] < samples[g - 1]`, a
+/// counter reset), restricted to one window: `idx` holds those with `base < g < base + s.len()`,
+/// `base` being the index of the window's first sample in the series. With them a counter's increase
+/// over a window costs O(resets), not O(samples), and adds the same values in the same order as
+/// upstream's loop over the window, so the answer is the same to the bit.
+#[derive(Debug, Clone, Copy)]
+pub struct Drops<'a> {
+    pub idx: &'a [u32],
+    pub base: usize,
+}
+
+impl<'a> Drops<'a> {
+    /// Every drop of a series, ascending (empty, without allocating, for a counter that never drops).
+    pub fn find(samples: &[Sample]) -> Vec<u32> {
+        samples.windows(2).enumerate().filter(|(_, w)| w[1].v < w[0].v).map(|(i, _)| (i + 1) as u32).collect()
+    }
+
+    /// The drops of the window `samples[lo..hi]` among a series' `all` drops.
+    #[inline]
+    pub fn within(all: &'a [u32], lo: usize, hi: usize) -> Self {
+        let a = all.partition_point(|&g| g as usize <= lo);
+        let b = a + all[a..].partition_point(|&g| (g as usize) < hi);
+        Drops { idx: &all[a..b], base: lo }
+    }
 }
 
 /// Upstream `isStartTimestampReset`: whether the current sample's start timestamp says the counter
@@ -82,7 +112,11 @@ pub fn extrapolated_rate(w: &Window<'_>, is_counter: bool, is_rate: bool) -> Opt
     let n1 = s.len() - 1;
     let (first, last) = (s[0], s[n1]);
     let mut result = last.v - first.v;
-    if is_counter {
+    if let (true, Some(d), true) = (is_counter, w.drops, sts.is_empty()) {
+        for &g in d.idx {
+            result += s[g as usize - d.base - 1].v;
+        }
+    } else if is_counter {
         for i in 1..s.len() {
             let (prev, cur) = (s[i - 1], s[i]);
             if cur.v < prev.v || (i < sts.len() && is_st_reset(sts[i - 1], prev.t, sts[i], cur.t)) {
@@ -951,6 +985,7 @@ fn range_function<S: Send>(
         let mut overlap_warned = false;
         let mut window_samples = 0usize;
         let mut stop = false;
+        let drops = if is_counter_fn && sts.is_empty() { Some(Drops::find(samples)) } else { None };
         for_each_window_idx(samples, eff, range_ms, |lo, hi, i| {
             if stop || lo == hi {
                 return;
@@ -984,6 +1019,7 @@ fn range_function<S: Send>(
                 step_t: grid.t(i),
                 params: &pbuf,
                 sts: w_sts,
+                drops: drops.as_deref().map(|all| Drops::within(all, lo, hi)),
             };
             window_samples += hi - lo;
             if let Some(v) = k(&win) {
@@ -1166,6 +1202,7 @@ fn apply_hist(
             step_t: grid.t(i),
             params: &pbuf,
             sts: w_sts,
+            drops: None,
         };
         match super::hist::range_window(ctx, name, &metric, &samples[lo..hi], &hists[hlo..hhi], w_hsts, &win, k) {
             HOut::None => {}
@@ -1467,7 +1504,7 @@ fn eval_extended_range_function(
                 "rate" | "increase" | "delta" => extended_rate(w, start, end, range, smoothed, is_counter, name == "rate"),
                 _ => {
                     let ext = extend_floats(w, start, end, false);
-                    let win = Window { s: &ext, range_start: start, range_end: end, range_ms: range, step_t: grid.t(i), params: &[], sts: &[] };
+                    let win = Window { s: &ext, range_start: start, range_end: end, range_ms: range, step_t: grid.t(i), params: &[], sts: &[], drops: None };
                     if ext.is_empty() { None } else { k(&win) }
                 }
             };
@@ -1713,7 +1750,7 @@ mod tests {
     }
 
     fn win<'a>(s: &'a [Sample], sts: &'a [i64], start: i64, end: i64) -> Window<'a> {
-        Window { s, range_start: start, range_end: end, range_ms: end - start, step_t: end, params: &[], sts }
+        Window { s, range_start: start, range_end: end, range_ms: end - start, step_t: end, params: &[], sts, drops: None }
     }
 
     #[test]
@@ -1776,5 +1813,39 @@ mod tests {
         assert_eq!(natural_cmp("a10", "a9"), std::cmp::Ordering::Greater);
         assert_eq!(fmt_g(1.1), "1.1");
         assert_eq!(fmt_g(-1e-5), "-1e-05");
+    }
+
+    use proptest::prelude::*;
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, failure_persistence: None, ..Default::default() })]
+
+        /// rate and increase over precomputed drops give what the scan over each window gives, to the
+        /// bit: counters with resets, repeated values, NaN and infinities, windows anywhere.
+        #[test]
+        fn counter_drops_found_once_give_the_scanned_answer(
+            vals in proptest::collection::vec(proptest::prop_oneof![
+                8 => (0u32..1000).prop_map(|v| v as f64 * 0.5),
+                1 => proptest::prelude::Just(f64::NAN),
+                1 => proptest::prelude::Just(f64::INFINITY),
+                1 => (0u32..10).prop_map(|v| v as f64),
+            ], 0..60),
+            gaps in proptest::collection::vec(1i64..30_000, 60),
+            windows in proptest::collection::vec((0i64..2_000_000, 1i64..600_000), 1..20),
+        ) {
+            let mut t = 0;
+            let s: Vec<Sample> = vals.iter().zip(&gaps).map(|(&v, &g)| { t += g; Sample::new(t, v) }).collect();
+            let all = Drops::find(&s);
+            prop_assert!(all.windows(2).all(|w| w[0] < w[1]));
+            for (end, range) in windows {
+                let lo = s.partition_point(|x| x.t <= end - range);
+                let hi = s.partition_point(|x| x.t <= end);
+                let scan = win(&s[lo..hi], &[], end - range, end);
+                let fast = Window { drops: Some(Drops::within(&all, lo, hi)), ..win(&s[lo..hi], &[], end - range, end) };
+                for is_rate in [false, true] {
+                    let (a, b) = (extrapolated_rate(&scan, true, is_rate), extrapolated_rate(&fast, true, is_rate));
+                    prop_assert_eq!(a.map(f64::to_bits), b.map(f64::to_bits), "window ({}, {}] rate {}", end - range, end, is_rate);
+                }
+            }
+        }
     }
 }

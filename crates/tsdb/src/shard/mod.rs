@@ -564,6 +564,8 @@ impl Shard {
                     w_end = w_end.min(h.appendable_min_valid());
                     w_end = h.chunk_boundary_at_or_before(w_end);
                     if w_end <= w_start {
+                        // Nothing to cut whole yet; not again before newer data arrives.
+                        self.cut_stuck_max_t.store(h.max_t, Relaxed);
                         break;
                     }
                 }
