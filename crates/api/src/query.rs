@@ -89,6 +89,8 @@ struct QueryParams {
     timeout: Option<Duration>,
     lookback_ms: Option<i64>,
     stats: bool,
+    /// `trace=1` (VictoriaMetrics' parameter): return the plan with per-node figures.
+    trace: bool,
 }
 
 /// Parameter checks in the order of upstream `query` / `queryRange`.
@@ -138,7 +140,18 @@ fn parse_request(p: &Params, range: bool, now_ms: i64) -> Result<QueryParams, Ap
                 .map_err(|e| ApiError::bad_data(format!("error parsing lookback delta duration: {e}")))?,
         ),
     };
+    let trace = match p.get("trace") {
+        "" | "0" | "false" => false,
+        "1" | "true" => true,
+        other => {
+            return Err(ApiError::invalid_param(
+                "trace",
+                format!("cannot parse {} to a boolean (use 1 or 0)", tessera_model::labels::go_quote(other)),
+            ));
+        }
+    };
     Ok(QueryParams {
+        trace,
         query: p.get("query").to_string(),
         start_ms,
         end_ms,
@@ -180,7 +193,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let timeout = r.timeout.map(|t| t.min(engine.opts.timeout));
     let cancel = CancelToken::new();
     let _guard = CancelOnDrop(cancel.clone());
-    let qo = QueryOptions { lookback_delta_ms: r.lookback_ms, cancel, timeout };
+    let qo = QueryOptions { lookback_delta_ms: r.lookback_ms, cancel, timeout, trace: r.trace };
     let started = Instant::now();
     // Upstream's `--query.max-concurrency`: beyond it a query waits for a slot, and the wait counts
     // toward its timeout (upstream's query queue, "query timed out in query queue").
@@ -210,7 +223,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     .map_err(engine_error)?;
     let elapsed = started.elapsed();
 
-    let QueryResult { mut value, mut warnings, infos, stats: samples } = res;
+    let QueryResult { mut value, mut warnings, infos, stats: samples, trace } = res;
     if r.limit > 0 {
         let truncated = match &mut value {
             Value::Vector(v) if v.len() > r.limit => {
@@ -245,6 +258,15 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     if !infos.is_empty() {
         body.extend_from_slice(br#","infos":"#);
         body.extend_from_slice(&to_go_json(&infos));
+    }
+    if let Some(t) = trace {
+        // Outside `data`, as VictoriaMetrics places it: the plan, each node with where it ran and what
+        // it cost (see tessera_promql::engine::plan).
+        let mut js = String::new();
+        t.write_json(&mut js);
+        body.extend_from_slice(format!(r#","trace":{{"duration_ms":{:.3},"plan":"#, elapsed.as_secs_f64() * 1000.0).as_bytes());
+        body.extend_from_slice(js.as_bytes());
+        body.push(b'}');
     }
     body.push(b'}');
     let mut resp = (StatusCode::OK, body).into_response();
@@ -676,6 +698,33 @@ mod http_tests {
         let _: serde_json::Value = serde_json::from_str(&b).expect("valid JSON");
         let (_, b) = get(&app, "/api/v1/query?query=1&time=1&stats=yes").await;
         assert!(b.contains(r#""warnings":["value \"yes\" for parameter \"stats\" is deprecated"#), "{b}");
+    }
+
+    #[tokio::test]
+    async fn trace_returns_the_plan_with_figures() {
+        let (app, _d) = app();
+        let (s, b) = get(&app, "/api/v1/query_range?query=sum%20by%20(job)%20(rate(up[1m]))&start=1435781430.781&end=1435781460.781&step=15&trace=1").await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        let v: serde_json::Value = serde_json::from_str(&b).expect("valid JSON");
+        assert_eq!(v["status"], "success");
+        let plan = &v["trace"]["plan"];
+        assert_eq!(plan["op"], "sum by (job)", "{b}");
+        assert_eq!(plan["placement"], "shards+merge", "{b}");
+        assert!(plan["series_touched"].as_u64().expect("figure") >= 2, "{b}");
+        assert!(plan["samples_decoded"].as_u64().expect("figure") > 0, "{b}");
+        assert!(v["trace"]["duration_ms"].as_f64().expect("total") >= 0.0);
+        let rate = &plan["children"][0];
+        assert_eq!(rate["op"], "rate", "{b}");
+        assert_eq!(rate["placement"], "fused into parent", "{b}");
+        assert!(rate.get("duration_ms").is_none(), "a fused node is not evaluated on its own: {b}");
+        // The answer is the same with and without the trace.
+        let (_, plain) = get(&app, "/api/v1/query_range?query=sum%20by%20(job)%20(rate(up[1m]))&start=1435781430.781&end=1435781460.781&step=15").await;
+        let p: serde_json::Value = serde_json::from_str(&plain).expect("valid JSON");
+        assert_eq!(p["data"], v["data"]);
+        assert!(p.get("trace").is_none());
+        let (s, b) = get(&app, "/api/v1/query?query=up&time=1&trace=yes%22").await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+        assert!(b.contains(r#"invalid parameter \"trace\": cannot parse \"yes\\\"\" to a boolean"#), "{b}");
     }
 
     #[tokio::test]

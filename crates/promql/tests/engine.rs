@@ -411,3 +411,49 @@ fn dense_slots_of_sparse_series_are_bounded() {
     // One series fits (360,000 slots).
     assert!(e.instant(&st, "count_over_time(gone{i=\"1\"}[1h:10ms])", 3_600_000).is_ok());
 }
+
+/// The planner decides pushdown once and says where every node runs; a traced query reports each
+/// evaluated node's figures and answers exactly as an untraced one.
+#[test]
+fn plan_and_trace() {
+    use tessera_promql::engine::plan::{Placement, plan};
+    let opts = EngineOptions::default();
+    let p = |q: &str| plan(&tessera_promql::engine::parse(q).expect("parses"), &opts);
+    let root = p("sum by (job) (rate(reqs_total[1m]))").root;
+    assert_eq!((root.op.as_str(), root.placement), ("sum by (job)", Placement::ShardsThenMerge));
+    assert_eq!((root.children[0].op.as_str(), root.children[0].placement), ("rate", Placement::Fused));
+    assert_eq!(root.children[0].children[0].placement, Placement::Fused);
+    // Not decomposable exactly, or not a per-series shape: central over a shard-run child.
+    for q in ["avg(rate(reqs_total[1m]))", "sum(rate({job=\"j1\"}[1m]))", "topk(2, reqs_total)", "sum(reqs_total * 2)"] {
+        assert_eq!(p(q).root.placement, Placement::Central, "{q}");
+    }
+    let root = p("rate(reqs_total[1m]) / 2").root;
+    assert_eq!(root.placement, Placement::Central);
+    assert_eq!(root.children[0].placement, Placement::Shards);
+    assert_eq!(root.children[0].children[0].placement, Placement::Fused);
+    let root = p("max(reqs_total)").root;
+    assert_eq!((root.placement, root.children[0].placement), (Placement::ShardsThenMerge, Placement::Fused));
+    let off = EngineOptions { aggregation_pushdown: false, ..EngineOptions::default() };
+    let root = plan(&tessera_promql::engine::parse("sum(reqs_total)").expect("parses"), &off).root;
+    assert_eq!((root.placement, root.children[0].placement), (Placement::Central, Placement::Shards));
+
+    let st = store(2, 12, 41);
+    let e = Engine::default();
+    let expr = tessera_promql::engine::parse("sum by (job) (rate(reqs_total[1m])) / on (job) count by (job) (reqs_total)").expect("parses");
+    let traced = e.range_expr(&st, &expr, 60_000, 600_000, 15_000, &QueryOptions { trace: true, ..Default::default() }).expect("runs");
+    let plain = e.range_expr(&st, &expr, 60_000, 600_000, 15_000, &QueryOptions::default()).expect("runs");
+    assert_eq!(traced.value, plain.value);
+    assert!(plain.trace.is_none());
+    let t = traced.trace.expect("traced");
+    assert_eq!(t.op, "/");
+    assert!(t.evaluated && t.series_out == 3 && t.series_touched == 24, "{t:?}");
+    let (sum, count) = (&t.children[0], &t.children[1]);
+    assert_eq!((sum.placement, sum.series_touched, sum.series_out), ("shards+merge", 12, 3), "{sum:?}");
+    assert_eq!((count.placement, count.series_touched, count.series_out), ("shards+merge", 12, 3), "{count:?}");
+    assert!(sum.chunks >= 12 && sum.samples_decoded > 0, "{sum:?}");
+    assert_eq!(t.samples_decoded, sum.samples_decoded + count.samples_decoded);
+    assert!(!sum.children[0].evaluated, "the rate is fused into the sum");
+    let mut js = String::new();
+    t.write_json(&mut js);
+    assert!(js.starts_with(r#"{"op":"/","expr":"#), "{js}");
+}

@@ -5,9 +5,9 @@
 //! (sum, count, min, max, avg, group, stddev, stdvar) with `add` (feed a sample) and `merge` (combine two
 //! partials) and `finish`. `op by (...) (selector)` and `op by (...) (f(selector[range]))` (a range
 //! function of one argument over a selector with a fixed metric name) run `add` inside each shard and
-//! `merge` after, for the operators whose merged result is upstream's (`is_decomposable`: sum, count,
+//! `merge` after, for the operators whose merged result is upstream's (`plan::is_decomposable`: sum, count,
 //! min, max, group), over floats and native histograms alike (a histogram sum gives way to central
-//! evaluation only where the histograms of a group differ in layout, see `is_decomposable`); the fold
+//! evaluation only where the histograms of a group differ in layout, see `plan::is_decomposable`); the fold
 //! holds groups × steps, never series × steps. avg, stddev and stdvar fold the series in label order,
 //! as upstream, so that the floats match to the last bit. Group ids are computed once per series, so
 //! the per-step loops index flat arrays. `EngineOptions::aggregation_pushdown` turns the pushdown off.
@@ -18,6 +18,7 @@ use std::sync::Arc;
 use tessera_model::FloatHistogram;
 use tessera_model::histogram_quantile::{HistogramInfo, histogram_fraction_annotated, histogram_quantile_annotated};
 use super::functions::{fmt_g, kahan_inc, quantile};
+use super::plan::Pushdown;
 use crate::parser::{AggregateExpr, AggregateOp, Call, Expr};
 use std::collections::HashMap;
 use tessera_model::{Labels, LabelsBuilder};
@@ -223,15 +224,17 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
         (Some(p), _) => Some(eval_scalar(ctx, p, grid)?),
         _ => None,
     };
-    if a.param.is_none() && is_decomposable(op) && ctx.opts.aggregation_pushdown {
-        let pushed = match a.expr.unwrap_parens() {
-            Expr::VectorSelector(vs) if !vs.smoothed => pushed_down(ctx, a, vs, grid)?,
-            Expr::Call(c) if pushable_range_call(c) => pushed_down_range(ctx, a, c, grid)?,
+    // The planner decided whether the partial stage runs in the shards (see [`super::plan`]).
+    if let Some(how) = ctx.plan.pushdown(a) {
+        let pushed = match (how, a.expr.unwrap_parens()) {
+            (Pushdown::Selector, Expr::VectorSelector(vs)) => pushed_down(ctx, a, vs, grid)?,
+            (Pushdown::RangeFunction, Expr::Call(c)) => pushed_down_range(ctx, a, c, grid)?,
             _ => None,
         };
         if let Some(v) = pushed {
             return Ok(v);
         }
+        super::eval::trace_fallback_agg(ctx, a);
     }
     let v = eval_vector(ctx, &a.expr, grid)?;
     match op {
@@ -451,23 +454,6 @@ impl HistAcc {
     }
 }
 
-/// Aggregations pushed into the shards: those whose merged partials give upstream's result. Upstream folds
-/// series in label order; Kahan-compensated partial sums merge to the same `sum + c` (checked on random
-/// inputs), but avg divides the sum and its compensation separately (so how they split matters) and
-/// stddev/stdvar are plain Welford (Chan's combination of per-shard states differs in the last bits):
-/// those three run over the materialised vector in label order instead, floats and histograms alike.
-///
-/// Over histograms: count and group count them, min and max ignore them with upstream's info, and sum
-/// adds them with `KahanAdd` in each shard and merges the partial sums and compensations as floats
-/// merge ([`super::hist::HistKahan::merge_sum`]). That merge is upstream's sum only while every
-/// histogram of a group at a step has the same schema, zero threshold and custom bounds (otherwise
-/// the running sum is reduced, widened or reconciled, which depends on the order, and the annotations
-/// of mixed exponential and custom buckets name the series added at that moment); the fold gives up
-/// and the query is evaluated centrally as soon as one does not.
-fn is_decomposable(op: AggregateOp) -> bool {
-    matches!(op, AggregateOp::Sum | AggregateOp::Count | AggregateOp::Min | AggregateOp::Max | AggregateOp::Group)
-}
-
 /// One group of a shard's partial aggregation.
 #[derive(Clone)]
 struct PGroup {
@@ -627,19 +613,6 @@ fn pushed_down(
     Ok(merged_or_release(ctx, a.op, partials, base))
 }
 
-/// Range functions whose aggregation is pushed into the shards: one argument, a plain matrix selector
-/// (anchored and smoothed ranges and subqueries run centrally) whose metric name is fixed by an
-/// equality matcher, so that dropping the name cannot make two series one (the central path merges
-/// or refuses those). `absent_over_time` is not a per-series function.
-fn pushable_range_call(c: &Call) -> bool {
-    if c.args.len() != 1 || c.func.name == "absent_over_time" || super::functions::range_kernel(c.func.name).is_none() {
-        return false;
-    }
-    let Expr::MatrixSelector(ms) = c.args[0].unwrap_parens() else { return false };
-    !ms.vs.anchored
-        && !ms.vs.smoothed
-        && ms.vs.matchers.iter().any(|m| m.name == "__name__" && m.op == tessera_model::MatchOp::Equal)
-}
 
 /// `op by (...) (f(selector[range]))` with the first stage pushed into the shards: each series' output
 /// of the range function (computed exactly as [`super::functions::eval_call`] computes it, annotations

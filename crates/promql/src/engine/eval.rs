@@ -34,6 +34,10 @@ pub struct QueryCtx<'a> {
     /// The selectors whose histograms get counter-reset hints re-derived as upstream's
     /// `HistogramStatsIterator` gives them (see [`super::hist::histogram_stats_selectors`]), by address.
     pub stats_selectors: std::collections::HashSet<usize>,
+    /// Where each node runs (see [`super::plan`]).
+    pub plan: &'a super::plan::Plan,
+    /// Per-node records, with `trace=1`.
+    pub trace: Option<Mutex<super::plan::Trace>>,
 }
 
 /// The counters behind [`super::QueryStats`], updated from the parallel shard loops.
@@ -42,6 +46,9 @@ pub struct StatsCounters {
     pub total_queryable: AtomicUsize,
     pub read: AtomicUsize,
     pub peak: AtomicUsize,
+    /// Series handed over by storage, and their chunks (for the trace).
+    pub series: AtomicUsize,
+    pub chunks: AtomicUsize,
 }
 
 /// Warnings and infos, deduplicated, in the order first seen.
@@ -303,7 +310,7 @@ pub fn run(ctx: &QueryCtx<'_>, expr: &Expr, start: i64, end: i64, step: i64) -> 
         samples_read: ctx.stats.read.load(Ordering::Relaxed) as u64,
         peak_samples: ctx.stats.peak.load(Ordering::Relaxed) as u64,
     };
-    Ok(QueryResult { value, warnings: a.warnings, infos: a.infos, stats })
+    Ok(QueryResult { value, warnings: a.warnings, infos: a.infos, stats, trace: None })
 }
 
 /// Applies delayed `__name__` removal; the type-and-unit metadata labels go with the name.
@@ -433,6 +440,45 @@ pub fn merge_same_labels(vs: Vec<Series>) -> Result<Vec<Series>, EngineError> {
 /// that drops the metric name drops it (and `__type__`/`__unit__`) from its output right away, so its
 /// parent sees the series without it (`drop_names_now`).
 pub fn eval(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Val, EngineError> {
+    if ctx.trace.is_some() && !matches!(expr, Expr::Paren(_)) {
+        return eval_traced(ctx, expr, grid);
+    }
+    eval_untraced(ctx, expr, grid)
+}
+
+/// [`eval`] with the node's figures added to the trace (inclusive of its children's).
+fn eval_traced(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Val, EngineError> {
+    let load = |c: &AtomicUsize| c.load(Ordering::Relaxed) as u64;
+    let (series0, chunks0, read0) = (load(&ctx.stats.series), load(&ctx.stats.chunks), load(&ctx.stats.read));
+    let t0 = Instant::now();
+    let v = eval_untraced(ctx, expr, grid)?;
+    let duration = t0.elapsed();
+    let series_out = match &v {
+        Val::Vector(vs) => vs.len() as u64,
+        Val::Matrix(ms) => ms.len() as u64,
+        Val::Scalar(_) | Val::Str(_) => 1,
+    };
+    if let Some(t) = &ctx.trace {
+        let mut t = t.lock();
+        let r = t.records.entry(expr as *const Expr as usize).or_default();
+        r.calls += 1;
+        r.duration += duration;
+        r.series_out += series_out;
+        r.series_touched += load(&ctx.stats.series) - series0;
+        r.chunks += load(&ctx.stats.chunks) - chunks0;
+        r.samples_decoded += load(&ctx.stats.read) - read0;
+    }
+    Ok(v)
+}
+
+/// Notes in the trace that a pushed-down aggregation was evaluated centrally after all.
+pub fn trace_fallback_agg(ctx: &QueryCtx<'_>, a: &crate::parser::AggregateExpr) {
+    if let Some(t) = &ctx.trace {
+        t.lock().fallbacks.insert(a as *const crate::parser::AggregateExpr as usize);
+    }
+}
+
+fn eval_untraced(ctx: &QueryCtx<'_>, expr: &Expr, grid: &Grid) -> Result<Val, EngineError> {
     match expr {
         Expr::Paren(_) => eval_node(ctx, expr, grid),
         Expr::Unary(_) => drop_names_now(ctx, expr, eval_node(ctx, expr, grid)?),
@@ -636,6 +682,10 @@ pub fn select_map_st<T: Send + Held>(
                 let bufs = DecodeBufs { samples: &mut buf, sts: &mut sts, hists: &mut hbuf, hsts: &mut hsts };
                 decode_series_st(&s.chunks, mint, maxt, want_st, decode_limit(ctx), bufs)?;
                 ctx.stats.read.fetch_add(buf.len() + hbuf.len(), Ordering::Relaxed);
+                if ctx.trace.is_some() {
+                    ctx.stats.series.fetch_add(1, Ordering::Relaxed);
+                    ctx.stats.chunks.fetch_add(s.chunks.len(), Ordering::Relaxed);
+                }
                 if !hbuf.is_empty() && stats_hints {
                     super::hist::derive_stats_hints(&mut hbuf);
                 }
@@ -1237,6 +1287,10 @@ pub fn select_fold<S: Send>(
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
                 decode_series(&s.chunks, mint, maxt, want_st, decode_limit(ctx), &mut buf, &mut sts, &mut hbuf)?;
                 ctx.stats.read.fetch_add(buf.len() + hbuf.len(), Ordering::Relaxed);
+                if ctx.trace.is_some() {
+                    ctx.stats.series.fetch_add(1, Ordering::Relaxed);
+                    ctx.stats.chunks.fetch_add(s.chunks.len(), Ordering::Relaxed);
+                }
                 if !hbuf.is_empty() && stats_hints {
                     super::hist::derive_stats_hints(&mut hbuf);
                 }

@@ -54,6 +54,7 @@ pub mod binop;
 pub mod eval;
 pub mod functions;
 pub mod hist;
+pub mod plan;
 
 use crate::parser::Expr;
 use std::sync::Arc;
@@ -162,6 +163,8 @@ pub struct QueryResult {
     pub warnings: Vec<String>,
     pub infos: Vec<String>,
     pub stats: QueryStats,
+    /// The plan with per-node figures, when [`QueryOptions::trace`] asked for it.
+    pub trace: Option<plan::TraceNode>,
 }
 
 /// The `samples` part of upstream's query statistics (`stats=all`).
@@ -199,6 +202,9 @@ pub struct QueryOptions {
     pub lookback_delta_ms: Option<i64>,
     pub cancel: CancelToken,
     pub timeout: Option<Duration>,
+    /// Record per-node time, series, chunks and samples and return them with the plan
+    /// ([`QueryResult::trace`], the API's `trace=1`).
+    pub trace: bool,
 }
 
 /// The PromQL engine. Cheap to share; holds only settings.
@@ -284,6 +290,7 @@ impl Engine {
         crate::parser::fold_query_context_functions(&mut expr, start_ms, end_ms, step_ms);
         let range_ms = if step_ms == 0 { 0 } else { end_ms - start_ms };
         crate::parser::resolve_durations(&mut expr, step_ms, range_ms).map_err(EngineError::BadData)?;
+        let plan = plan::plan(&expr, &self.opts);
         let deadline = Instant::now() + qo.timeout.unwrap_or(self.opts.timeout);
         let ctx = eval::QueryCtx {
             queryable: q,
@@ -298,8 +305,14 @@ impl Engine {
             slots: Default::default(),
             stats: Default::default(),
             stats_selectors: hist::histogram_stats_selectors(&expr),
+            plan: &plan,
+            trace: qo.trace.then(Default::default),
         };
-        eval::run(&ctx, &expr, start_ms, end_ms, step_ms)
+        let mut res = eval::run(&ctx, &expr, start_ms, end_ms, step_ms)?;
+        if let Some(t) = &ctx.trace {
+            res.trace = Some(plan.explain(&t.lock()));
+        }
+        Ok(res)
     }
 }
 
