@@ -221,7 +221,7 @@ fn normal(r: &Result<QueryResult, tessera_promql::engine::EngineError>) -> Strin
     format!("{}\nwarnings {w:?}\ninfos {i:?}", rows.join("\n"))
 }
 
-const OPS: &[&str] = &["sum", "count", "group", "min", "max", "avg"];
+const OPS: &[&str] = &["sum", "count", "group", "min", "max", "avg", "stddev", "stdvar"];
 const GROUPINGS: &[&str] = &["", " by (job)", " without (id)", " by (__name__)", " by (job, id)"];
 const INNERS: &[&str] = &[
     "lat",

@@ -229,6 +229,7 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
         let pushed = match (how, a.expr.unwrap_parens()) {
             (Pushdown::Selector, Expr::VectorSelector(vs)) => pushed_down(ctx, a, vs, grid)?,
             (Pushdown::RangeFunction, Expr::Call(c)) => pushed_down_range(ctx, a, c, grid)?,
+            (Pushdown::OrderedRangeFunction, Expr::Call(c)) => ordered_range(ctx, a, c, grid)?,
             _ => None,
         };
         if let Some(v) = pushed {
@@ -634,6 +635,54 @@ fn pushed_down_range(ctx: &QueryCtx<'_>, a: &AggregateExpr, c: &Call, grid: &Gri
     let base = ctx.held_samples();
     let partials = super::functions::fold_range_function(ctx, c, grid, &fold)?;
     Ok(merged_or_release(ctx, a.op, partials, base))
+}
+
+/// `avg|stddev|stdvar (f(selector[range]))`: the range function runs per series inside the shards and
+/// each series' output is folded here, in the label order of all shards together, the order in which
+/// the central path (and upstream) folds the materialised vector — so the answer is the central
+/// path's to the bit while no more than a few series' values are held at once (groups x steps, not
+/// series x steps). Histograms, and the type-and-unit labels whose removal could merge series, are
+/// left to the central path (`None`).
+fn ordered_range(ctx: &QueryCtx<'_>, a: &AggregateExpr, c: &Call, grid: &Grid) -> Result<Option<Val>, EngineError> {
+    let (n, op) = (grid.n, a.op);
+    let delayed = ctx.opts.delayed_name_removal;
+    let mut idx: HashMap<u64, usize> = HashMap::new();
+    let mut gl: Vec<Labels> = Vec::new();
+    let mut accs: Vec<AggAcc> = Vec::new();
+    let mut gdrop: Vec<bool> = Vec::new();
+    let base = ctx.held_samples();
+    let ok = super::functions::stream_range_function(ctx, c, grid, &mut |s: Series| {
+        if s.hists.is_some() || s.labels.has("__type__") || s.labels.has("__unit__") {
+            return false;
+        }
+        // As the central path sees the series: the name dropped by the function's node unless removal
+        // is delayed (then the group inherits the flag).
+        let (labels, drop) =
+            if delayed { (s.labels, s.drop_name) } else { (super::eval::final_labels(s.labels, s.drop_name), false) };
+        let g = *idx.entry(group_hash(&labels, a)).or_insert_with(|| {
+            gl.push(group_labels(&labels, a));
+            accs.resize(accs.len() + n, AggAcc::default());
+            gdrop.push(false);
+            gl.len() - 1
+        });
+        gdrop[g] |= drop;
+        for (acc, x) in accs[g * n..(g + 1) * n].iter_mut().zip(&s.vals) {
+            if let Some(x) = x {
+                acc.add(op, *x);
+            }
+        }
+        true
+    })?;
+    if !ok {
+        ctx.samples.store(base, std::sync::atomic::Ordering::Relaxed);
+        return Ok(None);
+    }
+    let out = gl
+        .into_iter()
+        .enumerate()
+        .filter_map(|(g, labels)| finish_group(ctx, op, labels, &accs[g * n..(g + 1) * n], None, gdrop[g]))
+        .collect();
+    Ok(Some(Val::Vector(out)))
 }
 
 /// The merged result, or `None` with the samples the fold counted released (the central path that

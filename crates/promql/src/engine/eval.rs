@@ -1266,58 +1266,197 @@ pub fn select_fold<S: Send>(
     f: impl Fn(&mut S, &Labels, &[Sample], &[i64], &[HPoint]) -> Option<usize> + Sync,
 ) -> Result<Option<Vec<S>>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
-    let stats_hints = ctx.stats_selectors.contains(&(vs as *const VectorSelector as usize));
-    let base = ctx.held_samples();
-    let kept = AtomicUsize::new(0);
-    let gave_up = std::sync::atomic::AtomicBool::new(false);
+    let run = ShardRun::new(ctx, vs, mint, maxt, &hints, want_st, window);
     let states: Vec<S> = (0..q.shard_count())
         .into_par_iter()
         .map(|shard| {
-            let set = q.select_shard(shard, &vs.matchers, &hints).map_err(|e| EngineError::Storage(e.to_string()))?;
-            let mut buf: Vec<Sample> = Vec::new();
-            let mut sts: Vec<i64> = Vec::new();
-            let mut hbuf: Vec<HPoint> = Vec::new();
             let mut state = init();
-            for s in set {
-                // Every series: one series can take long over a long or fine grid.
-                ctx.check()?;
-                if gave_up.load(Ordering::Relaxed) {
-                    return Ok(state);
-                }
-                let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-                decode_series(&s.chunks, mint, maxt, want_st, decode_limit(ctx), &mut buf, &mut sts, &mut hbuf)?;
-                ctx.stats.read.fetch_add(buf.len() + hbuf.len(), Ordering::Relaxed);
-                if ctx.trace.is_some() {
-                    ctx.stats.series.fetch_add(1, Ordering::Relaxed);
-                    ctx.stats.chunks.fetch_add(s.chunks.len(), Ordering::Relaxed);
-                }
-                if !hbuf.is_empty() && stats_hints {
-                    super::hist::derive_stats_hints(&mut hbuf);
-                }
-                if let Some((eff, range)) = window {
-                    let held = base + kept.load(Ordering::Relaxed);
-                    if hbuf.is_empty() {
-                        if held + buf.len() > ctx.opts.max_samples {
-                            ctx.check_samples(held + max_window(&buf, eff, range))?;
-                        }
-                    } else {
-                        ctx.check_samples(held + max_window_mixed(&buf, &hbuf, eff, range))?;
-                    }
-                }
-                let Some(n) = f(&mut state, &s.labels, &buf, &sts, &hbuf) else {
-                    gave_up.store(true, Ordering::Relaxed);
-                    return Ok(state);
-                };
-                ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
-            }
+            run.shard(&*q, shard, |labels, samples, sts, hs| {
+                let n = f(&mut state, labels, samples, sts, hs)?;
+                Some((n, ()))
+            })?;
             Ok(state)
         })
         .collect::<Result<_, EngineError>>()?;
-    if gave_up.load(Ordering::Relaxed) {
-        ctx.samples.store(base, Ordering::Relaxed);
-        return Ok(None);
+    Ok(run.finish().then_some(states))
+}
+
+/// Like [`select_fold`], but each series' item (what `f` makes of it, with the samples it counts as
+/// held) goes to `consume` on the calling thread **in the label order of all shards together**: the
+/// shards run on threads of their own, each sending its label-sorted items through a small bounded
+/// channel, and the caller merges them. An aggregation whose result depends on the order of its inputs
+/// (avg, stddev, stdvar: upstream folds the vector in label order) can so fold exactly as the central
+/// path does while the per-series work stays parallel and no series' values outlive their fold.
+/// Dedicated threads, not rayon's: a pool worker blocked on a full channel while the one the merge
+/// waits for is not scheduled would deadlock. `f` or `consume` returning `None`/`false` gives up (the
+/// caller then evaluates centrally): `Ok(false)`.
+#[allow(clippy::too_many_arguments)]
+pub fn select_ordered<T: Send>(
+    ctx: &QueryCtx<'_>,
+    vs: &VectorSelector,
+    mint: i64,
+    maxt: i64,
+    hints: SelectHints,
+    want_st: bool,
+    window: Option<(&[i64], i64)>,
+    f: impl Fn(&Labels, &[Sample], &[i64], &[HPoint]) -> Option<(usize, Option<T>)> + Sync,
+    mut consume: impl FnMut(T) -> bool,
+) -> Result<bool, EngineError> {
+    let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
+    let run = ShardRun::new(ctx, vs, mint, maxt, &hints, want_st, window);
+    let shards = q.shard_count();
+    let q = &*q;
+    let (run_ref, f_ref) = (&run, &f);
+    let results: Vec<Result<(), EngineError>> = std::thread::scope(|scope| {
+        let mut rxs = Vec::with_capacity(shards);
+        let mut handles = Vec::with_capacity(shards);
+        for shard in 0..shards {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(Labels, T)>(64);
+            rxs.push(rx);
+            handles.push(scope.spawn(move || {
+                run_ref.shard(q, shard, |labels, samples, sts, hs| {
+                    let (n, item) = f_ref(labels, samples, sts, hs)?;
+                    if let Some(item) = item {
+                        // The merge went away (it gave up or failed): stop.
+                        tx.send((labels.clone(), item)).ok()?;
+                    }
+                    Some((n, ()))
+                })
+            }));
+        }
+        // The k-way merge: the smallest head of the shards' label-sorted streams goes next.
+        let mut heads: Vec<Option<(Labels, T)>> = rxs.iter().map(|rx| rx.recv().ok()).collect();
+        let mut last: Option<Labels> = None;
+        loop {
+            let next = heads
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| h.as_ref().map(|(l, _)| (i, l)))
+                .min_by(|a, b| a.1.cmp(b.1))
+                .map(|(i, _)| i);
+            let Some(i) = next else { break };
+            let (labels, item) = heads[i].take().expect("chosen head");
+            // Each shard's series come sorted by their labels; should one ever not, the merged order
+            // would not be the central path's: give up rather than answer differently.
+            if last.as_ref().is_some_and(|l| *l > labels) || !consume(item) {
+                run.give_up();
+                break;
+            }
+            last = Some(labels);
+            heads[i] = rxs[i].recv().ok();
+        }
+        // Unblock producers still sending, then wait for them.
+        drop(heads);
+        drop(rxs);
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    for r in results {
+        r?;
     }
-    Ok(Some(states))
+    Ok(run.finish())
+}
+
+/// What the shard loops of [`select_fold`] and [`select_ordered`] share: the selection's settings and
+/// the sample accounting across shards.
+struct ShardRun<'c, 'q> {
+    ctx: &'c QueryCtx<'q>,
+    vs: &'c VectorSelector,
+    mint: i64,
+    maxt: i64,
+    hints: &'c SelectHints,
+    want_st: bool,
+    window: Option<(&'c [i64], i64)>,
+    stats_hints: bool,
+    base: usize,
+    kept: AtomicUsize,
+    gave_up: std::sync::atomic::AtomicBool,
+}
+
+impl<'c, 'q> ShardRun<'c, 'q> {
+    fn new(
+        ctx: &'c QueryCtx<'q>,
+        vs: &'c VectorSelector,
+        mint: i64,
+        maxt: i64,
+        hints: &'c SelectHints,
+        want_st: bool,
+        window: Option<(&'c [i64], i64)>,
+    ) -> Self {
+        ShardRun {
+            ctx,
+            vs,
+            mint,
+            maxt,
+            hints,
+            want_st,
+            window,
+            stats_hints: ctx.stats_selectors.contains(&(vs as *const VectorSelector as usize)),
+            base: ctx.held_samples(),
+            kept: AtomicUsize::new(0),
+            gave_up: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn give_up(&self) {
+        self.gave_up.store(true, Ordering::Relaxed);
+    }
+
+    /// `true` if the run went through; after a give-up, releases the samples it counted.
+    fn finish(&self) -> bool {
+        if self.gave_up.load(Ordering::Relaxed) {
+            self.ctx.samples.store(self.base, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Decodes one shard's series in label order and hands each to `f`, which returns the samples the
+    /// series counts as held, or `None` to give up.
+    fn shard(
+        &self,
+        q: &dyn tessera_model::Querier,
+        shard: usize,
+        mut f: impl FnMut(&Labels, &[Sample], &[i64], &[HPoint]) -> Option<(usize, ())>,
+    ) -> Result<(), EngineError> {
+        let ctx = self.ctx;
+        let set = q.select_shard(shard, &self.vs.matchers, self.hints).map_err(|e| EngineError::Storage(e.to_string()))?;
+        let mut buf: Vec<Sample> = Vec::new();
+        let mut sts: Vec<i64> = Vec::new();
+        let mut hbuf: Vec<HPoint> = Vec::new();
+        for s in set {
+            // Every series: one series can take long over a long or fine grid.
+            ctx.check()?;
+            if self.gave_up.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
+            decode_series(&s.chunks, self.mint, self.maxt, self.want_st, decode_limit(ctx), &mut buf, &mut sts, &mut hbuf)?;
+            ctx.stats.read.fetch_add(buf.len() + hbuf.len(), Ordering::Relaxed);
+            if ctx.trace.is_some() {
+                ctx.stats.series.fetch_add(1, Ordering::Relaxed);
+                ctx.stats.chunks.fetch_add(s.chunks.len(), Ordering::Relaxed);
+            }
+            if !hbuf.is_empty() && self.stats_hints {
+                super::hist::derive_stats_hints(&mut hbuf);
+            }
+            if let Some((eff, range)) = self.window {
+                let held = self.base + self.kept.load(Ordering::Relaxed);
+                if hbuf.is_empty() {
+                    if held + buf.len() > ctx.opts.max_samples {
+                        ctx.check_samples(held + max_window(&buf, eff, range))?;
+                    }
+                } else {
+                    ctx.check_samples(held + max_window_mixed(&buf, &hbuf, eff, range))?;
+                }
+            }
+            let Some((n, ())) = f(&s.labels, &buf, &sts, &hbuf) else {
+                self.give_up();
+                return Ok(());
+            };
+            ctx.check_samples(self.base + self.kept.fetch_add(n, Ordering::Relaxed) + n)?;
+        }
+        Ok(())
+    }
 }
 
 /// A range-vector argument: its series' samples and, per step, the end of the window `(eff - range, eff]`.

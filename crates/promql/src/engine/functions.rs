@@ -869,9 +869,11 @@ fn eval_range_function(
     grid: &Grid,
     k: fn(&Window<'_>) -> Option<f64>,
 ) -> Result<Val, EngineError> {
-    match range_function::<()>(ctx, c, grid, k, None)? {
+    match range_function::<()>(ctx, c, grid, k, None, None)? {
         RangeOut::Vector(v) => Ok(v),
-        RangeOut::Folded(_) => Err(EngineError::Execution("range function folded without a fold".into())),
+        RangeOut::Folded(_) | RangeOut::Streamed => {
+            Err(EngineError::Execution("range function folded without a fold".into()))
+        }
     }
 }
 
@@ -888,6 +890,8 @@ pub struct RangeFold<'a, S> {
 enum RangeOut<S> {
     Vector(Val),
     Folded(Option<Vec<S>>),
+    /// Every series went to the ordered consumer ([`stream_range_function`]).
+    Streamed,
 }
 
 /// `f(matrix selector)` with each series' output folded into per-shard states as soon as it is computed
@@ -900,10 +904,24 @@ pub fn fold_range_function<S: Send>(
     fold: &RangeFold<'_, S>,
 ) -> Result<Option<Vec<S>>, EngineError> {
     let Some(k) = range_kernel(c.func.name) else { return Ok(None) };
-    match range_function(ctx, c, grid, k, Some(fold))? {
+    match range_function(ctx, c, grid, k, Some(fold), None)? {
         RangeOut::Folded(states) => Ok(states),
-        RangeOut::Vector(_) => Ok(None),
+        RangeOut::Vector(_) | RangeOut::Streamed => Ok(None),
     }
+}
+
+/// `f(matrix selector)` with each series' output handed to `consume` on the calling thread, in the label
+/// order of all shards together, as soon as it is computed (see [`super::eval::select_ordered`]); the
+/// per-series work is exactly [`eval_range_function`]'s and runs in the shards in parallel. `false`
+/// when the argument is not a plain matrix selector or `consume` gave up (evaluate centrally then).
+pub fn stream_range_function(
+    ctx: &QueryCtx<'_>,
+    c: &Call,
+    grid: &Grid,
+    consume: &mut dyn FnMut(Series) -> bool,
+) -> Result<bool, EngineError> {
+    let Some(k) = range_kernel(c.func.name) else { return Ok(false) };
+    Ok(matches!(range_function::<()>(ctx, c, grid, k, None, Some(consume))?, RangeOut::Streamed))
 }
 
 fn range_function<S: Send>(
@@ -912,6 +930,7 @@ fn range_function<S: Send>(
     grid: &Grid,
     k: fn(&Window<'_>) -> Option<f64>,
     fold: Option<&RangeFold<'_, S>>,
+    mut ordered: Option<&mut dyn FnMut(Series) -> bool>,
 ) -> Result<RangeOut<S>, EngineError> {
     let name = c.func.name;
     // Which argument is the range vector, and the scalar parameters.
@@ -924,7 +943,7 @@ fn range_function<S: Send>(
     if let Expr::MatrixSelector(ms) = c.args[m_idx].unwrap_parens()
         && (ms.vs.anchored || ms.vs.smoothed)
     {
-        if fold.is_some() {
+        if fold.is_some() || ordered.is_some() {
             return Ok(RangeOut::Folded(None));
         }
         return eval_extended_range_function(ctx, c, ms, grid).map(RangeOut::Vector);
@@ -1060,34 +1079,50 @@ fn range_function<S: Send>(
         let window = Some((&eff[..], range));
         // The shard fold hands each series' float start timestamps only; with start timestamps in use the
         // series go through the map below, which carries the histograms' too.
-        if let Some(fold) = fold.filter(|_| !want_st) {
-            // The partial stage of an aggregation: each series' output goes straight into the shard's
-            // state, so the fold holds groups x steps, not series x steps.
-            let states = super::eval::select_fold(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, fold.init, |st, labels, samples, sts, hs| {
-                let clean_h: Vec<HPoint>;
-                let hs = if hs.iter().any(|p| p.h.is_stale()) {
-                    clean_h = hs.iter().filter(|p| !p.h.is_stale()).cloned().collect();
-                    &clean_h[..]
-                } else {
-                    hs
-                };
-                let s = if samples.iter().any(|s| tessera_model::is_stale_nan(s.v)) {
-                    let (clean, clean_st) = super::eval::drop_stale(samples, sts);
-                    apply(labels, &clean, StartTimestamps { floats: &clean_st, histograms: &[] }, hs, false, &eff, range)
-                } else {
-                    apply(labels, samples, StartTimestamps { floats: sts, histograms: &[] }, hs, false, &eff, range)
-                };
-                let Some(s) = s else { return Some(0) };
-                let held = s.held();
-                (fold.add)(st, s).then_some(held)
-            })?;
+        // One series' output for a fold or the ordered consumer (stale markers dropped first).
+        let one = |labels: &Labels, samples: &[Sample], sts: &[i64], hs: &[HPoint]| -> Option<Series> {
+            let clean_h: Vec<HPoint>;
+            let hs = if hs.iter().any(|p| p.h.is_stale()) {
+                clean_h = hs.iter().filter(|p| !p.h.is_stale()).cloned().collect();
+                &clean_h[..]
+            } else {
+                hs
+            };
+            if samples.iter().any(|s| tessera_model::is_stale_nan(s.v)) {
+                let (clean, clean_st) = super::eval::drop_stale(samples, sts);
+                apply(labels, &clean, StartTimestamps { floats: &clean_st, histograms: &[] }, hs, false, &eff, range)
+            } else {
+                apply(labels, samples, StartTimestamps { floats: sts, histograms: &[] }, hs, false, &eff, range)
+            }
+        };
+        let finished = |out: RangeOut<S>| -> Result<RangeOut<S>, EngineError> {
             if let Some(e) = stopped.get().cloned() {
                 return Err(e);
             }
             if let Some(msg) = invalid_factor(bad_step.load(std::sync::atomic::Ordering::Relaxed)) {
                 return Err(EngineError::Execution(msg));
             }
-            return Ok(RangeOut::Folded(states));
+            Ok(out)
+        };
+        if let Some(consume) = ordered.as_mut().filter(|_| !want_st) {
+            // An order-dependent aggregation: each series' output goes to the merge in label order and
+            // is folded there, so nothing holds series x steps.
+            let f = |labels: &Labels, samples: &[Sample], sts: &[i64], hs: &[HPoint]| match one(labels, samples, sts, hs) {
+                None => Some((0, None)),
+                Some(s) => Some((s.held(), Some(s))),
+            };
+            let ok = super::eval::select_ordered(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, f, consume)?;
+            return finished(if ok { RangeOut::Streamed } else { RangeOut::Folded(None) });
+        }
+        if let Some(fold) = fold.filter(|_| !want_st) {
+            // The partial stage of an aggregation: each series' output goes straight into the shard's
+            // state, so the fold holds groups x steps, not series x steps.
+            let states = super::eval::select_fold(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, fold.init, |st, labels, samples, sts, hs| {
+                let Some(s) = one(labels, samples, sts, hs) else { return Some(0) };
+                let held = s.held();
+                (fold.add)(st, s).then_some(held)
+            })?;
+            return finished(RangeOut::Folded(states));
         }
         let mut out = super::eval::select_map_st(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, grid.n, |labels, samples, sts, hs| {
             let (clean_h, clean_hst): (Vec<HPoint>, Vec<i64>);
@@ -1113,7 +1148,7 @@ fn range_function<S: Send>(
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
         return Ok(RangeOut::Vector(Val::Vector(out)));
     }
-    if fold.is_some() {
+    if fold.is_some() || ordered.is_some() {
         return Ok(RangeOut::Folded(None));
     }
     let ra: RangeArg = eval_range_arg(ctx, &c.args[m_idx], grid)?;

@@ -34,6 +34,10 @@ pub enum Pushdown {
     Selector,
     /// `op (f(selector[range]))`: a range function's value of each series at each step.
     RangeFunction,
+    /// `avg|stddev|stdvar (f(selector[range]))`: the range function runs in the shards, and its series
+    /// are folded centrally in label order as they arrive (their result depends on that order), never
+    /// all held at once ([`super::eval::select_ordered`]).
+    OrderedRangeFunction,
 }
 
 /// Where a node runs.
@@ -43,6 +47,8 @@ pub enum Placement {
     Shards,
     /// The partial stage inside the shards, the merge central.
     ShardsThenMerge,
+    /// The per-series stage inside the shards, folded centrally in label order as series arrive.
+    ShardsThenOrderedFold,
     /// Fused into its parent's shard pipeline (never evaluated on its own).
     Fused,
     /// Centrally, over its children's materialised values.
@@ -54,6 +60,7 @@ impl Placement {
         match self {
             Placement::Shards => "shards",
             Placement::ShardsThenMerge => "shards+merge",
+            Placement::ShardsThenOrderedFold => "shards+ordered fold",
             Placement::Fused => "fused into parent",
             Placement::Central => "central",
         }
@@ -126,7 +133,16 @@ fn fused_range_call(c: &Call) -> bool {
 
 /// The pushdown an aggregation gets, if any.
 fn decide(a: &AggregateExpr, opts: &EngineOptions) -> Option<Pushdown> {
-    if a.param.is_some() || !is_decomposable(a.op) || !opts.aggregation_pushdown {
+    if a.param.is_some() || !opts.aggregation_pushdown {
+        return None;
+    }
+    if matches!(a.op, AggregateOp::Avg | AggregateOp::Stddev | AggregateOp::Stdvar) {
+        return match a.expr.unwrap_parens() {
+            Expr::Call(c) if pushable_range_call(c) => Some(Pushdown::OrderedRangeFunction),
+            _ => None,
+        };
+    }
+    if !is_decomposable(a.op) {
         return None;
     }
     match a.expr.unwrap_parens() {
@@ -199,7 +215,12 @@ fn node(e: &Expr, opts: &EngineOptions, pd: &mut HashMap<usize, Pushdown>, fused
             if let Some(p) = &a.param {
                 children.insert(0, node(p, opts, pd, fused));
             }
-            mk(agg_op(a), if d.is_some() { Placement::ShardsThenMerge } else { Placement::Central }, children)
+            let placement = match d {
+                Some(Pushdown::OrderedRangeFunction) => Placement::ShardsThenOrderedFold,
+                Some(_) => Placement::ShardsThenMerge,
+                None => Placement::Central,
+            };
+            mk(agg_op(a), placement, children)
         }
         Expr::Binary(b) => mk(
             b.op.as_str().to_string(),
