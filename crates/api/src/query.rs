@@ -383,24 +383,37 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
 /// `marshalFPointJSON`: `[<timestamp>,"<value>"]`, the value as `jsonutil.MarshalFloat` writes it.
 fn write_point(out: &mut Vec<u8>, t_ms: i64, v: f64) {
     out.push(b'[');
-    out.extend_from_slice(format_timestamp(t_ms).as_bytes());
+    append_timestamp(out, t_ms);
     out.push(b',');
     write_marshal_float(out, v);
     out.push(b']');
+}
+
+/// [`format_timestamp`] appended to `out` without allocating (a matrix writes one per point).
+fn append_timestamp(out: &mut Vec<u8>, t_ms: i64) {
+    use std::io::Write;
+    let a = t_ms.unsigned_abs();
+    let (secs, frac) = (a / 1000, a % 1000);
+    let sign = if t_ms < 0 { "-" } else { "" };
+    let _ = if frac == 0 { write!(out, "{sign}{secs}") } else { write!(out, "{sign}{secs}.{frac:03}") };
 }
 
 /// `jsonutil.MarshalFloat`: quoted, `strconv.AppendFloat` with `'f'`, or `'e'` when the magnitude is
 /// below 1e-6 or at least 1e21 (`"1e-07"`, `"1e+21"`), like Prometheus' vector and matrix values
 /// (scalars use `'f'` always, see [`write_value`]).
 fn write_marshal_float(out: &mut Vec<u8>, v: f64) {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    }
     let a = v.abs();
-    let s = if a != 0.0 && !(1e-6..1e21).contains(&a) {
-        tessera_model::gofloat::format_e(v)
-    } else {
-        format_value(v)
-    };
     out.push(b'"');
-    out.extend_from_slice(s.as_bytes());
+    SCRATCH.with_borrow_mut(|scratch| {
+        if a != 0.0 && !(1e-6..1e21).contains(&a) {
+            tessera_model::gofloat::append_e(out, v, scratch)
+        } else {
+            tessera_model::gofloat::append_f(out, v, scratch)
+        }
+    });
     out.push(b'"');
 }
 

@@ -1308,34 +1308,46 @@ pub fn select_ordered<T: Send>(
     let q = &*q;
     let (run_ref, f_ref) = (&run, &f);
     let results: Vec<Result<(), EngineError>> = std::thread::scope(|scope| {
+        // Items travel in batches: one channel operation (and at most one wake-up) per batch, not per
+        // series.
+        const BATCH: usize = 32;
         let mut rxs = Vec::with_capacity(shards);
         let mut handles = Vec::with_capacity(shards);
         for shard in 0..shards {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<(Labels, T)>(64);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(Labels, T)>>(4);
             rxs.push(rx);
             handles.push(scope.spawn(move || {
-                run_ref.shard(q, shard, |labels, samples, sts, hs| {
+                let mut batch = Vec::with_capacity(BATCH);
+                let r = run_ref.shard(q, shard, |labels, samples, sts, hs| {
                     let (n, item) = f_ref(labels, samples, sts, hs)?;
                     if let Some(item) = item {
-                        // The merge went away (it gave up or failed): stop.
-                        tx.send((labels.clone(), item)).ok()?;
+                        batch.push((labels.clone(), item));
+                        if batch.len() == BATCH {
+                            // The merge went away (it gave up or failed): stop.
+                            tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).ok()?;
+                        }
                     }
                     Some((n, ()))
-                })
+                });
+                if !batch.is_empty() {
+                    let _ = tx.send(batch);
+                }
+                r
             }));
         }
         // The k-way merge: the smallest head of the shards' label-sorted streams goes next.
-        let mut heads: Vec<Option<(Labels, T)>> = rxs.iter().map(|rx| rx.recv().ok()).collect();
+        let mut streams: Vec<std::iter::Peekable<std::vec::IntoIter<(Labels, T)>>> =
+            rxs.iter().map(|rx| rx.recv().unwrap_or_default().into_iter().peekable()).collect();
         let mut last: Option<Labels> = None;
         loop {
-            let next = heads
-                .iter()
+            let next = streams
+                .iter_mut()
                 .enumerate()
-                .filter_map(|(i, h)| h.as_ref().map(|(l, _)| (i, l)))
+                .filter_map(|(i, st)| st.peek().map(|(l, _)| (i, l)))
                 .min_by(|a, b| a.1.cmp(b.1))
                 .map(|(i, _)| i);
             let Some(i) = next else { break };
-            let (labels, item) = heads[i].take().expect("chosen head");
+            let (labels, item) = streams[i].next().expect("chosen head");
             // Each shard's series come sorted by their labels; should one ever not, the merged order
             // would not be the central path's: give up rather than answer differently.
             if last.as_ref().is_some_and(|l| *l > labels) || !consume(item) {
@@ -1343,10 +1355,14 @@ pub fn select_ordered<T: Send>(
                 break;
             }
             last = Some(labels);
-            heads[i] = rxs[i].recv().ok();
+            if streams[i].peek().is_none()
+                && let Ok(b) = rxs[i].recv()
+            {
+                streams[i] = b.into_iter().peekable();
+            }
         }
         // Unblock producers still sending, then wait for them.
-        drop(heads);
+        drop(streams);
         drop(rxs);
         handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
