@@ -314,7 +314,7 @@ mod tests {
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             z ^ (z >> 31)
         };
-        let mut check = |v: f64| {
+        let check = |v: f64| {
             if v.is_finite() {
                 assert_eq!(shortest(v), shortest_reference(v), "{v:e} ({:#x})", v.to_bits());
             }
