@@ -318,6 +318,7 @@ impl Db {
         for s in &self.shards {
             s.cut_if_due()?;
             crate::maintenance::compact_and_retain(s, &self.opts, &self.metrics)?;
+            s.refresh_label_order();
         }
         self.refresh_gauges();
         Ok(())
@@ -488,6 +489,7 @@ fn background(
             if let Err(e) = s.cut_if_due() {
                 tracing::error!(shard = s.id, error = %e, "head cut failed");
             }
+            s.refresh_label_order();
         }
         if last_maint.elapsed() >= Duration::from_secs(1) {
             last_maint = std::time::Instant::now();

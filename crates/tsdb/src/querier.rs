@@ -143,7 +143,7 @@ impl View {
                 let mut refs = postings_for_matchers(&h.index, matchers)?;
                 refs.retain(|&r| h.series(r).is_some());
                 let labels_of = |r: u32| &h.series(r).expect("retained live refs only").labels;
-                refs.sort_unstable_by(|&a, &b| labels_of(a).cmp(labels_of(b)));
+                h.sort_by_labels(&mut refs);
                 if let Some(after) = after {
                     let k = refs.partition_point(|&r| labels_of(r) <= after);
                     refs.drain(..k);

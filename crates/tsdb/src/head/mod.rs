@@ -644,6 +644,19 @@ pub(crate) struct Head {
     pub num_chunks: u64,
     /// Bytes of closed chunks held (the bulk of the head's memory).
     pub chunk_bytes: u64,
+    /// The series' label order as of some moment, refreshed in the background (see [`LabelOrder`]).
+    pub label_order: std::sync::Arc<LabelOrder>,
+}
+
+/// The head's series in label order, as ranks: readers sort the refs a query matched by `rank` (an
+/// integer sort) instead of comparing label sets, which dominated instant queries over thousands of
+/// series. Refs are never handed out twice in a process and a series' labels never change, so a rank
+/// stays true for as long as its series lives; refs at or after `upto` are newer than the order and are
+/// sorted by their labels and merged in ([`Head::sort_by_labels`]).
+#[derive(Debug, Default)]
+pub(crate) struct LabelOrder {
+    rank: Vec<u32>,
+    upto: u32,
 }
 
 impl Head {
@@ -661,7 +674,65 @@ impl Head {
             num_samples: 0,
             num_chunks: 0,
             chunk_bytes: 0,
+            label_order: Default::default(),
         }
+    }
+
+    /// Whether enough series were created since [`Head::label_order`] was built that rebuilding pays.
+    pub(crate) fn label_order_stale(&self) -> bool {
+        let fresh = self.next_ref().saturating_sub(self.label_order.upto) as usize;
+        fresh > 0 && fresh >= (self.index_len() / 32).max(256).min(self.index_len().max(1))
+    }
+
+    fn index_len(&self) -> usize {
+        self.num_series()
+    }
+
+    /// The live series' label order now (O(n log n) label comparisons: built off the query path).
+    pub(crate) fn build_label_order(&self) -> LabelOrder {
+        let mut refs: Vec<u32> = self.refs().collect();
+        refs.sort_unstable_by(|&a, &b| self.series[a as usize].as_ref().map(|s| &s.labels).cmp(&self.series[b as usize].as_ref().map(|s| &s.labels)));
+        let upto = self.next_ref();
+        let mut rank = vec![u32::MAX; upto as usize];
+        for (i, &r) in refs.iter().enumerate() {
+            rank[r as usize] = i as u32;
+        }
+        LabelOrder { rank, upto }
+    }
+
+    /// Sorts live refs by their series' labels: by rank where the order knows them, by comparing labels
+    /// for the newer ones, then one merge.
+    pub(crate) fn sort_by_labels(&self, refs: &mut Vec<u32>) {
+        let order = &self.label_order;
+        let labels_of = |r: u32| &self.series[r as usize].as_ref().expect("live refs only").labels;
+        let ranked = |r: u32| (r < order.upto).then(|| order.rank[r as usize]).filter(|&k| k != u32::MAX);
+        let mut fresh: Vec<u32> = Vec::new();
+        refs.retain(|&r| {
+            let known = ranked(r).is_some();
+            if !known {
+                fresh.push(r);
+            }
+            known
+        });
+        refs.sort_unstable_by_key(|&r| order.rank[r as usize]);
+        if fresh.is_empty() {
+            return;
+        }
+        fresh.sort_unstable_by(|&a, &b| labels_of(a).cmp(labels_of(b)));
+        let known = std::mem::take(refs);
+        refs.reserve(known.len() + fresh.len());
+        let (mut i, mut j) = (0, 0);
+        while i < known.len() && j < fresh.len() {
+            if labels_of(fresh[j]) < labels_of(known[i]) {
+                refs.push(fresh[j]);
+                j += 1;
+            } else {
+                refs.push(known[i]);
+                i += 1;
+            }
+        }
+        refs.extend_from_slice(&known[i..]);
+        refs.extend_from_slice(&fresh[j..]);
     }
 
     /// The ref of the series with these labels, if it is in the head (hash lookup + collision check).
@@ -1146,5 +1217,58 @@ mod tests {
         assert_eq!(h.chunk_boundary_at_or_before(300), 0);
         assert_eq!(h.chunk_boundary_at_or_before(100), 0);
         assert_eq!(h.chunk_boundary_at_or_before(400), 400);
+    }
+
+    #[test]
+    fn refs_sort_by_labels_with_any_label_order() {
+        let mut h = Head::new(1000, i64::MIN);
+        let mut x = 1u64;
+        let mut rnd = |n: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        let mut next = 0u32;
+        let mut create = |h: &mut Head, rnd: &mut dyn FnMut(u64) -> u64| {
+            let l = Labels::from_pairs([("__name__", format!("m{}", rnd(5))), ("i", format!("{}", rnd(1000))), ("z", format!("{}", rnd(3)))]);
+            if h.get(l.hash(), &l).is_none() {
+                h.create(next, l.hash(), l);
+                h.apply_st(next, Sample::new(0, 1.0), 0, Verdict::InOrder);
+                next += 1;
+            }
+        };
+        let check = |h: &Head| {
+            let mut want: Vec<u32> = h.refs().collect();
+            want.sort_by(|&a, &b| h.series(a).expect("live").labels.cmp(&h.series(b).expect("live").labels));
+            let mut got: Vec<u32> = h.refs().collect();
+            got.reverse();
+            h.sort_by_labels(&mut got);
+            assert_eq!(got, want);
+            // A subset too (a query's matches).
+            let mut sub: Vec<u32> = h.refs().filter(|r| r % 3 == 0).collect();
+            let want_sub: Vec<u32> = want.iter().copied().filter(|r| r % 3 == 0).collect();
+            h.sort_by_labels(&mut sub);
+            assert_eq!(sub, want_sub);
+        };
+        for _ in 0..300 {
+            create(&mut h, &mut rnd);
+        }
+        check(&h);
+        assert!(h.label_order_stale());
+        h.label_order = std::sync::Arc::new(h.build_label_order());
+        assert!(!h.label_order_stale());
+        check(&h);
+        for round in 0..5 {
+            for _ in 0..50 {
+                create(&mut h, &mut rnd);
+            }
+            if round == 2 {
+                // Garbage collection removes series; their ranks stay behind harmlessly.
+                h.series[3] = None;
+                h.series[10] = None;
+            }
+            check(&h);
+        }
+        h.label_order = std::sync::Arc::new(h.build_label_order());
+        check(&h);
     }
 }

@@ -593,6 +593,19 @@ impl Shard {
         Ok(())
     }
 
+    /// Rebuilds the head's label order ([`crate::head::LabelOrder`]) when enough series are newer than
+    /// it; readers stay correct with any order, only slower the more series it does not know.
+    pub(crate) fn refresh_label_order(&self) {
+        let order = {
+            let st = self.state.read();
+            if !st.head.label_order_stale() {
+                return;
+            }
+            st.head.build_label_order()
+        };
+        self.state.write().head.label_order = Arc::new(order);
+    }
+
     /// Cuts if due, unless another thread is cutting this shard right now (then it will see the need).
     pub(crate) fn cut_if_due(&self) -> Result<()> {
         if self.cut_due().is_none() {
