@@ -21,8 +21,11 @@ impl Label {
 /// A set of labels sorted by name, names unique, no empty values (an empty value means "absent", as in
 /// Prometheus). Ordering between label sets is lexicographic over (name, value) pairs, like Prometheus'
 /// `labels.Compare`.
+///
+/// Shared: a clone is a reference count, not a copy of every name and value (a query hands the same
+/// series' labels from storage to its result several times).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Labels(Vec<Label>);
+pub struct Labels(std::sync::Arc<[Label]>);
 
 impl PartialOrd for Labels {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
@@ -44,8 +47,8 @@ impl Ord for Labels {
 }
 
 impl Labels {
-    pub const fn empty() -> Self {
-        Labels(Vec::new())
+    pub fn empty() -> Self {
+        Labels::default()
     }
 
     /// Builds a label set from pairs in any order: sorts by name, drops empty values. When a name occurs
@@ -67,13 +70,13 @@ impl Labels {
             }
         }
         v.retain(|l| !l.value.is_empty());
-        Ok(Labels(v))
+        Ok(Labels(v.into()))
     }
 
     /// Wraps a vector the caller guarantees to be sorted, unique and without empty values.
     pub fn from_vec_unchecked(v: Vec<Label>) -> Self {
         debug_assert!(v.windows(2).all(|w| w[0].name < w[1].name));
-        Labels(v)
+        Labels(v.into())
     }
 
     pub fn len(&self) -> usize {
@@ -93,7 +96,7 @@ impl Labels {
     }
 
     pub fn into_vec(self) -> Vec<Label> {
-        self.0
+        self.0.to_vec()
     }
 
     /// The value of `name`, or "" when absent (Prometheus' `Labels.Get`).
@@ -116,7 +119,7 @@ impl Labels {
     /// it routes series to shards, and a shard's WAL must find its series again after a restart.
     pub fn hash(&self) -> u64 {
         let mut h = xxhash_rust::xxh3::Xxh3::new();
-        for l in &self.0 {
+        for l in self.0.iter() {
             h.update(l.name.as_bytes());
             h.update(&[0xff]);
             h.update(l.value.as_bytes());
@@ -153,7 +156,7 @@ impl Labels {
 
     /// Approximate heap bytes held, for memory accounting.
     pub fn heap_bytes(&self) -> usize {
-        self.0.capacity() * std::mem::size_of::<Label>()
+        16 + self.0.len() * std::mem::size_of::<Label>()
             + self.0.iter().map(|l| l.name.capacity() + l.value.capacity()).sum::<usize>()
     }
 }
@@ -290,7 +293,7 @@ impl LabelsBuilder {
     }
 
     pub fn from_labels(l: &Labels) -> Self {
-        Self { pairs: l.0.clone() }
+        Self { pairs: l.0.to_vec() }
     }
 
     /// Sets `name` to `value` (an empty value deletes the label).
@@ -317,7 +320,7 @@ impl LabelsBuilder {
     pub fn build(&self) -> Labels {
         let mut v: Vec<Label> = self.pairs.iter().filter(|l| !l.value.is_empty()).cloned().collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
-        Labels(v)
+        Labels(v.into())
     }
 }
 
