@@ -88,20 +88,6 @@ fn special(v: f64) -> Option<String> {
     }
 }
 
-/// The shortest digits of `v` and `dp` (see [`shortest`]) with an output buffer holding its sign, or
-/// the text of a non-finite `v`.
-fn begin(v: f64) -> Result<(String, String, i32), String> {
-    if let Some(s) = special(v) {
-        return Err(s);
-    }
-    let (neg, d, dp) = shortest(v);
-    let mut out = String::with_capacity(d.len() + 8);
-    if neg {
-        out.push('-');
-    }
-    Ok((out, d, dp))
-}
-
 /// Go's `strconv.FormatFloat(v, 'f', -1, 64)`: `NaN`, `+Inf`, `-Inf`, else the shortest round-trip
 /// decimal without an exponent.
 pub fn format_f(v: f64) -> String {
