@@ -206,7 +206,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let qo = QueryOptions { timeout: Some(wait.saturating_sub(started.elapsed())), ..qo };
     let query = r.query.clone();
     let (start, end, step) = (r.start_ms, r.end_ms, r.step_ms);
-    let res = tokio::task::spawn_blocking(move || -> Result<QueryResult, EngineError> {
+    let res = on_query_pool(move || -> Result<QueryResult, EngineError> {
         // The slot is the evaluation's, not the request's: a client that goes away frees it only when
         // the canceled evaluation has stopped.
         let _slot = slot;
@@ -272,6 +272,27 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let mut resp = (StatusCode::OK, body).into_response();
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(resp)
+}
+
+/// Runs a query's evaluation on the engine's worker pool (rayon's) rather than on a blocking thread that
+/// would hand each shard's work to that pool and wait: the shard loops then start on the worker already
+/// running the query, and a point query costs one hand-over instead of three (thread switches were
+/// over half of the server's CPU under 16 clients of point queries). A panic comes back as an error.
+async fn on_query_pool<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    rayon::spawn(move || {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        let _ = tx.send(r);
+    });
+    match rx.await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(p)) => Err(match (p.downcast_ref::<&str>(), p.downcast_ref::<String>()) {
+            (Some(m), _) => format!("panicked: {m}"),
+            (_, Some(m)) => format!("panicked: {m}"),
+            _ => "panicked".into(),
+        }),
+        Err(_) => Err("the evaluation went away".into()),
+    }
 }
 
 /// Upstream `QueryData`: `{"resultType":…,"result":…[,"stats":…]}`.

@@ -231,3 +231,17 @@ fn histogram_st_column_is_decoded_only_when_needed() {
         assert!(matches!(on.instant(&st, q, 60_000), Err(EngineError::Storage(_))), "{q} decodes the column");
     }
 }
+
+/// A range function over histogram windows stops at the timeout however large one series' windows
+/// are (the fuzz found `sum_over_time` of a histogram subquery at a 1 ms step running on for minutes).
+#[test]
+fn histogram_range_functions_stop_at_the_timeout() {
+    let st = store();
+    let e = Engine::default();
+    let expr = tessera_promql::engine::parse("sum_over_time(h[10m:1ms])").expect("parses");
+    let qo = tessera_promql::engine::QueryOptions { timeout: Some(std::time::Duration::from_millis(200)), ..Default::default() };
+    let started = std::time::Instant::now();
+    let err = e.range_expr(&st, &expr, 0, 600_000, 60_000, &qo).expect_err("stopped");
+    assert!(matches!(err, EngineError::Timeout(_) | EngineError::TooManySamples(_)), "{err:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "took {:?}", started.elapsed());
+}

@@ -33,6 +33,13 @@ pub fn init_logging(s: &Settings) {
 }
 
 pub fn run(settings: Settings) -> anyhow::Result<()> {
+    // Queries are evaluated on rayon's pool (see the api's `on_query_pool`): the same stack room as the
+    // runtime's threads.
+    if let Err(e) =
+        rayon::ThreadPoolBuilder::new().stack_size(8 << 20).thread_name(|i| format!("tessera-query-{i}")).build_global()
+    {
+        tracing::warn!(error = %e, "query worker pool already set up; keeping its stack size");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         // Queries are parsed and evaluated recursively on these threads (the blocking pool too); the
         // parser bounds a tree's height, and 8 MiB leaves room for it even in an unoptimised build.

@@ -995,7 +995,7 @@ fn range_function<S: Send>(
         }
         if !hists.is_empty() {
             let series = SeriesIn { labels, samples, sts, hists, drop };
-            return apply_hist(ctx, name, series, eff, range_ms, grid, &params, k, &invalid_factor, &bad_step);
+            return apply_hist(ctx, name, series, eff, range_ms, grid, &params, k, &invalid_factor, &bad_step, &stopped);
         }
         let sts = sts.floats;
         let mut vals = vec![None; n];
@@ -1196,6 +1196,7 @@ fn apply_hist(
     k: fn(&Window<'_>) -> Option<f64>,
     invalid_factor: &dyn Fn(usize) -> Option<String>,
     bad_step: &std::sync::atomic::AtomicUsize,
+    stopped: &std::sync::OnceLock<EngineError>,
 ) -> Option<Series> {
     use super::hist::HOut;
     let SeriesIn { labels, samples, sts, hists, drop } = series;
@@ -1208,10 +1209,21 @@ fn apply_hist(
     let metric = labels.metric_name().to_string();
     let mut floats_seen = false;
     let mut window_samples = 0usize;
+    let mut work = 0usize;
     super::eval::for_each_window_idx_by(samples.len(), |j| samples[j].t, eff, range_ms, |lo, hi, i| {
         let (hlo, hhi) = hwin[i];
-        if lo == hi && hlo == hhi {
+        if lo == hi && hlo == hhi || stopped.get().is_some() {
             return;
+        }
+        // The deadline, by work done rather than by step: one step's window can hold thousands of
+        // histograms (`sum_over_time(h[1d:1s])`), and a series can have a million steps.
+        work += (hi - lo) + (hhi - hlo) * 16;
+        if work >= 1 << 14 {
+            work = 0;
+            if let Err(e) = ctx.check() {
+                let _ = stopped.set(e);
+                return;
+            }
         }
         if invalid_factor(i).is_some() {
             bad_step.fetch_min(i, std::sync::atomic::Ordering::Relaxed);
@@ -1245,6 +1257,9 @@ fn apply_hist(
             HOut::H(h) => hv[i] = Some(h),
         }
     });
+    if stopped.get().is_some() {
+        return None;
+    }
     ctx.count_queryable(window_samples);
     let mut s = Series { labels: labels.clone(), vals, hists: Some(hv), drop_name: if keeps_name(name) { drop } else { true } };
     s.tidy();

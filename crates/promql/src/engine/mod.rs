@@ -290,7 +290,7 @@ impl Engine {
         crate::parser::fold_query_context_functions(&mut expr, start_ms, end_ms, step_ms);
         let range_ms = if step_ms == 0 { 0 } else { end_ms - start_ms };
         crate::parser::resolve_durations(&mut expr, step_ms, range_ms).map_err(EngineError::BadData)?;
-        let plan = plan::plan(&expr, &self.opts);
+        let plan = plan::plan_for(&expr, &self.opts, qo.trace);
         let deadline = Instant::now() + qo.timeout.unwrap_or(self.opts.timeout);
         let ctx = eval::QueryCtx {
             queryable: q,

@@ -152,10 +152,17 @@ fn decide(a: &AggregateExpr, opts: &EngineOptions) -> Option<Pushdown> {
     }
 }
 
-/// Plans `expr` (already resolved: durations and query-context functions folded).
+/// Plans `expr` (already resolved: durations and query-context functions folded), each node described
+/// (its `op` and `expr` text) for [`Plan::explain`].
 pub fn plan(expr: &Expr, opts: &EngineOptions) -> Plan {
+    plan_for(expr, opts, true)
+}
+
+/// [`plan`]; without `describe` the nodes' texts stay empty (printing every node of every query would
+/// cost a point query more than its plan is worth when nobody asked for the trace).
+pub(crate) fn plan_for(expr: &Expr, opts: &EngineOptions, describe: bool) -> Plan {
     let mut pushdowns = HashMap::new();
-    let root = node(expr, opts, &mut pushdowns, false);
+    let root = node(expr, opts, &mut pushdowns, false, describe);
     Plan { root, pushdowns }
 }
 
@@ -173,11 +180,11 @@ fn agg_op(a: &AggregateExpr) -> String {
     s
 }
 
-fn node(e: &Expr, opts: &EngineOptions, pd: &mut HashMap<usize, Pushdown>, fused: bool) -> PlanNode {
+fn node(e: &Expr, opts: &EngineOptions, pd: &mut HashMap<usize, Pushdown>, fused: bool, describe: bool) -> PlanNode {
     let mk = |op: String, placement: Placement, children: Vec<PlanNode>| PlanNode {
         id: addr(e),
-        op,
-        expr: e.to_string(),
+        op: if describe { op } else { String::new() },
+        expr: if describe { e.to_string() } else { String::new() },
         placement: if fused { Placement::Fused } else { placement },
         children,
         agg_id: if let Expr::Aggregate(a) = e { addr(a) } else { 0 },
@@ -192,7 +199,7 @@ fn node(e: &Expr, opts: &EngineOptions, pd: &mut HashMap<usize, Pushdown>, fused
         Expr::Subquery(sq) => mk(
             format!("subquery [{}:{}]", crate::parser::format_duration_ms(sq.range_ms), if sq.step_ms > 0 { crate::parser::format_duration_ms(sq.step_ms) } else { String::new() }),
             Placement::Central,
-            vec![node(&sq.expr, opts, pd, false)],
+            vec![node(&sq.expr, opts, pd, false, describe)],
         ),
         Expr::Call(c) => {
             let inner_fused = fused_range_call(c);
@@ -201,7 +208,7 @@ fn node(e: &Expr, opts: &EngineOptions, pd: &mut HashMap<usize, Pushdown>, fused
                 .iter()
                 .map(|a| {
                     let is_ms = matches!(a.unwrap_parens(), Expr::MatrixSelector(_));
-                    node(a, opts, pd, fused || (inner_fused && is_ms))
+                    node(a, opts, pd, fused || (inner_fused && is_ms), describe)
                 })
                 .collect();
             mk(c.func.name.to_string(), if inner_fused { Placement::Shards } else { Placement::Central }, children)
@@ -211,9 +218,9 @@ fn node(e: &Expr, opts: &EngineOptions, pd: &mut HashMap<usize, Pushdown>, fused
             if let Some(d) = d {
                 pd.insert(addr(a), d);
             }
-            let mut children = vec![node(&a.expr, opts, pd, fused || d.is_some())];
+            let mut children = vec![node(&a.expr, opts, pd, fused || d.is_some(), describe)];
             if let Some(p) = &a.param {
-                children.insert(0, node(p, opts, pd, fused));
+                children.insert(0, node(p, opts, pd, fused, describe));
             }
             let placement = match d {
                 Some(Pushdown::OrderedRangeFunction) => Placement::ShardsThenOrderedFold,
@@ -225,10 +232,10 @@ fn node(e: &Expr, opts: &EngineOptions, pd: &mut HashMap<usize, Pushdown>, fused
         Expr::Binary(b) => mk(
             b.op.as_str().to_string(),
             Placement::Central,
-            vec![node(&b.lhs, opts, pd, fused), node(&b.rhs, opts, pd, fused)],
+            vec![node(&b.lhs, opts, pd, fused, describe), node(&b.rhs, opts, pd, fused, describe)],
         ),
-        Expr::Unary(u) => mk(format!("unary {}", if u.op == crate::parser::UnaryOp::Neg { "-" } else { "+" }), Placement::Central, vec![node(&u.expr, opts, pd, fused)]),
-        Expr::Paren(p) => node(&p.expr, opts, pd, fused),
+        Expr::Unary(u) => mk(format!("unary {}", if u.op == crate::parser::UnaryOp::Neg { "-" } else { "+" }), Placement::Central, vec![node(&u.expr, opts, pd, fused, describe)]),
+        Expr::Paren(p) => node(&p.expr, opts, pd, fused, describe),
     }
 }
 
