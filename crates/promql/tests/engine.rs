@@ -426,11 +426,11 @@ fn plan_and_trace() {
     // Not decomposable exactly, or not a per-series shape: central over a shard-run child.
     // Order-dependent aggregations of a range function: folded centrally in label order as the shards
     // hand their series over.
-    for q in ["avg(rate(reqs_total[1m]))", "stddev by (job) (increase(reqs_total[5m]))", "stdvar(rate(reqs_total[1m]))"] {
+    for q in ["avg(rate(reqs_total[1m]))", "stddev by (job) (increase(reqs_total[5m]))", "stdvar(rate(reqs_total[1m]))", "avg(reqs_total)", "stddev by (job) ({job=\"j1\"})"] {
         let root = p(q).root;
         assert_eq!((root.placement, root.children[0].placement), (Placement::ShardsThenOrderedFold, Placement::Fused), "{q}");
     }
-    for q in ["avg(reqs_total)", "sum(rate({job=\"j1\"}[1m]))", "topk(2, reqs_total)", "sum(reqs_total * 2)", "quantile(0.5, rate(reqs_total[1m]))"] {
+    for q in ["sum(rate({job=\"j1\"}[1m]))", "topk(2, reqs_total)", "sum(reqs_total * 2)", "quantile(0.5, rate(reqs_total[1m]))"] {
         assert_eq!(p(q).root.placement, Placement::Central, "{q}");
     }
     let root = p("rate(reqs_total[1m]) / 2").root;

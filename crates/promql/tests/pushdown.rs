@@ -301,7 +301,7 @@ fn histogram_sum_of_rates_is_pushed_and_equal() {
 fn ordered_fold_over_many_series_equals_the_central_path() {
     for shards in [1, 2, 3] {
         let st = storage(11, shards, 400, 0);
-        for q in ["avg(rate(reqs_total[1m]))", "stddev by (job) (rate(reqs_total[2m]))", "stdvar without (id) (increase(reqs_total[1m]))", "avg by (job) (rate(lat[1m]))"] {
+        for q in ["avg(rate(reqs_total[1m]))", "stddev by (job) (rate(reqs_total[2m]))", "stdvar without (id) (increase(reqs_total[1m]))", "avg by (job) (rate(lat[1m]))", "avg by (job) (reqs_total)", "stdvar(reqs_total)", "avg({__name__=~\"reqs.*\"})"] {
             let a = engine(true, false).range(&st, q, 300_000, 1_200_000, 15_000);
             let b = engine(false, false).range(&st, q, 300_000, 1_200_000, 15_000);
             assert_eq!(normal(&a), normal(&b), "{q} over {shards} shards");

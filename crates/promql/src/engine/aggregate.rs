@@ -230,6 +230,7 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
             (Pushdown::Selector, Expr::VectorSelector(vs)) => pushed_down(ctx, a, vs, grid)?,
             (Pushdown::RangeFunction, Expr::Call(c)) => pushed_down_range(ctx, a, c, grid)?,
             (Pushdown::OrderedRangeFunction, Expr::Call(c)) => ordered_range(ctx, a, c, grid)?,
+            (Pushdown::OrderedSelector, Expr::VectorSelector(vs)) => ordered_selector(ctx, a, vs, grid)?,
             _ => None,
         };
         if let Some(v) = pushed {
@@ -644,12 +645,8 @@ fn pushed_down_range(ctx: &QueryCtx<'_>, a: &AggregateExpr, c: &Call, grid: &Gri
 /// series x steps). Histograms, and the type-and-unit labels whose removal could merge series, are
 /// left to the central path (`None`).
 fn ordered_range(ctx: &QueryCtx<'_>, a: &AggregateExpr, c: &Call, grid: &Grid) -> Result<Option<Val>, EngineError> {
-    let (n, op) = (grid.n, a.op);
     let delayed = ctx.opts.delayed_name_removal;
-    let mut idx: HashMap<u64, usize> = HashMap::new();
-    let mut gl: Vec<Labels> = Vec::new();
-    let mut accs: Vec<AggAcc> = Vec::new();
-    let mut gdrop: Vec<bool> = Vec::new();
+    let mut g = OrderedGroups::new(a, grid.n);
     let base = ctx.held_samples();
     let ok = super::functions::stream_range_function(ctx, c, grid, &mut |s: Series| {
         if s.hists.is_some() || s.labels.has("__type__") || s.labels.has("__unit__") {
@@ -659,30 +656,95 @@ fn ordered_range(ctx: &QueryCtx<'_>, a: &AggregateExpr, c: &Call, grid: &Grid) -
         // is delayed (then the group inherits the flag).
         let (labels, drop) =
             if delayed { (s.labels, s.drop_name) } else { (super::eval::final_labels(s.labels, s.drop_name), false) };
-        let g = *idx.entry(group_hash(&labels, a)).or_insert_with(|| {
-            gl.push(group_labels(&labels, a));
+        g.add(&labels, drop, &s.vals);
+        true
+    })?;
+    Ok(g.finish(ctx, ok, base))
+}
+
+/// `avg|stddev|stdvar (selector)` folded as [`ordered_range`] folds: each series' lookback values,
+/// computed in the shards exactly as [`super::eval::eval_vector_selector`] computes them, folded here in
+/// label order. A series with histograms gives up (central path).
+fn ordered_selector(
+    ctx: &QueryCtx<'_>,
+    a: &AggregateExpr,
+    vs: &crate::parser::VectorSelector,
+    grid: &Grid,
+) -> Result<Option<Val>, EngineError> {
+    let n = grid.n;
+    let eff = super::eval::effective_times_pub(ctx, vs.at, vs.original_offset_ms, grid);
+    let lb = ctx.lookback_ms;
+    let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
+    let hints = tessera_model::SelectHints { step_ms: grid.step, ..Default::default() };
+    let f = |labels: &Labels, samples: &[tessera_model::Sample], _: &[i64], hs: &[super::eval::HPoint]| {
+        if !hs.is_empty() {
+            return None;
+        }
+        let mut vals = vec![None; n];
+        if !super::eval::lookback_values(samples, &eff, lb, false, &mut vals) {
+            return Some((0, None));
+        }
+        let held = vals.iter().filter(|v| v.is_some()).count();
+        ctx.count_queryable(held);
+        Some((held, Some((labels.clone(), vals))))
+    };
+    let mut g = OrderedGroups::new(a, n);
+    let base = ctx.held_samples();
+    let ok = super::eval::select_ordered(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, false, None, f, |(labels, vals)| {
+        g.add(&labels, false, &vals);
+        true
+    })?;
+    Ok(g.finish(ctx, ok, base))
+}
+
+/// The groups of an ordered fold: accumulators per group and step, filled series by series in the order
+/// the central path would see them, finished as the central path finishes them.
+struct OrderedGroups<'a> {
+    a: &'a AggregateExpr,
+    n: usize,
+    idx: HashMap<u64, usize>,
+    labels: Vec<Labels>,
+    accs: Vec<AggAcc>,
+    drop: Vec<bool>,
+}
+
+impl<'a> OrderedGroups<'a> {
+    fn new(a: &'a AggregateExpr, n: usize) -> Self {
+        OrderedGroups { a, n, idx: HashMap::new(), labels: Vec::new(), accs: Vec::new(), drop: Vec::new() }
+    }
+
+    fn add(&mut self, labels: &Labels, drop: bool, vals: &[Option<f64>]) {
+        let (a, n) = (self.a, self.n);
+        let (gl, accs, gdrop) = (&mut self.labels, &mut self.accs, &mut self.drop);
+        let g = *self.idx.entry(group_hash(labels, a)).or_insert_with(|| {
+            gl.push(group_labels(labels, a));
             accs.resize(accs.len() + n, AggAcc::default());
             gdrop.push(false);
             gl.len() - 1
         });
-        gdrop[g] |= drop;
-        for (acc, x) in accs[g * n..(g + 1) * n].iter_mut().zip(&s.vals) {
+        self.drop[g] |= drop;
+        for (acc, x) in self.accs[g * n..(g + 1) * n].iter_mut().zip(vals) {
             if let Some(x) = x {
-                acc.add(op, *x);
+                acc.add(a.op, *x);
             }
         }
-        true
-    })?;
-    if !ok {
-        ctx.samples.store(base, std::sync::atomic::Ordering::Relaxed);
-        return Ok(None);
     }
-    let out = gl
-        .into_iter()
-        .enumerate()
-        .filter_map(|(g, labels)| finish_group(ctx, op, labels, &accs[g * n..(g + 1) * n], None, gdrop[g]))
-        .collect();
-    Ok(Some(Val::Vector(out)))
+
+    /// The result, or `None` (releasing the samples the fold counted) when the fold gave up.
+    fn finish(self, ctx: &QueryCtx<'_>, ok: bool, base: usize) -> Option<Val> {
+        if !ok {
+            ctx.samples.store(base, std::sync::atomic::Ordering::Relaxed);
+            return None;
+        }
+        let (op, n) = (self.a.op, self.n);
+        let out = self
+            .labels
+            .into_iter()
+            .enumerate()
+            .filter_map(|(g, labels)| finish_group(ctx, op, labels, &self.accs[g * n..(g + 1) * n], None, self.drop[g]))
+            .collect();
+        Some(Val::Vector(out))
+    }
 }
 
 /// The merged result, or `None` with the samples the fold counted released (the central path that

@@ -38,6 +38,8 @@ pub enum Pushdown {
     /// are folded centrally in label order as they arrive (their result depends on that order), never
     /// all held at once ([`super::eval::select_ordered`]).
     OrderedRangeFunction,
+    /// `avg|stddev|stdvar (selector)`: the same with each series' lookback values.
+    OrderedSelector,
 }
 
 /// Where a node runs.
@@ -139,6 +141,7 @@ fn decide(a: &AggregateExpr, opts: &EngineOptions) -> Option<Pushdown> {
     if matches!(a.op, AggregateOp::Avg | AggregateOp::Stddev | AggregateOp::Stdvar) {
         return match a.expr.unwrap_parens() {
             Expr::Call(c) if pushable_range_call(c) => Some(Pushdown::OrderedRangeFunction),
+            Expr::VectorSelector(vs) if !vs.smoothed => Some(Pushdown::OrderedSelector),
             _ => None,
         };
     }
@@ -223,7 +226,7 @@ fn node(e: &Expr, opts: &EngineOptions, pd: &mut HashMap<usize, Pushdown>, fused
                 children.insert(0, node(p, opts, pd, fused, describe));
             }
             let placement = match d {
-                Some(Pushdown::OrderedRangeFunction) => Placement::ShardsThenOrderedFold,
+                Some(Pushdown::OrderedRangeFunction | Pushdown::OrderedSelector) => Placement::ShardsThenOrderedFold,
                 Some(_) => Placement::ShardsThenMerge,
                 None => Placement::Central,
             };
