@@ -96,17 +96,24 @@ pub fn format_f(v: f64) -> String {
     String::from_utf8(out).expect("digits, signs and points are ASCII")
 }
 
-/// [`format_f`] appended to `out` without allocating (`scratch` holds the digits between calls).
-pub fn append_f(out: &mut Vec<u8>, v: f64, scratch: &mut String) {
+/// What both appending forms start with: a non-finite `v`'s text (then `None`: nothing more to write),
+/// else the sign, with the shortest digits left in `scratch` and their decimal exponent returned.
+fn append_start(out: &mut Vec<u8>, v: f64, scratch: &mut String) -> Option<i32> {
     if let Some(sp) = special(v) {
         out.extend_from_slice(sp.as_bytes());
-        return;
+        return None;
     }
     let (neg, dp) = shortest_into(v, scratch);
-    let d = scratch.as_bytes();
     if neg {
         out.push(b'-');
     }
+    Some(dp)
+}
+
+/// [`format_f`] appended to `out` without allocating (`scratch` holds the digits between calls).
+pub fn append_f(out: &mut Vec<u8>, v: f64, scratch: &mut String) {
+    let Some(dp) = append_start(out, v, scratch) else { return };
+    let d = scratch.as_bytes();
     if dp <= 0 {
         out.extend_from_slice(b"0.");
         out.resize(out.len() + (-dp) as usize, b'0');
@@ -123,15 +130,8 @@ pub fn append_f(out: &mut Vec<u8>, v: f64, scratch: &mut String) {
 
 /// [`format_e`] appended to `out` without allocating.
 pub fn append_e(out: &mut Vec<u8>, v: f64, scratch: &mut String) {
-    if let Some(sp) = special(v) {
-        out.extend_from_slice(sp.as_bytes());
-        return;
-    }
-    let (neg, dp) = shortest_into(v, scratch);
+    let Some(dp) = append_start(out, v, scratch) else { return };
     let d = scratch.as_bytes();
-    if neg {
-        out.push(b'-');
-    }
     out.push(d[0]);
     if d.len() > 1 {
         out.push(b'.');

@@ -575,6 +575,26 @@ fn merge_partials(ctx: &QueryCtx<'_>, op: AggregateOp, partials: Vec<Partial>) -
     Some(Val::Vector(out))
 }
 
+/// What an instant selector's steps read (as [`super::eval::eval_vector_selector`] reads it): each
+/// step's effective time, the lookback, the time range selected and the hints.
+struct SelectorRange {
+    eff: Vec<i64>,
+    lb: i64,
+    mint: i64,
+    maxt: i64,
+    hints: tessera_model::SelectHints,
+}
+
+impl SelectorRange {
+    fn of(ctx: &QueryCtx<'_>, vs: &crate::parser::VectorSelector, grid: &Grid) -> Self {
+        let eff = super::eval::effective_times_pub(ctx, vs.at, vs.original_offset_ms, grid);
+        let lb = ctx.lookback_ms;
+        let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
+        let hints = tessera_model::SelectHints { step_ms: grid.step, ..Default::default() };
+        SelectorRange { eff, lb, mint: lo.saturating_sub(lb) + 1, maxt: hi, hints }
+    }
+}
+
 /// `op by (...) (selector)` with the first stage pushed into the shards: each shard decodes its series
 /// and folds them straight into per-group accumulators (no per-series result is materialised); the merge
 /// stage combines the shards' partials with [`AggAcc::merge`] and [`HistAcc::merge`].
@@ -585,10 +605,7 @@ fn pushed_down(
     grid: &Grid,
 ) -> Result<Option<Val>, EngineError> {
     let n = grid.n;
-    let eff = super::eval::effective_times_pub(ctx, vs.at, vs.original_offset_ms, grid);
-    let lb = ctx.lookback_ms;
-    let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
-    let hints = tessera_model::SelectHints { step_ms: grid.step, ..Default::default() };
+    let SelectorRange { eff, lb, mint, maxt, hints } = SelectorRange::of(ctx, vs, grid);
     let fold = |p: &mut Partial, labels: &Labels, samples: &[tessera_model::Sample], _: &[i64], hs: &[super::eval::HPoint]| {
         // What `eval_vector_selector` computes for the series, folded at once.
         let mut vals = vec![None; n];
@@ -611,7 +628,7 @@ fn pushed_down(
     };
     let base = ctx.held_samples();
     let partials =
-        super::eval::select_fold(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, false, None, Partial::default, fold)?;
+        super::eval::select_fold(ctx, vs, mint, maxt, hints, false, None, Partial::default, fold)?;
     Ok(merged_or_release(ctx, a.op, partials, base))
 }
 
@@ -672,10 +689,7 @@ fn ordered_selector(
     grid: &Grid,
 ) -> Result<Option<Val>, EngineError> {
     let n = grid.n;
-    let eff = super::eval::effective_times_pub(ctx, vs.at, vs.original_offset_ms, grid);
-    let lb = ctx.lookback_ms;
-    let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
-    let hints = tessera_model::SelectHints { step_ms: grid.step, ..Default::default() };
+    let SelectorRange { eff, lb, mint, maxt, hints } = SelectorRange::of(ctx, vs, grid);
     let f = |labels: &Labels, samples: &[tessera_model::Sample], _: &[i64], hs: &[super::eval::HPoint]| {
         if !hs.is_empty() {
             return None;
@@ -690,7 +704,7 @@ fn ordered_selector(
     };
     let mut g = OrderedGroups::new(a, n);
     let base = ctx.held_samples();
-    let ok = super::eval::select_ordered(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, false, None, f, |(labels, vals)| {
+    let ok = super::eval::select_ordered(ctx, vs, mint, maxt, hints, false, None, f, |(labels, vals)| {
         g.add(&labels, false, &vals);
         true
     })?;

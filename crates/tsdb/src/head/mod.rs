@@ -681,11 +681,8 @@ impl Head {
     /// Whether enough series were created since [`Head::label_order`] was built that rebuilding pays.
     pub(crate) fn label_order_stale(&self) -> bool {
         let fresh = self.next_ref().saturating_sub(self.label_order.upto) as usize;
-        fresh > 0 && fresh >= (self.index_len() / 32).max(256).min(self.index_len().max(1))
-    }
-
-    fn index_len(&self) -> usize {
-        self.num_series()
+        let live = self.num_series();
+        fresh > 0 && fresh >= (live / 32).max(256).min(live.max(1))
     }
 
     /// The live series' label order now (O(n log n) label comparisons: built off the query path).
