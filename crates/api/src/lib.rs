@@ -74,6 +74,13 @@ pub struct ApiOptions {
     /// The most entries the series, labels and label-values APIs return; a request's `limit` can only
     /// lower it (`--web.api.result-limit`, 0 = no limit).
     pub api_result_limit: usize,
+    /// The range-query result cache (`--query.results-cache.max-size`, `--query.results-cache.freshness`;
+    /// a size of 0 disables it).
+    pub results_cache: tessera_promql::cache::CacheOptions,
+    /// Align every range query's start and end down to a multiple of its step before evaluating
+    /// (`--query.align-to-step`; a request can ask with `align_to_step=1`). Off by default: it shifts the
+    /// user's timestamps.
+    pub align_to_step: bool,
 }
 
 impl Default for ApiOptions {
@@ -94,6 +101,8 @@ impl Default for ApiOptions {
             max_new_series_per_request: 100_000,
             query_max_concurrency: 20,
             api_result_limit: 1_000_000,
+            results_cache: Default::default(),
+            align_to_step: false,
         }
     }
 }
@@ -177,6 +186,11 @@ pub struct AppState {
     /// Flag name → effective value, for `/api/v1/status/flags`.
     pub flags: BTreeMap<String, String>,
     pub build: BuildInfo,
+    /// Range-query results kept per step (see `tessera_promql::cache`).
+    pub results_cache: Arc<tessera_promql::cache::ResultCache>,
+    /// Metric families kept with `prometheus-client` (new families go here; the older hand-rolled ones
+    /// are in `metrics`).
+    pub registry: prometheus_client::registry::Registry,
 }
 
 impl AppState {
@@ -191,7 +205,12 @@ impl AppState {
             }))
         };
         let (remote_read_gate, query_gate) = (gate(options.remote_read_concurrent_limit), gate(options.query_max_concurrency));
+        let results_cache = Arc::new(tessera_promql::cache::ResultCache::new(options.results_cache));
+        let mut registry = prometheus_client::registry::Registry::default();
+        results_cache.metrics.register(&mut registry);
         Arc::new(AppState {
+            results_cache,
+            registry,
             options,
             db: OnceLock::new(),
             metadata: metadata::MetadataStore::new(),

@@ -121,6 +121,38 @@ impl ApiMetrics {
 }
 
 /// Escapes a label value for the text format.
+/// Appends the families of a `prometheus-client` registry in the text format 0.0.4 that `/metrics`
+/// serves. The crate writes OpenMetrics, whose counter families are named without `_total` (`# TYPE x
+/// counter` over samples `x_total`) and which ends with `# EOF`; the 0.0.4 format names the family as its
+/// samples, so counter families are renamed here, `# UNIT` lines dropped and no `# EOF` written.
+pub fn encode_registry_004(registry: &prometheus_client::registry::Registry, out: &mut String) {
+    let mut om = String::new();
+    if prometheus_client::encoding::text::encode_registry(&mut om, registry).is_err() {
+        return;
+    }
+    let counters: std::collections::HashSet<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    for line in om.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "].into_iter().find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((p, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let total = if counters.contains(name) { "_total" } else { "" };
+                let _ = writeln!(out, "{p}{name}{total} {tail}");
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+}
+
 fn esc(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
@@ -182,6 +214,26 @@ fn boot_time() -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registry_families_in_the_004_format() {
+        use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
+        let mut r = prometheus_client::registry::Registry::default();
+        let c: Counter = Counter::default();
+        let g: Gauge = Gauge::default();
+        c.inc_by(7);
+        g.set(-3);
+        let sub = r.sub_registry_with_prefix("tessera_x");
+        sub.register("hits", "Hits", c);
+        sub.register("bytes", "Bytes held", g);
+        let mut out = String::new();
+        encode_registry_004(&r, &mut out);
+        assert_eq!(
+            out,
+            "# HELP tessera_x_hits_total Hits.\n# TYPE tessera_x_hits_total counter\ntessera_x_hits_total 7\n\
+             # HELP tessera_x_bytes Bytes held.\n# TYPE tessera_x_bytes gauge\ntessera_x_bytes -3\n"
+        );
+    }
 
     #[test]
     fn text_format() {

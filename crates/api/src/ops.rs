@@ -35,6 +35,7 @@ pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     out.push_str("# HELP tessera_metadata_families Metric families with metadata received through remote write.\n");
     out.push_str("# TYPE tessera_metadata_families gauge\n");
     out.push_str(&format!("tessera_metadata_families {}\n", st.metadata.len()));
+    crate::metrics::encode_registry_004(&st.registry, &mut out);
     crate::metrics::encode_process_metrics(&mut out);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], out).into_response()
 }

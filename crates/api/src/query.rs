@@ -17,6 +17,7 @@ use crate::params::{parse_api_duration_ms, parse_limit, parse_time, parse_time_p
 use crate::read::form;
 use crate::response::{to_go_json, ApiError, ErrorType, LabelsJson};
 use crate::AppState;
+use tessera_promql::cache::CacheReport;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -91,14 +92,29 @@ struct QueryParams {
     stats: bool,
     /// `trace=1` (VictoriaMetrics' parameter): return the plan with per-node figures.
     trace: bool,
+    /// `nocache=1` (VictoriaMetrics' parameter) or `Cache-Control: no-cache`: neither read nor fill the
+    /// result cache.
+    nocache: bool,
+}
+
+/// A boolean request parameter: empty, 0/false or 1/true.
+fn bool_param(p: &Params, name: &str) -> Result<bool, ApiError> {
+    match p.get(name) {
+        "" | "0" | "false" => Ok(false),
+        "1" | "true" => Ok(true),
+        other => Err(ApiError::invalid_param(
+            name,
+            format!("cannot parse {} to a boolean (use 1 or 0)", tessera_model::labels::go_quote(other)),
+        )),
+    }
 }
 
 /// Parameter checks in the order of upstream `query` / `queryRange`.
-fn parse_request(p: &Params, range: bool, now_ms: i64) -> Result<QueryParams, ApiError> {
+fn parse_request(p: &Params, range: bool, now_ms: i64, align: bool) -> Result<QueryParams, ApiError> {
     let limit = parse_limit(p.get("limit")).map_err(|e| ApiError::invalid_param("limit", e))?;
     let (start_ms, end_ms, step_ms) = if range {
-        let start = parse_time(p.get("start")).map_err(|e| ApiError::invalid_param("start", e))?;
-        let end = parse_time(p.get("end")).map_err(|e| ApiError::invalid_param("end", e))?;
+        let mut start = parse_time(p.get("start")).map_err(|e| ApiError::invalid_param("start", e))?;
+        let mut end = parse_time(p.get("end")).map_err(|e| ApiError::invalid_param("end", e))?;
         if end < start {
             return Err(ApiError::invalid_param("end", "end timestamp must not be before start time"));
         }
@@ -108,6 +124,12 @@ fn parse_request(p: &Params, range: bool, now_ms: i64) -> Result<QueryParams, Ap
                 "step",
                 "zero or negative query resolution step widths are not accepted. Try a positive integer",
             ));
+        }
+        // Opt-in alignment (server flag or `align_to_step=1`): start and end move down to multiples of
+        // the step, so that requests with a moving end share their steps in the result cache.
+        if align || bool_param(p, "align_to_step")? {
+            start -= start.rem_euclid(step);
+            end -= end.rem_euclid(step);
         }
         // For safety, limit the number of returned points per timeseries (as upstream).
         if (end - start) / step > MAX_POINTS_PER_SERIES {
@@ -140,18 +162,11 @@ fn parse_request(p: &Params, range: bool, now_ms: i64) -> Result<QueryParams, Ap
                 .map_err(|e| ApiError::bad_data(format!("error parsing lookback delta duration: {e}")))?,
         ),
     };
-    let trace = match p.get("trace") {
-        "" | "0" | "false" => false,
-        "1" | "true" => true,
-        other => {
-            return Err(ApiError::invalid_param(
-                "trace",
-                format!("cannot parse {} to a boolean (use 1 or 0)", tessera_model::labels::go_quote(other)),
-            ));
-        }
-    };
+    let trace = bool_param(p, "trace")?;
+    let nocache = bool_param(p, "nocache")?;
     Ok(QueryParams {
         trace,
+        nocache,
         query: p.get("query").to_string(),
         start_ms,
         end_ms,
@@ -176,8 +191,17 @@ fn engine_error(e: EngineError) -> ApiError {
 }
 
 async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Response, ApiError> {
+    // `Cache-Control: no-cache` bypasses the result cache, as `nocache=1` does.
+    let no_cache_header = req
+        .headers()
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|d| d.trim().eq_ignore_ascii_case("no-cache") || d.trim().eq_ignore_ascii_case("no-store"));
     let p = form(req).await?;
-    let r = parse_request(&p, range, crate::now_ms())?;
+    let mut r = parse_request(&p, range, crate::now_ms(), st.options.align_to_step)?;
+    r.nocache |= no_cache_header;
     let db = st.ready_db()?;
     let features = st.options.promql;
     let engine = Engine::new(EngineOptions {
@@ -206,16 +230,20 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let qo = QueryOptions { timeout: Some(wait.saturating_sub(started.elapsed())), ..qo };
     let query = r.query.clone();
     let (start, end, step) = (r.start_ms, r.end_ms, r.step_ms);
-    let res = on_query_pool(move || -> Result<QueryResult, EngineError> {
+    let cache = (range && !r.nocache).then(|| st.results_cache.clone());
+    let res = on_query_pool(move || -> Result<(QueryResult, Option<CacheReport>), EngineError> {
         // The slot is the evaluation's, not the request's: a client that goes away frees it only when
         // the canceled evaluation has stopped.
         let _slot = slot;
         let expr = features.parse(&query).map_err(|e| EngineError::BadData(e.to_string()))?;
         let q: &dyn tessera_model::Queryable = &*db;
-        if range {
-            engine.range_expr(q, &expr, start, end, step, &qo)
-        } else {
-            engine.instant_expr(q, &expr, start, &qo)
+        match (range, cache) {
+            (true, Some(c)) => {
+                let (r, rep) = c.range(&engine, q, &expr, start, end, step, &qo, crate::now_ms())?;
+                Ok((r, Some(rep)))
+            }
+            (true, None) => Ok((engine.range_expr(q, &expr, start, end, step, &qo)?, None)),
+            (false, _) => Ok((engine.instant_expr(q, &expr, start, &qo)?, None)),
         }
     })
     .await
@@ -223,7 +251,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     .map_err(engine_error)?;
     let elapsed = started.elapsed();
 
-    let QueryResult { mut value, mut warnings, infos, stats: samples, trace } = res;
+    let (QueryResult { mut value, mut warnings, infos, stats: samples, trace }, cache_report) = res;
     if r.limit > 0 {
         let truncated = match &mut value {
             Value::Vector(v) if v.len() > r.limit => {
@@ -259,14 +287,23 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
         body.extend_from_slice(br#","infos":"#);
         body.extend_from_slice(&to_go_json(&infos));
     }
-    if let Some(t) = trace {
+    if r.trace {
         // Outside `data`, as VictoriaMetrics places it: the plan, each node with where it ran and what
-        // it cost (see tessera_promql::engine::plan).
+        // it cost (see tessera_promql::engine::plan), and what the result cache answered (`null` plan:
+        // every step came from the cache).
         let mut js = String::new();
-        t.write_json(&mut js);
-        body.extend_from_slice(format!(r#","trace":{{"duration_ms":{:.3},"plan":"#, elapsed.as_secs_f64() * 1000.0).as_bytes());
+        js.push_str(&format!(r#","trace":{{"duration_ms":{:.3}"#, elapsed.as_secs_f64() * 1000.0));
+        if let Some(c) = &cache_report {
+            js.push_str(r#","cache":"#);
+            c.write_json(&mut js);
+        }
+        js.push_str(r#","plan":"#);
+        match trace {
+            Some(t) => t.write_json(&mut js),
+            None => js.push_str("null"),
+        }
+        js.push('}');
         body.extend_from_slice(js.as_bytes());
-        body.push(b'}');
     }
     body.push(b'}');
     let mut resp = (StatusCode::OK, body).into_response();

@@ -16,6 +16,7 @@
 //! each series exactly once with the iterators of `tessera-encoding`.
 #![forbid(unsafe_code)]
 
+pub mod changes;
 pub mod exemplar;
 pub mod fixtures;
 pub mod gofloat;
@@ -28,6 +29,7 @@ pub mod matcher;
 pub mod sample;
 pub mod storage;
 
+pub use changes::ChangeLog;
 pub use exemplar::Exemplar;
 pub use histogram::{CounterResetHint, FloatHistogram, Histogram, Span};
 pub use histogram_sample::{HistogramSample, HistogramValue};

@@ -120,6 +120,12 @@ pub type SeriesSet = Box<dyn Iterator<Item = Result<Series, StorageError>> + Sen
 pub trait Queryable: Send + Sync {
     /// A consistent view of `[mint_ms, maxt_ms]`, both inclusive.
     fn querier(&self, mint_ms: i64, maxt_ms: i64) -> Result<Arc<dyn Querier>, StorageError>;
+
+    /// Where this storage records changes to old time ranges (see [`crate::changes`]); `None` when it
+    /// cannot tell, and then nothing derived from it may be kept across queries (no result cache).
+    fn changes(&self) -> Option<&crate::ChangeLog> {
+        None
+    }
 }
 
 /// A view of a time range. Cheap to share across threads; every method may be called concurrently.

@@ -4,6 +4,7 @@
 //! The engine reads only through `tessera_model::storage` (the read interface), never tsdb internals.
 #![forbid(unsafe_code)]
 
+pub mod cache;
 pub mod engine;
 pub(crate) mod gomath;
 pub mod parser;

@@ -111,6 +111,22 @@ pub struct ServeArgs {
     #[arg(long = "query.timeout", value_name = "DURATION")]
     pub query_timeout: Option<String>,
 
+    /// Most memory the range-query result cache may use (estimated); 0 disables it. [default: 128MiB]
+    #[arg(long = "query.results-cache.max-size", value_name = "BYTES")]
+    pub query_results_cache_max_size: Option<String>,
+
+    /// Range-query steps whose samples reach into this last stretch before now are never cached (at
+    /// least the out-of-order window is used). Older writes that touch cached steps invalidate them.
+    /// [default: 5m]
+    #[arg(long = "query.results-cache.freshness", value_name = "DURATION")]
+    pub query_results_cache_freshness: Option<String>,
+
+    /// Move every range query's start and end down to a multiple of its step (more cache hits for
+    /// clients that do not align; shifts the returned timestamps). A request can ask with
+    /// align_to_step=1. [default: false]
+    #[arg(long = "query.align-to-step", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub query_align_to_step: Option<String>,
+
     /// Maximum number of samples a single query can load into memory. [default: 50000000]
     #[arg(long = "query.max-samples", value_name = "N")]
     pub query_max_samples: Option<String>,
@@ -189,6 +205,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("query.lookback-delta", "5m"),
     ("query.timeout", "2m"),
     ("query.max-samples", "50000000"),
+    ("query.results-cache.max-size", "128MiB"),
+    ("query.results-cache.freshness", "5m"),
+    ("query.align-to-step", "false"),
     ("web.max-request-bytes", "32MB"),
     ("web.max-inflight-write-bytes", "256MB"),
     ("web.remote-write.max-decoded-bytes", "64MB"),
@@ -207,7 +226,7 @@ impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
         let features = (!self.enable_feature.is_empty()).then(|| self.enable_feature.join(","));
-        let pairs: [(&str, &Option<String>); 29] = [
+        let pairs: [(&str, &Option<String>); 32] = [
             ("storage.tsdb.path", &self.storage_tsdb_path),
             ("web.listen-address", &self.web_listen_address),
             ("storage.tsdb.retention.time", &self.storage_tsdb_retention_time),
@@ -226,6 +245,9 @@ impl ServeArgs {
             ("query.lookback-delta", &self.query_lookback_delta),
             ("query.timeout", &self.query_timeout),
             ("query.max-samples", &self.query_max_samples),
+            ("query.results-cache.max-size", &self.query_results_cache_max_size),
+            ("query.results-cache.freshness", &self.query_results_cache_freshness),
+            ("query.align-to-step", &self.query_align_to_step),
             ("web.max-request-bytes", &self.web_max_request_bytes),
             ("web.max-inflight-write-bytes", &self.web_max_inflight_write_bytes),
             ("web.remote-write.max-decoded-bytes", &self.web_remote_write_max_decoded_bytes),
@@ -276,6 +298,9 @@ pub struct Settings {
     pub lookback_delta_ms: i64,
     pub query_timeout_ms: i64,
     pub query_max_samples: usize,
+    pub results_cache_max_bytes: usize,
+    pub results_cache_freshness_ms: i64,
+    pub align_to_step: bool,
     pub max_request_bytes: usize,
     pub max_inflight_write_bytes: usize,
     pub max_decoded_bytes: usize,
@@ -366,6 +391,13 @@ impl Settings {
             lookback_delta_ms: dur("query.lookback-delta")?,
             query_timeout_ms: dur("query.timeout")?,
             query_max_samples: num("query.max-samples")?,
+            results_cache_max_bytes: bytes("query.results-cache.max-size")? as usize,
+            results_cache_freshness_ms: dur("query.results-cache.freshness")?,
+            align_to_step: match get("query.align-to-step").trim() {
+                "true" | "1" => true,
+                "false" | "0" | "" => false,
+                other => bail!("--query.align-to-step: {other:?} is not true or false"),
+            },
             max_request_bytes: bytes("web.max-request-bytes")? as usize,
             max_inflight_write_bytes: bytes("web.max-inflight-write-bytes")? as usize,
             max_decoded_bytes: bytes("web.remote-write.max-decoded-bytes")? as usize,

@@ -80,6 +80,12 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         max_new_series_per_request: s.max_new_series_per_request,
         query_max_concurrency: s.query_max_concurrency,
         api_result_limit: s.api_result_limit,
+        results_cache: tessera_promql::cache::CacheOptions {
+            max_bytes: s.results_cache_max_bytes,
+            // Out-of-order writes land within their window all the time: steps there are never kept.
+            freshness_ms: s.results_cache_freshness_ms.max(s.ooo_window_ms),
+        },
+        align_to_step: s.align_to_step,
     };
     s.features.log_notes();
     let state = AppState::new(api_opts, s.flags.clone());

@@ -215,6 +215,18 @@ pub(crate) struct Batch<'a> {
     pub(crate) exemplars: Cow<'a, [Exemplar]>,
 }
 
+/// The oldest and newest timestamps of the batches' float and histogram samples (`None`: none).
+fn time_range(batches: &[Batch<'_>]) -> Option<(i64, i64)> {
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+    for b in batches {
+        for t in b.samples.iter().map(|s| s.t).chain(b.hists.iter().map(|h| h.t)) {
+            lo = lo.min(t);
+            hi = hi.max(t);
+        }
+    }
+    (lo <= hi).then_some((lo, hi))
+}
+
 /// Buffers batches until [`Appender::commit`]. `'a` covers the database and whatever the batches borrow
 /// ([`Appender::add_ref`]): borrowed data must outlive the appender, since shards commit it in parallel.
 pub struct Appender<'a> {
@@ -341,6 +353,10 @@ impl<'a> Appender<'a> {
         let n = db.shards.len();
         let budget = std::sync::atomic::AtomicUsize::new(self.new_series_limit);
         let budget = &budget;
+        // The time range this commit touches, when a reader of old ranges watches (the result cache);
+        // recorded once the samples are visible, whatever the outcome (a failed commit may have stored
+        // part of its batches).
+        let touched = (db.changes.watermark() != i64::MIN).then(|| time_range(&self.batches)).flatten();
         let mut per_shard: Vec<Vec<ShardBatch<'_>>> = (0..n).map(|_| Vec::new()).collect();
         for (i, Batch { labels, samples, sts, hists, exemplars }) in self.batches.into_iter().enumerate() {
             if samples.is_empty() && hists.is_empty() && exemplars.is_empty() {
@@ -374,6 +390,9 @@ impl<'a> Appender<'a> {
                 out
             })
         };
+        if let Some((min_t, max_t)) = touched {
+            db.changes.record(min_t, max_t);
+        }
         let mut report = CommitReport::default();
         let mut first_err = None;
         for r in results {

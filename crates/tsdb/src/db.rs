@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tessera_model::{Matcher, Querier, Queryable, StorageError};
+use tessera_model::{ChangeLog, Matcher, Querier, Queryable, StorageError};
 
 use crate::appender::Appender;
 use crate::error::{Error, Result};
@@ -60,6 +60,8 @@ pub struct Db {
     bg: Mutex<Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>>,
     /// Serialises compaction runs (background and explicit).
     compact_lock: Arc<Mutex<()>>,
+    /// Changes to old time ranges, for readers that keep derived data (the result cache).
+    pub(crate) changes: Arc<ChangeLog>,
 }
 
 impl std::fmt::Debug for Db {
@@ -254,6 +256,7 @@ impl Db {
             opts: opts.clone(),
             bg: Mutex::new(None),
             compact_lock: Arc::new(Mutex::new(())),
+            changes: Arc::new(ChangeLog::new()),
         });
         db.refresh_gauges();
         if opts.background {
@@ -262,9 +265,10 @@ impl Db {
             let metrics = db.metrics.clone();
             let lock = db.compact_lock.clone();
             let opts2 = opts.clone();
+            let changes = db.changes.clone();
             let h = std::thread::Builder::new()
                 .name("tessera-tsdb-bg".into())
-                .spawn(move || background(shards, metrics, lock, opts2, rx))
+                .spawn(move || background(shards, metrics, lock, opts2, changes, rx))
                 .map_err(|e| Error::Other(format!("cannot start background thread: {e}")))?;
             *db.bg.lock() = Some((tx, h));
         }
@@ -282,10 +286,10 @@ impl Db {
         if matchers.is_empty() {
             return Ok(());
         }
-        for s in &self.shards {
-            s.delete(mint_ms, maxt_ms, matchers)?;
-        }
-        Ok(())
+        let res = self.shards.iter().try_for_each(|s| s.delete(mint_ms, maxt_ms, matchers));
+        // Recorded even after a failure: earlier shards may already hide the deleted samples.
+        self.changes.record(mint_ms, maxt_ms);
+        res
     }
 
     /// Rewrites blocks that carry tombstones without the deleted data (Prometheus' `CleanTombstones`).
@@ -317,7 +321,7 @@ impl Db {
         let _g = self.compact_lock.lock();
         for s in &self.shards {
             s.cut_if_due()?;
-            crate::maintenance::compact_and_retain(s, &self.opts, &self.metrics)?;
+            crate::maintenance::compact_and_retain(s, &self.opts, &self.metrics, &self.changes)?;
             s.refresh_label_order();
         }
         self.refresh_gauges();
@@ -463,6 +467,10 @@ impl Queryable for Db {
     fn querier(&self, mint_ms: i64, maxt_ms: i64) -> std::result::Result<Arc<dyn Querier>, StorageError> {
         Ok(Arc::new(DbQuerier { shards: self.shards.clone(), mint: mint_ms, maxt: maxt_ms }))
     }
+
+    fn changes(&self) -> Option<&ChangeLog> {
+        Some(&self.changes)
+    }
 }
 
 fn background(
@@ -470,6 +478,7 @@ fn background(
     metrics: Arc<Metrics>,
     lock: Arc<Mutex<()>>,
     opts: Options,
+    changes: Arc<ChangeLog>,
     stop: std::sync::mpsc::Receiver<()>,
 ) {
     let tick = match opts.fsync {
@@ -495,7 +504,7 @@ fn background(
             last_maint = std::time::Instant::now();
             let _g = lock.lock();
             for s in &shards {
-                if let Err(e) = crate::maintenance::compact_and_retain(s, &opts, &metrics) {
+                if let Err(e) = crate::maintenance::compact_and_retain(s, &opts, &metrics, &changes) {
                     metrics.compaction_failures.fetch_add(1, Relaxed);
                     tracing::error!(shard = s.id, error = %e, "compaction/retention failed");
                 }

@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::options::Options;
 use crate::shard::Shard;
+use tessera_model::ChangeLog;
 
 fn max_range(opts: &Options) -> i64 {
     // Prometheus caps the largest block at a tenth of the retention (`--storage.tsdb.max-block-duration`).
@@ -31,7 +32,7 @@ fn delete_dirs(s: &Shard, ids: &[String]) {
 }
 
 /// Runs compactions until the planner has nothing left, then applies retention.
-pub(crate) fn compact_and_retain(s: &Shard, opts: &Options, metrics: &Metrics) -> Result<()> {
+pub(crate) fn compact_and_retain(s: &Shard, opts: &Options, metrics: &Metrics, changes: &ChangeLog) -> Result<()> {
     for _ in 0..64 {
         let blocks = s.blocks();
         let metas: Vec<BlockMeta> = blocks.iter().map(|b| b.meta()).collect();
@@ -60,13 +61,13 @@ pub(crate) fn compact_and_retain(s: &Shard, opts: &Options, metrics: &Metrics) -
             metrics.compactions.fetch_add(1, Relaxed);
         }
     }
-    retain(s, opts, metrics);
+    retain(s, opts, metrics, changes);
     Ok(())
 }
 
 /// Drops whole blocks beyond the time or size retention (Prometheus' `BeyondTimeRetention`,
 /// `BeyondSizeRetention`; the size limit counts blocks only).
-fn retain(s: &Shard, opts: &Options, metrics: &Metrics) {
+fn retain(s: &Shard, opts: &Options, metrics: &Metrics, changes: &ChangeLog) {
     if opts.retention_ms == 0 && opts.retention_bytes == 0 {
         return;
     }
@@ -77,7 +78,13 @@ fn retain(s: &Shard, opts: &Options, metrics: &Metrics) {
     if ids.is_empty() {
         return;
     }
+    let (lo, hi) = metas
+        .iter()
+        .filter(|m| ids.contains(&m.id))
+        .fold((i64::MAX, i64::MIN), |(lo, hi), m| (lo.min(m.mint_ms), hi.max(m.maxt_ms - 1)));
     s.swap_blocks(&ids, Vec::new());
+    // The dropped blocks' samples are gone for new readers: derived data about that range is stale.
+    changes.record(lo, hi);
     delete_dirs(s, &ids);
     metrics.blocks_deleted_by_retention.fetch_add(ids.len() as u64, Relaxed);
 }
