@@ -128,8 +128,8 @@ fn parse_request(p: &Params, range: bool, now_ms: i64, align: bool) -> Result<Qu
         // Opt-in alignment (server flag or `align_to_step=1`): start and end move down to multiples of
         // the step, so that requests with a moving end share their steps in the result cache.
         if align || bool_param(p, "align_to_step")? {
-            start -= start.rem_euclid(step);
-            end -= end.rem_euclid(step);
+            start = start.saturating_sub(start.rem_euclid(step));
+            end = end.saturating_sub(end.rem_euclid(step));
         }
         // For safety, limit the number of returned points per timeseries (as upstream).
         if (end - start) / step > MAX_POINTS_PER_SERIES {
@@ -769,6 +769,71 @@ mod http_tests {
         let _: serde_json::Value = serde_json::from_str(&b).expect("valid JSON");
         let (_, b) = get(&app, "/api/v1/query?query=1&time=1&stats=yes").await;
         assert!(b.contains(r#""warnings":["value \"yes\" for parameter \"stats\" is deprecated"#), "{b}");
+    }
+
+    #[tokio::test]
+    async fn range_queries_go_through_the_result_cache() {
+        let (app, _d) = app();
+        let q = "/api/v1/query_range?query=sum%20by%20(job)%20(rate(up[1m]))&start=1435781430.781&end=1435781460.781&step=15";
+        let parse = |b: &str| -> serde_json::Value { serde_json::from_str(b).expect("valid JSON") };
+        let (s, first) = get(&app, &format!("{q}&trace=1")).await;
+        assert_eq!(s, StatusCode::OK, "{first}");
+        let first = parse(&first);
+        let c = &first["trace"]["cache"];
+        assert_eq!((c["steps"].as_u64(), c["hits"].as_u64(), c["evaluated"].as_u64()), (Some(3), Some(0), Some(3)), "{first}");
+        assert_eq!(c["stored"].as_u64(), Some(3), "2015 is long final: {first}");
+        assert!(first["trace"]["plan"].is_object());
+        // Again: every step from the cache, nothing evaluated, the same data.
+        let (_, second) = get(&app, &format!("{q}&trace=1")).await;
+        let second = parse(&second);
+        let c = &second["trace"]["cache"];
+        assert_eq!((c["hits"].as_u64(), c["evaluated"].as_u64(), c["runs"].as_u64()), (Some(3), Some(0), Some(0)), "{second}");
+        assert!(second["trace"]["plan"].is_null(), "nothing was planned: {second}");
+        assert_eq!(first["data"], second["data"]);
+        // A longer window evaluates only its new steps.
+        let (_, wider) = get(&app, &q.replace("end=1435781460.781", "end=1435781490.781").replace("step=15", "step=15&trace=1")).await;
+        let c = &parse(&wider)["trace"]["cache"];
+        assert_eq!((c["steps"].as_u64(), c["hits"].as_u64(), c["evaluated"].as_u64()), (Some(5), Some(3), Some(2)), "{wider}");
+        // nocache=1 and Cache-Control: no-cache bypass it (no cache part in the trace).
+        let (_, b) = get(&app, &format!("{q}&trace=1&nocache=1")).await;
+        assert!(parse(&b)["trace"].get("cache").is_none(), "{b}");
+        assert_eq!(parse(&b)["data"], first["data"]);
+        let req = Request::get(format!("{q}&trace=1")).header(header::CACHE_CONTROL, "max-age=0, No-Cache").body(Body::empty()).expect("request");
+        let (_, b) = send(&app, req).await;
+        assert!(parse(&b)["trace"].get("cache").is_none(), "{b}");
+        // An uncacheable expression says why.
+        let (_, b) = get(&app, "/api/v1/query_range?query=up%20@%201435781430&start=1435781430&end=1435781460&step=15&trace=1").await;
+        assert_eq!(parse(&b)["trace"]["cache"]["bypass"], "not cacheable: @ modifier", "{b}");
+        // Bad values are 400 with the parameter named.
+        for (p, v) in [("nocache", "yes"), ("align_to_step", "2")] {
+            let (s, b) = get(&app, &format!("{q}&{p}={v}")).await;
+            assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+            assert!(b.contains(&format!(r#"invalid parameter \"{p}\""#)), "{b}");
+        }
+        // The cache's figures are in /metrics (0.0.4 names).
+        let resp = app.clone().oneshot(Request::get("/metrics").body(Body::empty()).expect("request")).await.expect("infallible");
+        let text = String::from_utf8(axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body").to_vec()).expect("utf8");
+        assert!(text.contains("# TYPE tessera_query_results_cache_hit_steps_total counter\ntessera_query_results_cache_hit_steps_total 6\n"), "{text}");
+        assert!(text.contains("tessera_query_results_cache_bypassed_queries_total 1\n"), "{text}");
+        assert!(!text.contains("# EOF"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn align_to_step_moves_start_and_end_down_to_the_step() {
+        let (app, _d) = app();
+        let q = "/api/v1/query_range?query=up&start=1435781430.781&end=1435781460.781&step=15";
+        let (_, b) = get(&app, &format!("{q}&align_to_step=1")).await;
+        let v: serde_json::Value = serde_json::from_str(&b).expect("valid JSON");
+        let ts: Vec<f64> = v["data"]["result"][0]["values"].as_array().expect("values").iter().map(|p| p[0].as_f64().expect("t")).collect();
+        // Steps 430, 445, 460; the first sample is at 430.781, so 430 has no value yet.
+        assert_eq!(ts, vec![1435781445.0, 1435781460.0], "{b}");
+        // Off by default: the user's timestamps are kept.
+        let (_, b) = get(&app, q).await;
+        assert!(b.contains("[1435781430.781,"), "{b}");
+        // On for every request with the server flag.
+        let (app, _d) = app_with(ApiOptions { align_to_step: true, ..ApiOptions::default() });
+        let (_, b) = get(&app, q).await;
+        assert!(b.contains("[1435781445,") && !b.contains(".781"), "{b}");
     }
 
     #[tokio::test]

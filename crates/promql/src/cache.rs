@@ -310,6 +310,9 @@ pub struct ResultCache {
     pub metrics: CacheMetrics,
 }
 
+/// A kept step as a look-up copies it out: its time, float and histogram values with their series.
+type FoundStep = (i64, Vec<(Labels, f64)>, Vec<(Labels, Arc<FloatHistogram>)>);
+
 /// At most this many separate evaluations per query; beyond, one run covers every missing step.
 const MAX_RUNS: usize = 8;
 
@@ -382,7 +385,7 @@ impl ResultCache {
         };
 
         // Look up what is kept.
-        let mut found: Vec<(i64, Vec<(Labels, f64)>, Vec<(Labels, Arc<FloatHistogram>)>)> = Vec::new();
+        let mut found: Vec<FoundStep> = Vec::new();
         let mut notes: Vec<Arc<Notes>> = Vec::new();
         {
             let mut g = self.inner.lock();

@@ -1,0 +1,195 @@
+//! The result cache never changes an answer: random writes (in order, out of order, new series with old
+//! timestamps), deletions, head cuts with compaction and retention, interleaved with repeated range
+//! queries; every answer through the cache must equal the uncached answer at that moment.
+
+use std::sync::Arc;
+
+use tessera_model::{Labels, Matcher, MatchOp, Sample};
+use tessera_promql::cache::{CacheOptions, ResultCache, Window, dependency_window};
+use tessera_promql::engine::{Engine, EngineOptions, QueryOptions, Value, parse};
+use tessera_tsdb::db::Db;
+use tessera_tsdb::options::Options;
+
+const T0: i64 = 1_700_000_000_000;
+const MIN: i64 = 60_000;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+const QUERIES: &[&str] = &[
+    "m",
+    "rate(m[5m])",
+    "sum by (b) (rate(m[2m]))",
+    "m offset 10m",
+    "m offset -5m",
+    "avg_over_time(m[10m:1m])",
+    "max_over_time(rate(m[1m])[5m:30s] offset 3m)",
+    "m - m offset 2m",
+    "count(m)",
+    "absent(m{a=\"9\"})",
+    "vector(1)",
+    "time()",
+    "changes(m[10m])",
+    "timestamp(m)",
+    "resets(m[15m])",
+    "last_over_time(m[1h])",
+    "m @ 1700000600",
+    "sum(m) / count(m)",
+    "topk(2, m)",
+];
+
+fn labels(a: u64, b: &str) -> Labels {
+    Labels::from_pairs([("__name__", "m".to_string()), ("a", a.to_string()), ("b", b.to_string())])
+}
+
+/// Equality with NaN equal to itself (by bits), as answers are compared.
+fn same(x: &Value, y: &Value) -> bool {
+    match (x, y) {
+        (Value::Matrix(a), Value::Matrix(b)) => {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(s, t)| {
+                    s.labels == t.labels
+                        && s.histograms == t.histograms
+                        && s.points.len() == t.points.len()
+                        && s.points.iter().zip(&t.points).all(|(p, q)| p.0 == q.0 && p.1.to_bits() == q.1.to_bits())
+                })
+        }
+        _ => x == y,
+    }
+}
+
+fn run(seed: u64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = Options {
+        shards: 2,
+        background: false,
+        ooo_window_ms: 60 * MIN,
+        max_future_ms: 0,
+        retention_ms: 8 * 60 * MIN,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).expect("open");
+    let engine = Engine::new(EngineOptions::default());
+    let cache = ResultCache::new(CacheOptions { max_bytes: 2 << 20, freshness_ms: 2 * MIN });
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut series: Vec<(Labels, f64)> = (0..4)
+        .flat_map(|a| ["x", "y"].map(|b| (labels(a, b), 0.0)))
+        .collect();
+    // `now` is simulated: data is written up to it and the cache's horizon counts from it.
+    let mut now = T0;
+    let mut written_to = T0 - 15_000;
+    let append = |db: &Db, l: &Labels, samples: Vec<Sample>| {
+        let mut app = db.appender();
+        app.add_owned(l.clone(), samples);
+        app.commit().expect("commit");
+    };
+    let (mut hits, mut compared) = (0usize, 0usize);
+    for _ in 0..260 {
+        match rng.below(12) {
+            // In-order data up to a new "now".
+            0..=3 => {
+                now += (1 + rng.below(8) as i64) * MIN;
+                let from = written_to + 15_000;
+                for (l, v) in series.iter_mut() {
+                    let mut samples = Vec::new();
+                    let mut t = from;
+                    while t <= now {
+                        // Counters with the odd reset.
+                        *v = if rng.below(50) == 0 { 0.0 } else { *v + rng.below(10) as f64 };
+                        samples.push(Sample::new(t, *v));
+                        t += 15_000;
+                    }
+                    append(&db, l, samples);
+                }
+                written_to = from + (now - from) / 15_000 * 15_000;
+            }
+            // An out-of-order sample inside the window.
+            4 | 5 => {
+                let (l, _) = &series[rng.below(series.len() as u64) as usize];
+                let t = now - rng.below(50) as i64 * MIN - 7_000;
+                append(&db, l, vec![Sample::new(t, rng.below(1000) as f64)]);
+            }
+            // A new series arriving with old timestamps.
+            6 => {
+                let l = labels(10 + rng.below(1000), "z");
+                let start = now - (5 + rng.below(40) as i64) * MIN;
+                let samples = (0..10).map(|i| Sample::new(start + i * 30_000, i as f64)).collect();
+                append(&db, &l, samples);
+                series.push((l, 10.0));
+            }
+            // A deletion.
+            7 => {
+                let a = rng.below(4).to_string();
+                let m = [Matcher::new(MatchOp::Equal, "a", &a).expect("matcher")];
+                let hi = now - rng.below(120) as i64 * MIN;
+                db.delete(hi - rng.below(30) as i64 * MIN, hi, &m).expect("delete");
+            }
+            // Head cut, compaction and retention.
+            8 => {
+                db.flush().expect("flush");
+                db.compact().expect("compact");
+            }
+            // Queries, several times over the same windows (a dashboard refreshing).
+            _ => {
+                let q = QUERIES[rng.below(QUERIES.len() as u64) as usize];
+                let expr = parse(q).expect("parses");
+                let step = [15_000, 30_000, 60_000][rng.below(3) as usize];
+                let span = (5 + rng.below(180) as i64) * MIN;
+                let end = now - rng.below(20) as i64 * MIN + rng.below(2) as i64 * 7_000;
+                for _ in 0..1 + rng.below(3) {
+                    let qo = QueryOptions::default();
+                    let (got, rep) = cache.range(&engine, &*db, &expr, end - span, end, step, &qo, now).expect("cached");
+                    let want = engine.range_expr(&*db, &expr, end - span, end, step, &qo).expect("plain");
+                    assert!(
+                        same(&got.value, &want.value),
+                        "seed {seed}: {q} over [{}, {}] step {step} at now {now} (report {rep:?}):\ncached {:?}\nplain  {:?}",
+                        end - span,
+                        end,
+                        got.value,
+                        want.value
+                    );
+                    assert_eq!(got.warnings, want.warnings, "{q}");
+                    hits += rep.hits;
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert!(compared > 30, "seed {seed}: only {compared} comparisons");
+    assert!(hits > 0, "seed {seed}: the cache never answered a step");
+    let _ = Arc::new(());
+}
+
+#[test]
+fn cached_answers_equal_uncached_ones_under_random_changes() {
+    for seed in 1..=12 {
+        run(seed);
+    }
+}
+
+#[test]
+fn dependency_windows_follow_ranges_offsets_and_subqueries() {
+    let w = |q: &str| dependency_window(&parse(q).expect("parses"), 300_000);
+    assert_eq!(w("m"), Ok(Some(Window { before: 300_000, after: 0 })));
+    assert_eq!(w("rate(m[1m])"), Ok(Some(Window { before: 60_000, after: 0 })));
+    assert_eq!(w("m offset 10m"), Ok(Some(Window { before: 900_000, after: -600_000 })));
+    assert_eq!(w("m offset -10m"), Ok(Some(Window { before: -300_000, after: 600_000 })));
+    // A subquery's inner window moves with each inner step: range + inner lookback.
+    assert_eq!(w("max_over_time(rate(m[1m])[5m:30s] offset 3m)"), Ok(Some(Window { before: 540_000, after: -180_000 })));
+    assert_eq!(w("m + rate(n[10m])"), Ok(Some(Window { before: 600_000, after: 0 })));
+    assert_eq!(w("vector(1)"), Ok(None));
+    assert!(w("m @ 100").is_err());
+    assert!(w("rate(m[5m] @ end())").is_err());
+    assert!(w("m offset step()").is_err(), "a duration that depends on the request");
+    assert!(w("vector(time() - start())").is_err());
+}
