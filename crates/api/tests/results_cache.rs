@@ -2,8 +2,6 @@
 //! timestamps), deletions, head cuts with compaction and retention, interleaved with repeated range
 //! queries; every answer through the cache must equal the uncached answer at that moment.
 
-use std::sync::Arc;
-
 use tessera_model::{Labels, Matcher, MatchOp, Sample};
 use tessera_promql::cache::{CacheOptions, ResultCache, Window, dependency_window};
 use tessera_promql::engine::{Engine, EngineOptions, QueryOptions, Value, parse};
@@ -68,14 +66,15 @@ fn same(x: &Value, y: &Value) -> bool {
     }
 }
 
-fn run(seed: u64) {
+/// Runs one seeded sequence; returns how many blocks retention dropped.
+fn run(seed: u64) -> u64 {
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = Options {
         shards: 2,
         background: false,
         ooo_window_ms: 60 * MIN,
         max_future_ms: 0,
-        retention_ms: 8 * 60 * MIN,
+        retention_ms: 3 * 60 * MIN,
         ..Options::default()
     };
     let db = Db::open(dir.path(), opts).expect("open");
@@ -167,14 +166,98 @@ fn run(seed: u64) {
     }
     assert!(compared > 30, "seed {seed}: only {compared} comparisons");
     assert!(hits > 0, "seed {seed}: the cache never answered a step");
-    let _ = Arc::new(());
+    db.metrics().blocks_deleted_by_retention.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 #[test]
 fn cached_answers_equal_uncached_ones_under_random_changes() {
+    let mut retained = 0;
     for seed in 1..=12 {
-        run(seed);
+        retained += run(seed);
     }
+    assert!(retained > 0, "retention never dropped a block: the sequence does not exercise it");
+}
+
+/// Writers change old ranges while readers fill the cache from other threads: once the writers stop,
+/// every cached answer must equal the uncached one (a query that evaluated while a change landed must
+/// not keep the steps it touched).
+#[test]
+fn concurrent_late_writes_never_leave_stale_steps() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = Options { shards: 2, background: false, ooo_window_ms: 60 * MIN, max_future_ms: 0, ..Options::default() };
+    let db = Db::open(dir.path(), opts).expect("open");
+    let now = T0 + 120 * MIN;
+    for a in 0..6 {
+        let mut app = db.appender();
+        let samples = (0..=480).map(|i| Sample::new(T0 + i * 15_000, i as f64)).collect();
+        app.add_owned(labels(a, "x"), samples);
+        app.commit().expect("commit");
+    }
+    let engine = Engine::new(EngineOptions::default());
+    let cache = ResultCache::new(CacheOptions { max_bytes: 8 << 20, freshness_ms: MIN });
+    let queries = ["sum(m)", "rate(m[5m])", "max_over_time(m[10m])", "m offset 3m"];
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (db, stop) = (&db, &stop);
+        s.spawn(move || {
+            let mut rng = Rng(77);
+            for i in 0..1500 {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                let mut app = db.appender();
+                let t = now - 55 * MIN + rng.below(54 * 60) as i64 * 1000 + 1;
+                app.add_owned(labels(rng.below(6), "x"), vec![Sample::new(t, 1000.0 + i as f64)]);
+                app.commit().expect("commit");
+            }
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        for r in 0..2 {
+            let (engine, cache) = (&engine, &cache);
+            s.spawn(move || {
+                let mut rng = Rng(5 + r);
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let expr = parse(queries[rng.below(4) as usize]).expect("parses");
+                    let end = now - rng.below(30) as i64 * MIN;
+                    let _ = cache.range(engine, &**db, &expr, end - 60 * MIN, end, 30_000, &QueryOptions::default(), now);
+                }
+            });
+        }
+    });
+    for q in queries {
+        let expr = parse(q).expect("parses");
+        for back in 0..30 {
+            let end = now - back * MIN;
+            let qo = QueryOptions::default();
+            let (got, _) = cache.range(&engine, &*db, &expr, end - 60 * MIN, end, 30_000, &qo, now).expect("cached");
+            let want = engine.range_expr(&*db, &expr, end - 60 * MIN, end, 30_000, &qo).expect("plain");
+            assert!(same(&got.value, &want.value), "{q} ending {end}: a stale step survived");
+        }
+    }
+}
+
+#[test]
+fn the_cache_stays_within_its_size_and_evicts_the_least_recently_used() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), Options { shards: 1, background: false, max_future_ms: 0, ..Options::default() }).expect("open");
+    let mut app = db.appender();
+    for a in 0..10 {
+        app.add_owned(labels(a, "x"), (0..=240).map(|i| Sample::new(T0 + i * 15_000, i as f64)).collect());
+    }
+    app.commit().expect("commit");
+    let engine = Engine::new(EngineOptions::default());
+    let max = 1 << 20;
+    let cache = ResultCache::new(CacheOptions { max_bytes: max, freshness_ms: MIN });
+    let now = T0 + 24 * 60 * MIN;
+    let qo = QueryOptions::default();
+    for k in 0..40 {
+        let expr = parse(&format!("m * {k}")).expect("parses");
+        cache.range(&engine, &*db, &expr, T0, T0 + 60 * MIN, 15_000, &qo, now).expect("query");
+        assert!(cache.metrics.bytes.get() as usize <= max, "over the bound after query {k}");
+        // The first query stays in use: it must survive while others are evicted.
+        let first = parse("m * 0").expect("parses");
+        let (_, rep) = cache.range(&engine, &*db, &first, T0, T0 + 60 * MIN, 15_000, &qo, now).expect("query");
+        assert_eq!(rep.hits, rep.steps, "the most recently used entry was evicted at query {k}");
+    }
+    assert!(cache.metrics.evicted_entries.get() > 0, "nothing was evicted");
 }
 
 #[test]

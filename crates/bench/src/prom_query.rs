@@ -20,6 +20,9 @@ pub struct Api {
     client: Client,
     /// The base URL's path without a trailing slash ("" for none).
     prefix: String,
+    /// Send `nocache=1` with range queries: Tessera's and VictoriaMetrics' result caches are bypassed
+    /// (Prometheus has none and ignores it), so that repeated runs measure evaluation.
+    pub nocache: bool,
 }
 
 impl Api {
@@ -27,7 +30,7 @@ impl Api {
     pub fn new(base: &str, timeout: Duration, max_body_bytes: usize) -> anyhow::Result<Api> {
         let url = Url::parse(base)?;
         let prefix = url.path.trim_end_matches('/').to_string();
-        Ok(Api { client: Client::new(url, timeout).with_max_body(max_body_bytes), prefix })
+        Ok(Api { client: Client::new(url, timeout).with_max_body(max_body_bytes), prefix, nocache: false })
     }
 
     /// The path of API endpoint `path` (`/api/v1/query`) under the base URL.
@@ -56,10 +59,12 @@ impl Api {
 
     /// A range query over `[start_ms, end_ms]` at `step_ms`.
     pub fn range(&mut self, expr: &str, start_ms: i64, end_ms: i64, step_ms: i64) -> std::io::Result<(Duration, Response)> {
-        self.post_form(
-            "/api/v1/query_range",
-            &[("query", expr), ("start", &secs(start_ms)), ("end", &secs(end_ms)), ("step", &secs(step_ms))],
-        )
+        let (start, end, step) = (secs(start_ms), secs(end_ms), secs(step_ms));
+        let mut params = vec![("query", expr), ("start", &start), ("end", &end), ("step", &step)];
+        if self.nocache {
+            params.push(("nocache", "1"));
+        }
+        self.post_form("/api/v1/query_range", &params)
     }
 }
 

@@ -136,6 +136,10 @@ pub struct Args {
     /// Compare with a previous run's --out file: latency ratio and whether the answers are the same.
     #[arg(long)]
     pub compare: Option<PathBuf>,
+    /// Send `nocache=1` with range queries, bypassing Tessera's and VictoriaMetrics' result caches
+    /// (every run then measures evaluation; without it, runs after the first may be cache hits).
+    #[arg(long)]
+    pub nocache: bool,
     /// Per-request timeout.
     #[arg(long, default_value = "300s", value_parser = parse_duration)]
     pub timeout: Duration,
@@ -381,6 +385,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::create_dir_all(d).map_err(|e| anyhow::anyhow!("cannot create --dump directory {}: {e}", d.display()))?;
     }
     let mut api = Api::new(&args.url, args.timeout, args.max_body_mib << 20)?;
+    api.nocache = args.nocache;
 
     let mut hint_ms = prom_query::now_ms();
     let mut start_ms = None;

@@ -310,8 +310,8 @@ pub struct ResultCache {
     pub metrics: CacheMetrics,
 }
 
-/// A kept step as a look-up copies it out: its time, float and histogram values with their series.
-type FoundStep = (i64, Vec<(Labels, f64)>, Vec<(Labels, Arc<FloatHistogram>)>);
+/// A kept step as a look-up copies it out: its time, float and histogram values by series id.
+type FoundStep = (i64, Vec<(u32, f64)>, Vec<(u32, Arc<FloatHistogram>)>);
 
 /// At most this many separate evaluations per query; beyond, one run covers every missing step.
 const MAX_RUNS: usize = 8;
@@ -387,6 +387,8 @@ impl ResultCache {
         // Look up what is kept.
         let mut found: Vec<FoundStep> = Vec::new();
         let mut notes: Vec<Arc<Notes>> = Vec::new();
+        // The entry's series, which the found steps' ids index.
+        let mut cached_series: Vec<Labels> = Vec::new();
         {
             let mut g = self.inner.lock();
             self.sync(&mut g, log, storage);
@@ -394,10 +396,11 @@ impl ResultCache {
             let tick = g.tick;
             if let Some(e) = g.entries.get_mut(&key) {
                 e.last_used = tick;
+                if e.steps.range(start_ms..=end_ms).next().is_some() {
+                    cached_series = e.series.clone();
+                }
                 for (t, s) in e.steps.range(start_ms..=end_ms) {
-                    let fl = s.floats.iter().map(|(i, v)| (e.series[*i as usize].clone(), *v)).collect();
-                    let hs = s.hists.iter().map(|(i, h)| (e.series[*i as usize].clone(), h.clone())).collect();
-                    found.push((*t, fl, hs));
+                    found.push((*t, s.floats.clone(), s.hists.clone()));
                     if let Some(n) = &s.notes
                         && !notes.iter().any(|x| Arc::ptr_eq(x, n))
                     {
@@ -458,13 +461,22 @@ impl ResultCache {
                 out.len() - 1
             })
         };
+        // Cached series by id: each label set is hashed once, not once per point.
+        let mut by_id: Vec<usize> = vec![usize::MAX; cached_series.len()];
+        let mut slot_of = |id: u32, out: &mut Vec<MatrixSeries>| -> usize {
+            let i = id as usize;
+            if by_id[i] == usize::MAX {
+                by_id[i] = slot(&cached_series[i], out);
+            }
+            by_id[i]
+        };
         for (t, fl, hs) in found {
-            for (l, v) in fl {
-                let i = slot(&l, &mut out);
+            for (id, v) in fl {
+                let i = slot_of(id, &mut out);
                 out[i].points.push((t, v));
             }
-            for (l, h) in hs {
-                let i = slot(&l, &mut out);
+            for (id, h) in hs {
+                let i = slot_of(id, &mut out);
                 out[i].histograms.push((t, h));
             }
         }
