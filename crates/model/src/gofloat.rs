@@ -34,22 +34,40 @@ pub fn shortest_into(v: f64, d: &mut String) -> (bool, i32) {
         return (neg, 1);
     }
     let mut buf = ryu::Buffer::new();
-    // `1.0`, `123.45`, `0.0001`, `1e-7`, `1.2345e30`.
-    let s = buf.format_finite(a);
-    let (mant, exp) = match s.find('e') {
-        Some(i) => (&s[..i], s[i + 1..].parse::<i32>().unwrap_or(0)),
+    // `1.0`, `123.45`, `0.0001`, `1e-7`, `1.2345e30`. Byte loops, not `str` searches: this runs once per
+    // value of every answer.
+    let s = buf.format_finite(a).as_bytes();
+    let (mant, exp) = match s.iter().position(|&b| b == b'e') {
+        Some(i) => (&s[..i], parse_exp(&s[i + 1..])),
         None => (s, 0),
     };
-    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+    let (int, frac): (&[u8], &[u8]) = match mant.iter().position(|&b| b == b'.') {
+        Some(i) => (&mant[..i], &mant[i + 1..]),
+        None => (mant, &[]),
+    };
     let mut dp = int.len() as i32 + exp;
-    d.push_str(int);
-    d.push_str(frac);
-    let lead = d.bytes().take_while(|&b| b == b'0').count();
-    d.drain(..lead);
-    dp -= lead as i32;
+    let mut leading = true;
+    for &b in int.iter().chain(frac) {
+        if leading && b == b'0' {
+            dp -= 1;
+            continue;
+        }
+        leading = false;
+        d.push(b as char);
+    }
     let keep = d.trim_end_matches('0').len();
     d.truncate(keep);
     (neg, dp)
+}
+
+/// The exponent Ryū writes after `e` (`-7`, `30`).
+fn parse_exp(s: &[u8]) -> i32 {
+    let (neg, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, s),
+    };
+    let n = digits.iter().fold(0i32, |n, &b| n.saturating_mul(10).saturating_add(i32::from(b.wrapping_sub(b'0'))));
+    if neg { -n } else { n }
 }
 
 /// The shortest digits from Rust's own formatting (see the module docs): the reference the Ryū path is
