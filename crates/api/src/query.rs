@@ -482,18 +482,13 @@ fn append_timestamp(out: &mut Vec<u8>, t_ms: i64) {
 /// below 1e-6 or at least 1e21 (`"1e-07"`, `"1e+21"`), like Prometheus' vector and matrix values
 /// (scalars use `'f'` always, see [`write_value`]).
 fn write_marshal_float(out: &mut Vec<u8>, v: f64) {
-    thread_local! {
-        static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-    }
     let a = v.abs();
     out.push(b'"');
-    SCRATCH.with_borrow_mut(|scratch| {
-        if a != 0.0 && !(1e-6..1e21).contains(&a) {
-            tessera_model::gofloat::append_e(out, v, scratch)
-        } else {
-            tessera_model::gofloat::append_f(out, v, scratch)
-        }
-    });
+    if a != 0.0 && !(1e-6..1e21).contains(&a) {
+        tessera_model::gofloat::append_e(out, v)
+    } else {
+        tessera_model::gofloat::append_f(out, v)
+    }
     out.push(b'"');
 }
 

@@ -24,18 +24,41 @@ fn shortest(v: f64) -> (bool, String, i32) {
     (neg, d, dp)
 }
 
-/// [`shortest`] writing the digits into `d` (cleared first): the allocation-free form JSON writers use.
+/// [`shortest`] writing the digits into `d` (cleared first).
 pub fn shortest_into(v: f64, d: &mut String) -> (bool, i32) {
     d.clear();
+    let (neg, digits, dp) = shortest_digits(v);
+    d.push_str(std::str::from_utf8(digits.as_bytes()).unwrap_or("0"));
+    (neg, dp)
+}
+
+/// Shortest digits held on the stack (at most 17 significant digits).
+#[derive(Debug, Clone, Copy)]
+pub struct Digits {
+    buf: [u8; 24],
+    len: usize,
+}
+
+impl Digits {
+    /// The ASCII digits, without leading or trailing zeros (`"0"` for zero).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// [`shortest`] without allocating: the allocation-free form JSON writers use, once per value of an
+/// answer (byte loops, not `str` searches).
+pub fn shortest_digits(v: f64) -> (bool, Digits, i32) {
     let neg = v.is_sign_negative();
     let a = v.abs();
-    if a == 0.0 {
-        d.push('0');
-        return (neg, 1);
+    let mut d = Digits { buf: [0; 24], len: 0 };
+    if a == 0.0 || !a.is_finite() {
+        d.buf[0] = b'0';
+        d.len = 1;
+        return (neg, d, 1);
     }
     let mut buf = ryu::Buffer::new();
-    // `1.0`, `123.45`, `0.0001`, `1e-7`, `1.2345e30`. Byte loops, not `str` searches: this runs once per
-    // value of every answer.
+    // `1.0`, `123.45`, `0.0001`, `1e-7`, `1.2345e30`.
     let s = buf.format_finite(a).as_bytes();
     let (mant, exp) = match s.iter().position(|&b| b == b'e') {
         Some(i) => (&s[..i], parse_exp(&s[i + 1..])),
@@ -53,11 +76,15 @@ pub fn shortest_into(v: f64, d: &mut String) -> (bool, i32) {
             continue;
         }
         leading = false;
-        d.push(b as char);
+        if d.len < d.buf.len() {
+            d.buf[d.len] = b;
+            d.len += 1;
+        }
     }
-    let keep = d.trim_end_matches('0').len();
-    d.truncate(keep);
-    (neg, dp)
+    while d.len > 1 && d.buf[d.len - 1] == b'0' {
+        d.len -= 1;
+    }
+    (neg, d, dp)
 }
 
 /// The exponent Ryū writes after `e` (`-7`, `30`).
@@ -110,28 +137,28 @@ fn special(v: f64) -> Option<String> {
 /// decimal without an exponent.
 pub fn format_f(v: f64) -> String {
     let mut out = Vec::with_capacity(24);
-    append_f(&mut out, v, &mut String::new());
+    append_f(&mut out, v);
     String::from_utf8(out).expect("digits, signs and points are ASCII")
 }
 
 /// What both appending forms start with: a non-finite `v`'s text (then `None`: nothing more to write),
-/// else the sign, with the shortest digits left in `scratch` and their decimal exponent returned.
-fn append_start(out: &mut Vec<u8>, v: f64, scratch: &mut String) -> Option<i32> {
+/// else the sign, and the shortest digits with their decimal exponent.
+fn append_start(out: &mut Vec<u8>, v: f64) -> Option<(Digits, i32)> {
     if let Some(sp) = special(v) {
         out.extend_from_slice(sp.as_bytes());
         return None;
     }
-    let (neg, dp) = shortest_into(v, scratch);
+    let (neg, digits, dp) = shortest_digits(v);
     if neg {
         out.push(b'-');
     }
-    Some(dp)
+    Some((digits, dp))
 }
 
-/// [`format_f`] appended to `out` without allocating (`scratch` holds the digits between calls).
-pub fn append_f(out: &mut Vec<u8>, v: f64, scratch: &mut String) {
-    let Some(dp) = append_start(out, v, scratch) else { return };
-    let d = scratch.as_bytes();
+/// [`format_f`] appended to `out` without allocating.
+pub fn append_f(out: &mut Vec<u8>, v: f64) {
+    let Some((digits, dp)) = append_start(out, v) else { return };
+    let d = digits.as_bytes();
     if dp <= 0 {
         out.extend_from_slice(b"0.");
         out.resize(out.len() + (-dp) as usize, b'0');
@@ -147,9 +174,9 @@ pub fn append_f(out: &mut Vec<u8>, v: f64, scratch: &mut String) {
 }
 
 /// [`format_e`] appended to `out` without allocating.
-pub fn append_e(out: &mut Vec<u8>, v: f64, scratch: &mut String) {
-    let Some(dp) = append_start(out, v, scratch) else { return };
-    let d = scratch.as_bytes();
+pub fn append_e(out: &mut Vec<u8>, v: f64) {
+    let Some((digits, dp)) = append_start(out, v) else { return };
+    let d = digits.as_bytes();
     out.push(d[0]);
     if d.len() > 1 {
         out.push(b'.');
@@ -179,7 +206,7 @@ pub fn append_e(out: &mut Vec<u8>, v: f64, scratch: &mut String) {
 /// Go's `strconv.FormatFloat(v, 'e', -1, 64)`: `1e+06`, `1.5e-07` (at least two exponent digits).
 pub fn format_e(v: f64) -> String {
     let mut out = Vec::with_capacity(24);
-    append_e(&mut out, v, &mut String::new());
+    append_e(&mut out, v);
     String::from_utf8(out).expect("digits, signs and points are ASCII")
 }
 
@@ -322,7 +349,6 @@ mod tests {
     #[test]
     fn appended_forms_read_back_as_the_float() {
         let mut out = Vec::new();
-        let mut scratch = String::new();
         let mut x = 7u64;
         for k in 0..100_000u64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -335,7 +361,7 @@ mod tests {
             // Parsed back, both forms give the float itself (to the bit; NaN as NaN).
             for append in [append_f, append_e] {
                 out.clear();
-                append(&mut out, v, &mut scratch);
+                append(&mut out, v);
                 let text = std::str::from_utf8(&out).expect("ascii");
                 let back: f64 = text.replace("+Inf", "inf").parse().expect("parses");
                 assert!(back.to_bits() == v.to_bits() || (v.is_nan() && back.is_nan()), "{v:e} -> {text}");
