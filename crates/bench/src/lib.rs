@@ -4,6 +4,7 @@
 
 pub mod answer;
 pub mod billions;
+pub mod dashboard;
 pub mod disk_usage;
 pub mod hist_query;
 pub mod hostile;

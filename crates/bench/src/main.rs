@@ -19,6 +19,9 @@ enum Cmd {
     B3(tessera_bench::query_latency::Args),
     /// B4: remote read (SAMPLES and STREAMED_XOR_CHUNKS) against any URL, checked, with server RSS growth.
     RemoteRead(tessera_bench::remote_read::Args),
+    /// B5 (result cache): a dashboard refreshed every 10 s with a moving end while the fleet writes in
+    /// real time; cached against `nocache=1` latency and the share of steps served from the cache.
+    B5(tessera_bench::dashboard::Args),
     /// B6: point queries at high QPS from many concurrent clients against any Prometheus-API URL.
     B6(tessera_bench::point_queries::Args),
     /// Bytes on disk of a data directory and RSS of a process (B2's per-sample and per-series figures).
@@ -39,6 +42,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Billions(a) => tessera_bench::billions::run(a),
         Cmd::RemoteWrite(a) => tessera_bench::remote_write::run(a),
         Cmd::B3(a) => tessera_bench::query_latency::run(a),
+        Cmd::B5(a) => tessera_bench::dashboard::run(a),
         Cmd::B6(a) => tessera_bench::point_queries::run(a),
         Cmd::RemoteRead(a) => tessera_bench::remote_read::run(a),
         Cmd::DiskUsage(a) => tessera_bench::disk_usage::run(a),

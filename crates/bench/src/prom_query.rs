@@ -52,6 +52,12 @@ impl Api {
         Ok((t0.elapsed(), r))
     }
 
+    /// A GET of `path` under the base URL (e.g. `/metrics`).
+    pub fn client_get(&mut self, path: &str) -> std::io::Result<Response> {
+        let path = self.path(path);
+        self.client.get(&path)
+    }
+
     /// An instant query at `time_ms`.
     pub fn instant(&mut self, expr: &str, time_ms: i64) -> std::io::Result<(Duration, Response)> {
         self.post_form("/api/v1/query", &[("query", expr), ("time", &secs(time_ms))])

@@ -50,7 +50,9 @@ pub struct CacheOptions {
 
 impl Default for CacheOptions {
     fn default() -> Self {
-        CacheOptions { max_bytes: 128 << 20, freshness_ms: 5 * 60 * 1000 }
+        // One minute, as Cortex's query-frontend (`-frontend.max-cache-freshness`): later writes that reach
+        // kept steps invalidate them, so the horizon only spares the cache the churn of the newest steps.
+        CacheOptions { max_bytes: 128 << 20, freshness_ms: 60 * 1000 }
     }
 }
 

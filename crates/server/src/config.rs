@@ -117,7 +117,7 @@ pub struct ServeArgs {
 
     /// Range-query steps whose samples reach into this last stretch before now are never cached (at
     /// least the out-of-order window is used). Older writes that touch cached steps invalidate them.
-    /// [default: 5m]
+    /// [default: 1m]
     #[arg(long = "query.results-cache.freshness", value_name = "DURATION")]
     pub query_results_cache_freshness: Option<String>,
 
@@ -206,7 +206,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("query.timeout", "2m"),
     ("query.max-samples", "50000000"),
     ("query.results-cache.max-size", "128MiB"),
-    ("query.results-cache.freshness", "5m"),
+    ("query.results-cache.freshness", "1m"),
     ("query.align-to-step", "false"),
     ("web.max-request-bytes", "32MB"),
     ("web.max-inflight-write-bytes", "256MB"),
