@@ -24,8 +24,23 @@ impl Label {
 ///
 /// Shared: a clone is a reference count, not a copy of every name and value (a query hands the same
 /// series' labels from storage to its result several times).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, Eq)]
 pub struct Labels(std::sync::Arc<[Label]>);
+
+impl std::hash::Hash for Labels {
+    /// The pairs' hash, as a derived implementation would give (equal sets hash alike, shared or not).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0[..].hash(state);
+    }
+}
+
+impl PartialEq for Labels {
+    /// Two handles of one shared set are equal without comparing a byte (storage merges and result
+    /// assembly compare the same series' labels with themselves all the time).
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0) || self.0[..] == other.0[..]
+    }
+}
 
 impl PartialOrd for Labels {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
@@ -36,6 +51,9 @@ impl PartialOrd for Labels {
 impl Ord for Labels {
     /// Mirrors Prometheus' `labels.Compare`: pairwise by name, then value; the shorter set first on a tie.
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        if std::sync::Arc::ptr_eq(&self.0, &other.0) {
+            return std::cmp::Ordering::Equal;
+        }
         for (a, b) in self.0.iter().zip(other.0.iter()) {
             match a.name.cmp(&b.name).then_with(|| a.value.cmp(&b.value)) {
                 std::cmp::Ordering::Equal => {}

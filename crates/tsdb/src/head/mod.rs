@@ -718,6 +718,19 @@ impl Head {
         fresh.sort_unstable_by(|&a, &b| labels_of(a).cmp(labels_of(b)));
         let known = std::mem::take(refs);
         refs.reserve(known.len() + fresh.len());
+        if fresh.len() * 16 < known.len() {
+            // Few new series among many ranked ones: find each one's place by binary search (fresh × log
+            // known label comparisons) instead of walking every ranked series.
+            let mut from = 0;
+            for &f in &fresh {
+                let at = from + known[from..].partition_point(|&k| labels_of(k) < labels_of(f));
+                refs.extend_from_slice(&known[from..at]);
+                refs.push(f);
+                from = at;
+            }
+            refs.extend_from_slice(&known[from..]);
+            return;
+        }
         let (mut i, mut j) = (0, 0);
         while i < known.len() && j < fresh.len() {
             if labels_of(fresh[j]) < labels_of(known[i]) {
@@ -1263,6 +1276,12 @@ mod tests {
                 h.series[3] = None;
                 h.series[10] = None;
             }
+            check(&h);
+        }
+        // Few new series among many ranked ones (placed by binary search).
+        h.label_order = std::sync::Arc::new(h.build_label_order());
+        for _ in 0..6 {
+            create(&mut h, &mut rnd);
             check(&h);
         }
         h.label_order = std::sync::Arc::new(h.build_label_order());
