@@ -564,12 +564,15 @@ impl ResultCache {
         runs: &[(i64, i64)],
         results: &[QueryResult],
     ) -> usize {
+        let mut g = self.inner.lock();
+        self.sync(&mut g, log, storage);
+        // Read after the sync, under the cache's lock: every change up to what the sync applied is here
+        // (a change recorded between an earlier read and the sync would be applied to the old steps only,
+        // and these steps would be kept stale); later ones are applied to them at the next sync.
         let Ok(changes) = log.since(seq0) else { return 0 };
         let touched = |t: i64| {
             changes.iter().any(|c| t.saturating_add(window.after) >= c.min_t && t.saturating_sub(window.before) <= c.max_t)
         };
-        let mut g = self.inner.lock();
-        self.sync(&mut g, log, storage);
         g.tick += 1;
         let tick = g.tick;
         let e = g.entries.entry(key.clone()).or_insert_with(|| Entry {

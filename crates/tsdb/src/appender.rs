@@ -353,10 +353,11 @@ impl<'a> Appender<'a> {
         let n = db.shards.len();
         let budget = std::sync::atomic::AtomicUsize::new(self.new_series_limit);
         let budget = &budget;
-        // The time range this commit touches, when a reader of old ranges watches (the result cache);
-        // recorded once the samples are visible, whatever the outcome (a failed commit may have stored
-        // part of its batches).
-        let touched = (db.changes.watermark() != i64::MIN).then(|| time_range(&self.batches)).flatten();
+        // The time range this commit touches, recorded once the samples are visible (whatever the
+        // outcome: a failed commit may have stored part of its batches) if a reader of old ranges (the
+        // result cache) watches it by then. Always computed: a reader may start watching while this
+        // commit runs.
+        let touched = time_range(&self.batches);
         let mut per_shard: Vec<Vec<ShardBatch<'_>>> = (0..n).map(|_| Vec::new()).collect();
         for (i, Batch { labels, samples, sts, hists, exemplars }) in self.batches.into_iter().enumerate() {
             if samples.is_empty() && hists.is_empty() && exemplars.is_empty() {
