@@ -39,7 +39,7 @@ pub mod varint;
 pub mod xor;
 pub mod xor_st;
 
-pub use chunk::{decode_chunk_range_into, decode_chunk_range_st_into, to_xor_chunks};
+pub use chunk::{chunk_sample_count, decode_chunk_range_into, decode_chunk_range_st_into, to_xor_chunks};
 pub use dense::{
     DenseEncoder, decode_dense_into, decode_dense_range_into, dense_sample_count, encode_dense, encode_dense_always,
 };

@@ -813,6 +813,13 @@ fn decode_series_st(
     sts.clear();
     hbuf.clear();
     hsts.clear();
+    if !want_st && chunks.len() >= PAR_MIN_CHUNKS && rayon::current_num_threads() > 1 {
+        let live: Vec<&tessera_model::ChunkRef> =
+            chunks.iter().filter(|c| c.maxt_ms >= mint && c.mint_ms <= maxt).collect();
+        if live.len() >= PAR_MIN_CHUNKS && live.iter().all(|c| !c.encoding.is_histogram()) {
+            return decode_floats_parallel(&live, mint, maxt, limit, buf);
+        }
+    }
     let with_st = want_st && chunks.iter().any(|c| c.encoding == tessera_model::ChunkEncoding::XorSt);
     let with_hst = want_st && chunks.iter().any(|c| is_histogram_st(c.encoding));
     for c in chunks {
@@ -838,6 +845,56 @@ fn decode_series_st(
     }
     if with_hst && hsts.iter().all(|t| *t == 0) {
         hsts.clear();
+    }
+    Ok(())
+}
+
+/// A series with at least this many float chunks in range is decoded chunk-parallel.
+const PAR_MIN_CHUNKS: usize = 16;
+/// Samples (as chunk headers claim them) decoded per parallel batch: bounds what is buffered before
+/// the sample limit is checked again.
+const PAR_BATCH_SAMPLES: usize = 1 << 18;
+
+/// Work below the shard for one big series (B1's average over 1 M points of one series, a long range
+/// over a few series): its float chunks are decoded on rayon's pool in batches, in parallel, then
+/// appended in order, so that both cores work even when one series is all there is. The same samples
+/// as the sequential loop (a test holds them equal), and the same limit, checked per batch.
+fn decode_floats_parallel(
+    live: &[&tessera_model::ChunkRef],
+    mint: i64,
+    maxt: i64,
+    limit: usize,
+    buf: &mut Vec<Sample>,
+) -> Result<(), EngineError> {
+    use rayon::prelude::*;
+    let mut i = 0;
+    while i < live.len() {
+        let mut j = i;
+        let mut claimed = 0usize;
+        while j < live.len() {
+            let n = tessera_encoding::chunk_sample_count(live[j]).unwrap_or(PAR_BATCH_SAMPLES);
+            if j > i && claimed + n > PAR_BATCH_SAMPLES {
+                break;
+            }
+            claimed += n;
+            j += 1;
+        }
+        let parts: Vec<Result<Vec<Sample>, EngineError>> = live[i..j]
+            .par_iter()
+            .map(|c| {
+                let mut v = Vec::with_capacity(tessera_encoding::chunk_sample_count(c).unwrap_or(0).min(1 << 16));
+                tessera_encoding::decode_chunk_range_into(c, mint, maxt, &mut v)
+                    .map_err(|e| EngineError::Storage(e.to_string()))?;
+                Ok(v)
+            })
+            .collect();
+        for p in parts {
+            buf.extend_from_slice(&p?);
+        }
+        if buf.len() > limit {
+            return Err(EngineError::TooManySamples("query execution".into()));
+        }
+        i = j;
     }
     Ok(())
 }
@@ -1623,3 +1680,69 @@ pub fn for_each_window_idx_by(
 
 /// Not a sample value the engine produces; used where a stale marker must be written.
 pub const STALE: f64 = STALE_NAN;
+
+#[cfg(test)]
+mod parallel_decode_tests {
+    use super::*;
+    use bytes::Bytes;
+    use tessera_model::{ChunkEncoding, ChunkRef};
+
+    fn chunk(samples: &[Sample], dense: bool) -> ChunkRef {
+        let (encoding, data) = if dense {
+            (ChunkEncoding::Dense, tessera_encoding::encode_dense_always(samples))
+        } else {
+            (ChunkEncoding::Xor, tessera_encoding::encode_xor(samples))
+        };
+        ChunkRef {
+            mint_ms: samples[0].t,
+            maxt_ms: samples[samples.len() - 1].t,
+            encoding,
+            data: Bytes::from(data),
+        }
+    }
+
+    fn sequential(chunks: &[ChunkRef], mint: i64, maxt: i64) -> Vec<Sample> {
+        let mut out = Vec::new();
+        for c in chunks {
+            tessera_encoding::decode_chunk_range_into(c, mint, maxt, &mut out).expect("decodes");
+        }
+        out
+    }
+
+    #[test]
+    fn chunk_parallel_decoding_equals_the_sequential_loop() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("pool");
+        let mut x = 11u64;
+        let mut rnd = |n: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % n.max(1)
+        };
+        for _ in 0..60 {
+            let nchunks = 10 + rnd(60) as usize;
+            let mut t = rnd(1000) as i64;
+            let mut chunks = Vec::new();
+            for _ in 0..nchunks {
+                let n = 1 + rnd(3000) as usize;
+                let samples: Vec<Sample> = (0..n)
+                    .map(|_| {
+                        t += 1 + rnd(3) as i64;
+                        Sample::new(t, rnd(1_000_000) as f64 / 7.0)
+                    })
+                    .collect();
+                chunks.push(chunk(&samples, rnd(2) == 0));
+            }
+            let (lo, hi) = (rnd(t as u64) as i64, t - rnd(t as u64 / 4 + 1) as i64);
+            let want = sequential(&chunks, lo, hi);
+            let mut got = vec![Sample::new(-1, 0.0)];
+            let (mut sts, mut h) = (Vec::new(), Vec::new());
+            pool.install(|| decode_series(&chunks, lo, hi, false, usize::MAX, &mut got, &mut sts, &mut h)).expect("decodes");
+            assert_eq!(got.len(), want.len());
+            assert!(got.iter().zip(&want).all(|(a, b)| a.t == b.t && a.v.to_bits() == b.v.to_bits()));
+            // The limit holds in the parallel path too.
+            if want.len() > 10 {
+                let r = pool.install(|| decode_series(&chunks, lo, hi, false, want.len() - 1, &mut got, &mut sts, &mut h));
+                assert!(matches!(r, Err(EngineError::TooManySamples(_))), "{r:?}");
+            }
+        }
+    }
+}
