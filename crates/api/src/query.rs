@@ -457,22 +457,12 @@ fn write_point(out: &mut Vec<u8>, t_ms: i64, v: f64) {
 /// [`format_timestamp`] appended to `out` without allocating (a matrix writes one per point).
 fn append_timestamp(out: &mut Vec<u8>, t_ms: i64) {
     let a = t_ms.unsigned_abs();
-    let (mut secs, frac) = (a / 1000, a % 1000);
+    let (secs, frac) = (a / 1000, a % 1000);
     if t_ms < 0 {
         out.push(b'-');
     }
     // Digits by hand: `write!` through `fmt` cost more than the rest of a matrix point.
-    let mut digits = [0u8; 20];
-    let mut k = digits.len();
-    loop {
-        k -= 1;
-        digits[k] = b'0' + (secs % 10) as u8;
-        secs /= 10;
-        if secs == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[k..]);
+    tessera_model::gofloat::append_u64(out, secs);
     if frac != 0 {
         out.extend_from_slice(&[b'.', b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
     }

@@ -161,23 +161,11 @@ pub fn append_f(out: &mut Vec<u8>, v: f64) {
     // digits: every integer there is a float, so the shortest round-trip digits, padded to the point,
     // name that integer. Zero keeps the general path (its sign).
     if v != 0.0 && v.abs() < 9_007_199_254_740_992.0 && v.fract() == 0.0 {
-        let mut n = v as i64;
+        let n = v as i64;
         if n < 0 {
             out.push(b'-');
-            n = -n;
         }
-        let mut digits = [0u8; 20];
-        let mut k = digits.len();
-        let mut n = n as u64;
-        loop {
-            k -= 1;
-            digits[k] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        out.extend_from_slice(&digits[k..]);
+        append_u64(out, n.unsigned_abs());
         return;
     }
     let Some((digits, dp)) = append_start(out, v) else { return };
@@ -212,14 +200,18 @@ pub fn append_e(out: &mut Vec<u8>, v: f64) {
     if a < 10 {
         out.push(b'0');
     }
-    let mut digits = [0u8; 4];
+    append_u64(out, u64::from(a));
+}
+
+/// Appends `n`'s decimal digits (no `fmt`: JSON writers call this once per point).
+pub fn append_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
     let mut k = digits.len();
-    let mut a = a;
     loop {
         k -= 1;
-        digits[k] = b'0' + (a % 10) as u8;
-        a /= 10;
-        if a == 0 {
+        digits[k] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
             break;
         }
     }
