@@ -185,3 +185,50 @@ fn remote_write_2_start_timestamps_drive_rate_and_increase_with_the_feature() {
     let s = s.restart_with(false, &["--enable-feature=use-start-timestamps"]);
     st_aware(&s);
 }
+
+/// The result cache through the binary: a repeated range query is answered from the cache, and writes
+/// into the range it covers (a new series with old timestamps, an out-of-order sample) change the next
+/// answer exactly as they change the uncached one.
+#[test]
+fn repeated_range_queries_come_from_the_cache_and_late_writes_invalidate_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &["--storage.tsdb.out-of-order-time-window=1h"]);
+    let pts = |n: i64, f: &dyn Fn(i64) -> f64| -> Vec<Sample> { (0..n).map(|i| Sample::new(T0 + i * 15_000, f(i))).collect() };
+    let series = vec![
+        WriteSeries::new(labels!("__name__" => "m", "a" => "1"), pts(60, &|i| i as f64)),
+        WriteSeries::new(labels!("__name__" => "m", "a" => "2"), pts(60, &|i| (2 * i) as f64)),
+    ];
+    assert_eq!(s.write_v1(&series, &[]).0, 204);
+    let q = "query=sum(rate(m%5B2m%5D))%20%2B%20count(m)&start=1700000000&end=1700000840&step=60";
+    let ask = |extra: &str| -> serde_json::Value {
+        let (st, body) = s.post_form("/api/v1/query_range", &format!("{q}{extra}"));
+        assert_eq!(st, 200, "{body}");
+        serde_json::from_str(&body).expect("json")
+    };
+    let first = ask("&trace=1");
+    assert_eq!(first["trace"]["cache"]["stored"], 15, "{first}");
+    let second = ask("&trace=1");
+    assert_eq!(second["trace"]["cache"]["hits"], 15, "{second}");
+    assert_eq!(second["data"], first["data"]);
+    // A new series arriving with old timestamps, and an out-of-order sample of an existing one.
+    let late = vec![
+        WriteSeries::new(labels!("__name__" => "m", "a" => "3"), (20..30).map(|i| Sample::new(T0 + i * 15_000, 100.0)).collect()),
+        WriteSeries::new(labels!("__name__" => "m", "a" => "1"), vec![Sample::new(T0 + 40 * 15_000 + 7_000, 1000.0)]),
+    ];
+    assert_eq!(s.write_v1(&late, &[]).0, 204);
+    let third = ask("&trace=1");
+    let uncached = ask("&nocache=1");
+    assert_eq!(third["data"], uncached["data"], "the cache kept a stale step");
+    assert_ne!(third["data"], first["data"], "the late writes changed nothing?");
+    let c = &third["trace"]["cache"];
+    assert!(c["evaluated"].as_u64().expect("n") > 0 && c["hits"].as_u64().expect("n") > 0, "{third}");
+    // Its figures are in /metrics.
+    let (_, metrics) = s.get("/metrics");
+    assert!(metrics.contains("tessera_query_results_cache_hit_steps_total "), "{metrics}");
+    let invalidated = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("tessera_query_results_cache_invalidated_steps_total "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .expect("the counter");
+    assert!(invalidated > 0.0, "{metrics}");
+}
