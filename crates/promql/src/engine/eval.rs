@@ -888,6 +888,8 @@ fn decode_floats_parallel(
                 Ok(v)
             })
             .collect();
+        // One reservation for the batch (growing by doubling copied a 1 M-sample buffer several times).
+        buf.reserve(parts.iter().map(|p| p.as_ref().map_or(0, Vec::len)).sum());
         for p in parts {
             buf.extend_from_slice(&p?);
         }
