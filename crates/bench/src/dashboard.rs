@@ -9,7 +9,7 @@
 //! Reported: the share of steps served from the cache, the median latency of both forms and their
 //! ratio (refreshes after the first), and the cache's bytes against its bound.
 
-use crate::prom_query::{self, Api};
+use crate::prom_query::{self, Api, median};
 use crate::query_latency::DASHBOARD;
 use crate::remote_write::{self, parse_duration};
 use std::time::{Duration, Instant};
@@ -49,14 +49,6 @@ pub struct Args {
     /// Per-request timeout.
     #[arg(long, default_value = "300s", value_parser = parse_duration)]
     pub timeout: Duration,
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn writer_args(a: &Args, url: &str, mode: remote_write::Mode, start_ms: Option<i64>, end_ms: Option<i64>, run: Duration) -> remote_write::Args {
@@ -157,11 +149,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     for (i, (name, expr)) in panels.iter().enumerate() {
         all_c.extend_from_slice(&cached[i]);
         all_u.extend_from_slice(&uncached[i]);
-        let (c, u) = (median(&mut cached[i]), median(&mut uncached[i]));
+        let (c, u) = (median(&cached[i]), median(&uncached[i]));
         ratios.push(u / c);
         println!("| {name} | `{}` | {c:.2} | {u:.2} | {:.1}× |", expr.replace('|', "\\|"), u / c);
     }
-    let (c, u) = (median(&mut all_c), median(&mut all_u));
+    let (c, u) = (median(&all_c), median(&all_u));
     println!("| all | | {c:.2} | {u:.2} | {:.1}× |", u / c);
     println!();
     if traced > 0 {
@@ -185,7 +177,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             println!("result cache: {:.1} MiB held (bound {bound})", b / 1048576.0);
         }
     }
-    println!("median of per-panel ratios: {:.1}×", median(&mut ratios));
+    println!("median of per-panel ratios: {:.1}×", median(&ratios));
     println!("command: {}", cmdline.join(" "));
     if let Some(h) = live {
         // The writer ends at its duration; its errors are reported but do not void the figures.

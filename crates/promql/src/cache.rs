@@ -323,10 +323,6 @@ impl ResultCache {
         ResultCache { opts, inner: Mutex::default(), metrics: CacheMetrics::default() }
     }
 
-    pub fn options(&self) -> CacheOptions {
-        self.opts
-    }
-
     /// Evaluates `expr` as a range query like [`Engine::range_expr`], answering from and filling the
     /// cache where it can. `now_ms` is the wall clock (the freshness horizon counts from it).
     #[allow(clippy::too_many_arguments)]
@@ -361,7 +357,7 @@ impl ResultCache {
         if engine.opts.delayed_name_removal {
             return bypass("delayed name removal".into());
         }
-        let lookback_ms = qo.lookback_delta_ms.filter(|l| *l > 0).unwrap_or(engine.opts.lookback_delta_ms);
+        let lookback_ms = engine.lookback_ms(qo);
         let window = match dependency_window(expr, lookback_ms) {
             Ok(w) => w.unwrap_or(Window { before: 0, after: 0 }),
             Err(why) => return bypass(format!("not cacheable: {why}")),

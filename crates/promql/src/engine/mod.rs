@@ -218,6 +218,12 @@ impl Engine {
         Self { opts }
     }
 
+    /// The lookback delta a query uses: its own (the API's `lookback_delta`) when positive, else the
+    /// engine's.
+    pub fn lookback_ms(&self, qo: &QueryOptions) -> i64 {
+        qo.lookback_delta_ms.filter(|l| *l > 0).unwrap_or(self.opts.lookback_delta_ms)
+    }
+
     /// Parses `query` and evaluates it at `t_ms`.
     pub fn instant(&self, q: &dyn Queryable, query: &str, t_ms: i64) -> Result<QueryResult, EngineError> {
         let expr = parse(query)?;
@@ -295,7 +301,7 @@ impl Engine {
         let ctx = eval::QueryCtx {
             queryable: q,
             opts: &self.opts,
-            lookback_ms: qo.lookback_delta_ms.filter(|l| *l > 0).unwrap_or(self.opts.lookback_delta_ms),
+            lookback_ms: self.lookback_ms(qo),
             query_start_ms: start_ms,
             query_end_ms: end_ms,
             cancel: qo.cancel.clone(),
