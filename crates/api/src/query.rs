@@ -840,6 +840,26 @@ mod http_tests {
     }
 
     #[tokio::test]
+    async fn hostile_range_requests_through_the_cache_are_answered_or_refused() {
+        let (app, _d) = app();
+        let (min, max) = (crate::params::MIN_TIME_MS as f64 / 1000.0, crate::params::MAX_TIME_MS as f64 / 1000.0);
+        // Extreme bounds and steps, aligned or not, cached or not, with subqueries and negative offsets
+        // (the cache's windows and horizon saturate): 200 or a clear 400, never a 5xx or a panic.
+        for q in ["up", "rate(up[5m])%20offset%20-1000000000h", "max_over_time(up[1000000000h:1h])"] {
+            for (start, end, step) in [(min, min + 3000.0, "1"), (max - 3000.0, max, "1"), (min, max, "1e15"), (-1e9, 1e9, "1000000"), (0.0, 0.0, "0.001")] {
+                for extra in ["", "&align_to_step=1", "&nocache=1", "&trace=1"] {
+                    let (s, b) = get(&app, &format!("/api/v1/query_range?query={q}&start={start}&end={end}&step={step}{extra}")).await;
+                    assert!(s == StatusCode::OK || s == StatusCode::BAD_REQUEST, "{q} {start} {end} {step}{extra}: {s} {b}");
+                }
+            }
+        }
+        for bad in ["nocache=-1", "nocache=1e400", "align_to_step=%00", "nocache=truee", "align_to_step=99999999999999999999"] {
+            let (s, b) = get(&app, &format!("/api/v1/query_range?query=up&start=0&end=60&step=15&{bad}")).await;
+            assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {b}");
+        }
+    }
+
+    #[tokio::test]
     async fn align_to_step_moves_start_and_end_down_to_the_step() {
         let (app, _d) = app();
         let q = "/api/v1/query_range?query=up&start=1435781430.781&end=1435781460.781&step=15";
