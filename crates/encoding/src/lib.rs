@@ -15,6 +15,8 @@
 //!   [`FloatHistogramEncoder`], [`AppendDecision`], [`HistogramIter`], [`FloatHistogramIter`]);
 //!   [`histogram_meta`] holds what both share (header bits, layout block, bucket-layout arithmetic);
 //!   [`histogram_st`] wraps them with a start-timestamp column (`HistogramSt`, `FloatHistogramSt`).
+//! - [`buckets`]: downsampling buckets (`ChunkEncoding::Buckets`, Tessera's own): per series and bucket of a
+//!   tier's resolution, count, sum, min, max, first, last, counter correction, resets and changes.
 //! - [`decode_chunk_range_into`]: decode any [`tessera_model::ChunkRef`] by its encoding byte;
 //!   [`decode_chunk_range_st_into`] also returns start timestamps (0 for encodings without them);
 //!   [`to_xor_chunks`] turns any float chunk into Prometheus XOR chunks (remote read).
@@ -26,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bstream;
+pub mod buckets;
 mod chunk;
 pub mod crc;
 pub mod dense;

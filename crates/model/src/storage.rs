@@ -38,6 +38,9 @@ pub enum ChunkEncoding {
     HistogramSt = 0x42,
     /// The same for float histograms.
     FloatHistogramSt = 0x43,
+    /// A downsampling tier's buckets of one series (`tessera_encoding::buckets`): aggregates, not samples.
+    /// Only tier blocks hold them; they never leave through remote read.
+    Buckets = 0x50,
 }
 
 impl ChunkEncoding {
@@ -50,6 +53,7 @@ impl ChunkEncoding {
             0x41 => Some(Self::XorSt),
             0x42 => Some(Self::HistogramSt),
             0x43 => Some(Self::FloatHistogramSt),
+            0x50 => Some(Self::Buckets),
             _ => None,
         }
     }
