@@ -130,6 +130,29 @@ pub trait Queryable: Send + Sync {
     fn changes(&self) -> Option<&crate::ChangeLog> {
         None
     }
+
+    /// The downsampling tiers this storage keeps, finest first (none by default).
+    fn tiers(&self) -> Vec<TierInfo> {
+        Vec::new()
+    }
+
+    /// A view of `[mint_ms, maxt_ms]` at the tier of `resolution_ms`: every series' chunks are
+    /// `ChunkEncoding::Buckets` chunks whose buckets together cover the range, computed ahead of time
+    /// where the tier has them and from the raw samples where it does not (see `tessera_encoding::buckets`).
+    /// The buckets of a range are the same whichever way they were computed, as long as the raw samples
+    /// exist. `None`: no such tier.
+    fn tier_querier(&self, resolution_ms: i64, mint_ms: i64, maxt_ms: i64) -> Result<Option<Arc<dyn Querier>>, StorageError> {
+        let _ = (resolution_ms, mint_ms, maxt_ms);
+        Ok(None)
+    }
+}
+
+/// A downsampling tier: its bucket width and how long it is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TierInfo {
+    pub resolution_ms: i64,
+    /// 0: as long as the raw data.
+    pub retention_ms: i64,
 }
 
 /// A view of a time range. Cheap to share across threads; every method may be called concurrently.

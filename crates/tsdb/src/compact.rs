@@ -472,6 +472,7 @@ mod tests {
             stats: BlockStats { num_series: 100, ..Default::default() },
             compaction: CompactionMeta { level: 1, sources: vec![id.into()], ..Default::default() },
             version: META_VERSION,
+            derived: None,
         }
     }
 

@@ -38,6 +38,9 @@ pub struct Stats {
     pub blocks: u64,
     /// Bytes of all blocks.
     pub disk_bytes: u64,
+    /// Downsampling tier blocks and their bytes (not in `blocks`/`disk_bytes`).
+    pub tier_blocks: u64,
+    pub tier_bytes: u64,
     pub wal_bytes: u64,
     pub shards: usize,
 }
@@ -56,6 +59,8 @@ pub struct Db {
     dir: PathBuf,
     pub(crate) shards: Vec<Arc<Shard>>,
     pub(crate) metrics: Arc<Metrics>,
+    /// Each shard's downsampling tiers (same order as `shards`).
+    pub(crate) tiers: Vec<Arc<crate::tiers::ShardTiers>>,
     opts: Options,
     bg: Mutex<Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>>,
     /// Serialises compaction runs (background and explicit).
@@ -249,9 +254,14 @@ impl Db {
         for r in results {
             shards.push(Arc::new(r?));
         }
+        let mut tiers = Vec::with_capacity(shards.len());
+        for s in &shards {
+            tiers.push(Arc::new(crate::tiers::ShardTiers::open(&s.dir, &opts)?));
+        }
         let db = Arc::new(Db {
             dir,
             shards,
+            tiers,
             metrics,
             opts: opts.clone(),
             bg: Mutex::new(None),
@@ -262,13 +272,14 @@ impl Db {
         if opts.background {
             let (tx, rx) = std::sync::mpsc::channel::<()>();
             let shards = db.shards.clone();
+            let tiers = db.tiers.clone();
             let metrics = db.metrics.clone();
             let lock = db.compact_lock.clone();
             let opts2 = opts.clone();
             let changes = db.changes.clone();
             let h = std::thread::Builder::new()
                 .name("tessera-tsdb-bg".into())
-                .spawn(move || background(shards, metrics, lock, opts2, changes, rx))
+                .spawn(move || background(shards, tiers, metrics, lock, opts2, changes, rx))
                 .map_err(|e| Error::Other(format!("cannot start background thread: {e}")))?;
             *db.bg.lock() = Some((tx, h));
         }
@@ -324,6 +335,9 @@ impl Db {
             crate::maintenance::compact_and_retain(s, &self.opts, &self.metrics, &self.changes)?;
             s.refresh_label_order();
         }
+        for (s, t) in self.shards.iter().zip(&self.tiers) {
+            crate::tiers::maintain(s, t)?;
+        }
         self.refresh_gauges();
         Ok(())
     }
@@ -364,6 +378,10 @@ impl Db {
                 st.disk_bytes += g.blocks.iter().map(|b| b.size_bytes()).sum::<u64>();
             }
             st.wal_bytes += s.wal_bytes();
+        }
+        for t in &self.tiers {
+            st.tier_bytes += t.size_bytes();
+            st.tier_blocks += t.sets.iter().map(|s| s.blocks.read().len() as u64).sum::<u64>();
         }
         st
     }
@@ -471,10 +489,27 @@ impl Queryable for Db {
     fn changes(&self) -> Option<&ChangeLog> {
         Some(&self.changes)
     }
+
+    fn tiers(&self) -> Vec<tessera_model::TierInfo> {
+        self.opts.tiers.iter().map(|t| tessera_model::TierInfo { resolution_ms: t.resolution_ms, retention_ms: t.retention_ms }).collect()
+    }
+
+    fn tier_querier(&self, resolution_ms: i64, mint_ms: i64, maxt_ms: i64) -> std::result::Result<Option<Arc<dyn Querier>>, StorageError> {
+        let Some(tier) = self.opts.tiers.iter().position(|t| t.resolution_ms == resolution_ms) else { return Ok(None) };
+        Ok(Some(Arc::new(crate::tiers::TierQuerier {
+            shards: self.shards.clone(),
+            tiers: self.tiers.clone(),
+            tier,
+            res: resolution_ms,
+            mint: mint_ms,
+            maxt: maxt_ms,
+        })))
+    }
 }
 
 fn background(
     shards: Vec<Arc<Shard>>,
+    tiers: Vec<Arc<crate::tiers::ShardTiers>>,
     metrics: Arc<Metrics>,
     lock: Arc<Mutex<()>>,
     opts: Options,
@@ -507,6 +542,11 @@ fn background(
                 if let Err(e) = crate::maintenance::compact_and_retain(s, &opts, &metrics, &changes) {
                     metrics.compaction_failures.fetch_add(1, Relaxed);
                     tracing::error!(shard = s.id, error = %e, "compaction/retention failed");
+                }
+            }
+            for (s, t) in shards.iter().zip(&tiers) {
+                if let Err(e) = crate::tiers::maintain(s, t) {
+                    tracing::error!(shard = s.id, error = %e, "downsampling failed");
                 }
             }
         }

@@ -26,6 +26,7 @@ pub mod options;
 pub mod querier;
 pub mod retention;
 pub(crate) mod shard;
+pub mod tiers;
 pub mod tombstones;
 pub mod wal_records;
 
@@ -33,4 +34,4 @@ pub use appender::{Appender, CommitReport, RejectReason, Rejected};
 pub use db::{Cardinality, Db, Stats};
 pub use error::{Error, Result};
 pub use metrics::Metrics;
-pub use options::{FsyncPolicy, Options};
+pub use options::{FsyncPolicy, Options, TierOptions};

@@ -46,6 +46,17 @@ pub struct Options {
     /// (a host without a hardware clock, a restored VM) would make real data look like the future:
     /// without it such samples are replayed as they are, and a warning says how many there are.
     pub repair_future: bool,
+    /// Downsampling tiers (see `crate::tiers`), finest first; empty (default) = none.
+    pub tiers: Vec<TierOptions>,
+}
+
+/// One downsampling tier: its bucket width and how long its blocks are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TierOptions {
+    /// Bucket width, ms: at least 1 s, and a divisor of the block range (buckets never straddle blocks).
+    pub resolution_ms: i64,
+    /// Tier blocks entirely older than this (from the newest data) are deleted; 0 = kept forever.
+    pub retention_ms: i64,
 }
 
 /// The encoding of plain float chunks in blocks.
@@ -86,6 +97,7 @@ impl Default for Options {
             max_series: 0,
             max_exemplars: 100_000,
             repair_future: false,
+            tiers: Vec::new(),
         }
     }
 }
@@ -120,6 +132,20 @@ impl Options {
         }
         if self.ooo_window_ms > self.block_range_ms / 2 {
             return bad("ooo_window_ms must not exceed half of block_range_ms");
+        }
+        for (i, t) in self.tiers.iter().enumerate() {
+            if t.resolution_ms < 1000 || self.block_range_ms % t.resolution_ms != 0 {
+                return bad(&format!(
+                    "tier resolution {} ms must be at least 1s and divide the block range ({} ms)",
+                    t.resolution_ms, self.block_range_ms
+                ));
+            }
+            if t.retention_ms < 0 {
+                return bad("tier retention must not be negative");
+            }
+            if i > 0 && self.tiers[i - 1].resolution_ms >= t.resolution_ms {
+                return bad("tiers must be listed finest first, each resolution once");
+            }
         }
         if self.wal_segment_bytes < tessera_wal::WalOptions::MIN_SEGMENT_BYTES {
             return bad("wal_segment_bytes too small");

@@ -62,6 +62,7 @@ mod tests {
             stats: BlockStats::default(),
             compaction: CompactionMeta::default(),
             version: META_VERSION,
+            derived: None,
         }
     }
 

@@ -24,6 +24,20 @@ pub struct BlockMeta {
     pub stats: BlockStats,
     pub compaction: CompactionMeta,
     pub version: u32,
+    /// Set on a downsampling tier's block: what it was computed from (see `crate::tiers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived: Option<Derived>,
+}
+
+/// The lineage of a tier block: the raw block it was computed from, as that block was then.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Derived {
+    /// The tier's resolution, ms.
+    pub resolution_ms: i64,
+    /// Id of the raw block the buckets were computed from.
+    pub source: String,
+    /// That block's `stats.num_tombstones` at the time: a deletion since makes the tier block stale.
+    pub source_tombstones: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,6 +197,7 @@ mod tests {
             stats: BlockStats { num_series: 2, num_samples: 3, num_chunks: 4, num_tombstones: 0 },
             compaction: CompactionMeta { level: 1, sources: vec!["x".into()], parents: vec![], failed: false },
             version: META_VERSION,
+            derived: None,
         };
         m.write(dir.path()).expect("write");
         assert_eq!(BlockMeta::read(dir.path()).expect("read"), m);

@@ -143,6 +143,7 @@ pub(crate) struct BlockWriter {
     dense: DenseEncoder,
     scratch: Vec<Sample>,
     dense_buf: Vec<u8>,
+    derived: Option<super::meta::Derived>,
 }
 
 impl BlockWriter {
@@ -176,7 +177,13 @@ impl BlockWriter {
             dense: DenseEncoder::new(),
             scratch: Vec::new(),
             dense_buf: Vec::new(),
+            derived: None,
         })
+    }
+
+    /// Marks the block as a downsampling tier's (recorded in `meta.json`).
+    pub(crate) fn set_derived(&mut self, d: super::meta::Derived) {
+        self.derived = Some(d);
     }
 
     /// Starts the next series; labels must sort strictly after the previous series'.
@@ -330,6 +337,7 @@ impl BlockWriter {
             stats: self.stats.clone(),
             compaction: std::mem::take(compaction),
             version: META_VERSION,
+            derived: self.derived.take(),
         };
         meta.write(&tmp)?;
         sync_dir(&tmp)?;
@@ -360,6 +368,10 @@ impl Drop for BlockWriter {
 pub(crate) fn chunk_samples(encoding: ChunkEncoding, data: &[u8]) -> u64 {
     if encoding == ChunkEncoding::Dense {
         return tessera_encoding::dense_sample_count(data).unwrap_or(0);
+    }
+    if encoding == ChunkEncoding::Buckets {
+        // A tier block counts buckets.
+        return tessera_encoding::buckets::buckets_header(data).map_or(0, |(_, n)| n);
     }
     match data {
         [a, b, ..] => u64::from(u16::from_be_bytes([*a, *b])),

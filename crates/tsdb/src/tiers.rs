@@ -1,0 +1,453 @@
+//! Downsampling tiers: per shard and per configured resolution, blocks of buckets
+//! (`tessera_encoding::buckets`) computed in the background from the shard's immutable raw blocks, and
+//! the querier that reads them ([`TierQuerier`]).
+//!
+//! # Layout and lineage
+//! `shard-NNN/tiers/<resolution ms>/<block id>/` are ordinary blocks (index, chunks, meta.json) whose
+//! chunks are `ChunkEncoding::Buckets`, one chunk per series. Each is computed from exactly one raw block
+//! and covers that block's range `[mint, maxt)`; its `meta.json` records the source block's id and its
+//! tombstone count then (`Derived`). Raw block ranges are multiples of the block range, which every
+//! resolution divides (checked by `Options::validate`), so buckets never straddle two tier blocks.
+//!
+//! # When a tier block is computed, replaced and dropped
+//! - Computed for a raw block that is *sealed*: no other raw block overlaps it and the head holds
+//!   nothing older than its end (so no out-of-order sample can still change it). Never from the head.
+//! - Replaced when its source changes: compaction merges the source into a larger block (the larger
+//!   block gets a tier block of its own, which then supersedes the smaller ones: an older tier block
+//!   overlapping a newer one is deleted), or a deletion adds tombstones to it (recomputed).
+//! - Kept when raw retention deletes the source: that is what tiers are for. Dropped by the tier's own
+//!   retention, measured like raw retention from the newest data.
+//! - Crash safety: a tier block appears by atomic rename; on open, temporary directories are removed
+//!   and overlapping tier blocks resolved as above (the newer wins), so a crash between writing a
+//!   replacement and deleting what it replaces leaves nothing wrong behind.
+//!
+//! # Reading: the same answer with or without the tier
+//! [`TierQuerier`] serves every range from a tier block only when that block is *current*: its source
+//! still exists unchanged (same tombstones, nothing overlapping it, nothing older in the head), or its
+//! source is gone and no raw data overlaps it (kept past raw retention). Every other part of the range
+//! is bucketed from the raw samples on the fly, with the same function. So a tier is a pure cache of
+//! the raw data while the raw data exists: answers do not depend on how far the background got.
+//!
+//! Not yet: native-histogram series are not downsampled (their float samples only, none for them);
+//! deletions after the raw data is gone do not reach tier blocks.
+
+use std::cmp::Ordering;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use tessera_encoding::buckets::{bucket_of, bucketize, encode_buckets, Bucket};
+use tessera_model::{ChunkEncoding, ChunkRef, Labels, Matcher, Querier, Sample, SelectHints, Series, SeriesSet, StorageError};
+
+use crate::block::meta::Derived;
+use crate::block::writer::BlockWriter;
+use crate::block::{is_block_id, Block, BlockMeta, CompactionMeta, WriteOptions};
+use crate::compact::delete_block_dir;
+use crate::error::{Error, Result};
+use crate::index::postings_for_matchers;
+use crate::options::{Options, TierOptions};
+use crate::querier::ShardSeries;
+use crate::shard::Shard;
+
+/// One tier of one shard.
+pub(crate) struct TierSet {
+    pub(crate) opts: TierOptions,
+    pub(crate) dir: PathBuf,
+    /// Sorted by `mint_ms`.
+    pub(crate) blocks: RwLock<Vec<Arc<Block>>>,
+    /// Raw blocks whose buckets could not be computed (damaged data): not retried until restart.
+    failed: Mutex<HashSet<String>>,
+}
+
+/// Every tier of one shard.
+pub(crate) struct ShardTiers {
+    pub(crate) sets: Vec<TierSet>,
+}
+
+fn tier_dir(shard_dir: &Path, res: i64) -> PathBuf {
+    shard_dir.join("tiers").join(format!("{res}"))
+}
+
+impl ShardTiers {
+    /// Opens the tiers of a shard: removes temporary directories, opens the blocks and resolves
+    /// overlaps left by a crash (the newer block wins).
+    pub(crate) fn open(shard_dir: &Path, opts: &Options) -> Result<ShardTiers> {
+        let mut sets = Vec::new();
+        for t in &opts.tiers {
+            let dir = tier_dir(shard_dir, t.resolution_ms);
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            let mut blocks = Vec::new();
+            for e in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+                let e = e.map_err(|e| Error::io(&dir, e))?;
+                let name = e.file_name().to_string_lossy().to_string();
+                if name.ends_with(".tmp") {
+                    let _ = std::fs::remove_dir_all(e.path());
+                    continue;
+                }
+                if !is_block_id(&name) {
+                    continue;
+                }
+                match Block::open(&e.path()) {
+                    Ok(b) => blocks.push(b),
+                    // A damaged tier block is only a cache of raw data (or of data already past raw
+                    // retention): it is set aside, never fatal.
+                    Err(err) => tracing::error!(dir = %e.path().display(), error = %err, "tier block unreadable, skipped"),
+                }
+            }
+            blocks.sort_by_key(|b| b.meta().mint_ms);
+            let set = TierSet { opts: *t, dir, blocks: RwLock::new(blocks), failed: Mutex::new(HashSet::new()) };
+            set.drop_superseded();
+            sets.push(set);
+        }
+        Ok(ShardTiers { sets })
+    }
+
+    /// Bytes of every tier block of this shard.
+    pub(crate) fn size_bytes(&self) -> u64 {
+        self.sets.iter().map(|s| s.blocks.read().iter().map(|b| b.size_bytes()).sum::<u64>()).sum()
+    }
+}
+
+fn overlap(a: &BlockMeta, b: &BlockMeta) -> bool {
+    a.mint_ms < b.maxt_ms && b.mint_ms < a.maxt_ms
+}
+
+impl TierSet {
+    /// Deletes every tier block that overlaps a newer one (block ids sort by creation time).
+    fn drop_superseded(&self) {
+        let mut gone = Vec::new();
+        {
+            let mut bs = self.blocks.write();
+            let metas: Vec<BlockMeta> = bs.iter().map(|b| b.meta()).collect();
+            bs.retain(|b| {
+                let m = b.meta();
+                let newer = metas.iter().any(|o| o.id > m.id && overlap(o, &m));
+                if newer {
+                    gone.push(b.dir().to_path_buf());
+                }
+                !newer
+            });
+        }
+        for d in gone {
+            if let Err(e) = delete_block_dir(&d) {
+                tracing::warn!(dir = %d.display(), error = %e, "could not delete a superseded tier block");
+            }
+        }
+    }
+}
+
+/// Whether a raw block can no longer change except by deletion: nothing overlaps it and the head holds
+/// nothing older than its end.
+fn sealed(b: &BlockMeta, raw: &[BlockMeta], head_min: i64) -> bool {
+    b.maxt_ms <= head_min && !raw.iter().any(|o| o.id != b.id && overlap(o, b))
+}
+
+/// The head's oldest sample time, `i64::MAX` when the head is empty.
+fn head_min(shard: &Shard) -> i64 {
+    let st = shard.state.read();
+    if st.head.num_series() > 0 { st.head.min_t } else { i64::MAX }
+}
+
+/// Whether tier block `t` may answer for its range now (see the module docs).
+fn current(t: &BlockMeta, raw: &[BlockMeta], head_min: i64) -> bool {
+    if t.maxt_ms > head_min {
+        return false;
+    }
+    let Some(d) = &t.derived else { return false };
+    match raw.iter().find(|r| r.id == d.source) {
+        Some(src) => src.stats.num_tombstones == d.source_tombstones && sealed(src, raw, head_min),
+        None => !raw.iter().any(|r| overlap(r, t)),
+    }
+}
+
+/// Buckets of one series' float samples in `[mint, maxt]` (chunks of any float encoding; histogram
+/// chunks are skipped), as one chunk, or `None` when it has no float sample there.
+fn bucket_chunk(chunks: &[ChunkRef], mint: i64, maxt: i64, res: i64, samples: &mut Vec<Sample>, buckets: &mut Vec<Bucket>) -> Result<Option<ChunkRef>> {
+    samples.clear();
+    for c in chunks {
+        if c.encoding.is_histogram() || c.encoding == ChunkEncoding::Buckets {
+            continue;
+        }
+        tessera_encoding::decode_chunk_range_into(c, mint, maxt, samples)
+            .map_err(|e| Error::Other(format!("chunk [{}, {}]: {e}", c.mint_ms, c.maxt_ms)))?;
+    }
+    if samples.is_empty() {
+        return Ok(None);
+    }
+    buckets.clear();
+    bucketize(samples, res, buckets);
+    let (first, last) = (buckets[0].k, buckets[buckets.len() - 1].k);
+    let data = encode_buckets(res, buckets);
+    Ok(Some(ChunkRef {
+        mint_ms: first.saturating_mul(res),
+        maxt_ms: last.saturating_add(1).saturating_mul(res) - 1,
+        encoding: ChunkEncoding::Buckets,
+        data: data.into(),
+    }))
+}
+
+/// Computes the tier block of raw block `src` at resolution `res` under `dir`.
+fn derive(src: &Block, res: i64, dir: &Path) -> Result<Option<BlockMeta>> {
+    let meta = src.meta();
+    let ts = src.tombstones();
+    let mut w = BlockWriter::new(dir, meta.mint_ms, meta.maxt_ms, &WriteOptions::default())?;
+    w.set_derived(Derived { resolution_ms: res, source: meta.id.clone(), source_tombstones: meta.stats.num_tombstones });
+    let (mut samples, mut buckets) = (Vec::new(), Vec::new());
+    let res_w = (|| -> Result<()> {
+        for r in src.all_series()? {
+            let (labels, chunks) = src.series(r)?;
+            let Some(mut c) = bucket_chunk(&chunks, meta.mint_ms, meta.maxt_ms - 1, res, &mut samples, &mut buckets)? else {
+                continue;
+            };
+            if !ts.get(r).is_empty() {
+                // Deleted samples go before bucketing.
+                ts.apply(r, &mut samples);
+                if samples.is_empty() {
+                    continue;
+                }
+                buckets.clear();
+                bucketize(&samples, res, &mut buckets);
+                c.mint_ms = buckets[0].k * res;
+                c.maxt_ms = (buckets[buckets.len() - 1].k + 1) * res - 1;
+                c.data = encode_buckets(res, &buckets).into();
+            }
+            w.start_series(labels)?;
+            w.add_chunk(&c)?;
+            w.end_series()?;
+        }
+        Ok(())
+    })();
+    match res_w {
+        Ok(()) => w.finish(CompactionMeta {
+            level: meta.compaction.level,
+            sources: meta.compaction.sources.clone(),
+            parents: vec![meta.id.clone()],
+            failed: false,
+        }),
+        Err(e) => {
+            w.abort();
+            Err(e)
+        }
+    }
+}
+
+/// One maintenance pass over a shard's tiers: computes tier blocks for sealed raw blocks that have
+/// none (or a stale one), deletes what they supersede, applies each tier's retention. Returns the
+/// number of tier blocks written.
+pub(crate) fn maintain(shard: &Shard, tiers: &ShardTiers) -> Result<usize> {
+    let raw: Vec<Arc<Block>> = shard.blocks();
+    let raw_meta: Vec<BlockMeta> = raw.iter().map(|b| b.meta()).collect();
+    let hmin = head_min(shard);
+    let mut written = 0;
+    for set in &tiers.sets {
+        let res = set.opts.resolution_ms;
+        for (b, m) in raw.iter().zip(&raw_meta) {
+            if !sealed(m, &raw_meta, hmin) || m.mint_ms.rem_euclid(res) != 0 || m.maxt_ms.rem_euclid(res) != 0 {
+                continue;
+            }
+            let have = set.blocks.read().iter().any(|t| {
+                let tm = t.meta();
+                tm.derived.as_ref().is_some_and(|d| d.source == m.id && d.source_tombstones == m.stats.num_tombstones)
+            });
+            if have || set.failed.lock().contains(&m.id) {
+                continue;
+            }
+            match derive(b, res, &set.dir) {
+                Ok(Some(nm)) => {
+                    let nb = Block::open(&set.dir.join(&nm.id))?;
+                    let mut bs = set.blocks.write();
+                    bs.push(nb);
+                    bs.sort_by_key(|x| x.meta().mint_ms);
+                    written += 1;
+                }
+                Ok(None) => {
+                    // No float series at all: nothing to keep; remember, so the block is not read again.
+                    set.failed.lock().insert(m.id.clone());
+                }
+                Err(e) => {
+                    tracing::error!(block = %m.id, resolution_ms = res, error = %e, "computing a tier block failed; the raw data answers for its range");
+                    set.failed.lock().insert(m.id.clone());
+                }
+            }
+            set.drop_superseded();
+        }
+        retain(set, &raw_meta);
+    }
+    Ok(written)
+}
+
+/// Drops a tier's blocks entirely older than its retention, counted back from the newest data (raw or
+/// tier), as raw retention is.
+fn retain(set: &TierSet, raw: &[BlockMeta]) {
+    if set.opts.retention_ms <= 0 {
+        return;
+    }
+    let newest = raw
+        .iter()
+        .map(|m| m.maxt_ms)
+        .chain(set.blocks.read().iter().map(|b| b.meta().maxt_ms))
+        .max()
+        .unwrap_or(i64::MIN);
+    let horizon = newest.saturating_sub(set.opts.retention_ms);
+    let mut gone = Vec::new();
+    set.blocks.write().retain(|b| {
+        let keep = b.meta().maxt_ms > horizon;
+        if !keep {
+            gone.push(b.dir().to_path_buf());
+        }
+        keep
+    });
+    for d in gone {
+        if let Err(e) = delete_block_dir(&d) {
+            tracing::warn!(dir = %d.display(), error = %e, "could not delete a tier block past retention");
+        }
+    }
+}
+
+/// A view of `[mint, maxt]` at one tier over every shard (see the module docs).
+pub struct TierQuerier {
+    pub(crate) shards: Vec<Arc<Shard>>,
+    pub(crate) tiers: Vec<Arc<ShardTiers>>,
+    pub(crate) tier: usize,
+    pub(crate) res: i64,
+    pub(crate) mint: i64,
+    pub(crate) maxt: i64,
+}
+
+type Source = Box<dyn Iterator<Item = std::result::Result<(Labels, Vec<ChunkRef>), StorageError>> + Send>;
+
+impl TierQuerier {
+    fn sources(&self, shard: usize, matchers: &[Matcher]) -> Result<Vec<Source>> {
+        let sh = self.shards.get(shard).ok_or_else(|| Error::Other(format!("no shard {shard}")))?;
+        let res = self.res;
+        // Whole buckets: [a, b).
+        let a = bucket_of(self.mint, res).saturating_mul(res);
+        let b = bucket_of(self.maxt, res).saturating_add(1).saturating_mul(res);
+        let raw_meta: Vec<BlockMeta> = sh.blocks().iter().map(|b| b.meta()).collect();
+        let hmin = head_min(sh);
+        let mut use_blocks: Vec<Arc<Block>> = Vec::new();
+        for t in self.tiers[shard].sets[self.tier].blocks.read().iter() {
+            let m = t.meta();
+            if m.maxt_ms <= a || m.mint_ms >= b || !current(&m, &raw_meta, hmin) {
+                continue;
+            }
+            if use_blocks.last().is_some_and(|p| p.meta().maxt_ms > m.mint_ms) {
+                continue;
+            }
+            use_blocks.push(t.clone());
+        }
+        let mut out: Vec<Source> = Vec::new();
+        let mut at = a;
+        let mut gaps = Vec::new();
+        for t in &use_blocks {
+            let m = t.meta();
+            if m.mint_ms > at {
+                gaps.push((at, m.mint_ms));
+            }
+            at = at.max(m.maxt_ms);
+            let refs = postings_for_matchers(t.index(), matchers)?;
+            let blk = t.clone();
+            let (lo, hi) = (a.max(m.mint_ms), (b - 1).min(m.maxt_ms - 1));
+            out.push(Box::new(refs.into_iter().map(move |r| {
+                Ok(blk.series_in_range(r, lo, hi)?)
+            })));
+        }
+        if at < b {
+            gaps.push((at, b));
+        }
+        for (g0, g1) in gaps {
+            let it = ShardSeries::new(sh.clone(), matchers, g0, g1 - 1, false)?;
+            let (mut samples, mut buckets) = (Vec::new(), Vec::new());
+            out.push(Box::new(it.filter_map(move |s| match s {
+                Err(e) => Some(Err(e)),
+                Ok(s) => match bucket_chunk(&s.chunks, g0, g1 - 1, res, &mut samples, &mut buckets) {
+                    Err(e) => Some(Err(e.into())),
+                    Ok(None) => None,
+                    Ok(Some(c)) => Some(Ok((s.labels, vec![c]))),
+                },
+            })));
+        }
+        Ok(out)
+    }
+}
+
+/// Merges label-sorted sources whose chunks are disjoint in time into one label-sorted stream.
+struct MergeSources {
+    heads: Vec<(Option<std::result::Result<(Labels, Vec<ChunkRef>), StorageError>>, Source)>,
+    primed: bool,
+    failed: bool,
+}
+
+impl Iterator for MergeSources {
+    type Item = std::result::Result<Series, StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        if !self.primed {
+            for (h, s) in &mut self.heads {
+                *h = s.next();
+            }
+            self.primed = true;
+        }
+        let mut best: Option<Labels> = None;
+        for (h, _) in &self.heads {
+            match h {
+                Some(Err(e)) => {
+                    self.failed = true;
+                    return Some(Err(e.clone()));
+                }
+                Some(Ok((l, _))) => {
+                    if best.as_ref().is_none_or(|b| l.cmp(b) == Ordering::Less) {
+                        best = Some(l.clone());
+                    }
+                }
+                None => {}
+            }
+        }
+        let labels = best?;
+        let mut chunks = Vec::new();
+        for (h, s) in &mut self.heads {
+            if matches!(h, Some(Ok((l, _))) if *l == labels) {
+                if let Some(Ok((_, cs))) = h.take() {
+                    chunks.extend(cs);
+                }
+                *h = s.next();
+            }
+        }
+        chunks.sort_by_key(|c| c.mint_ms);
+        Some(Ok(Series { labels, chunks }))
+    }
+}
+
+impl Querier for TierQuerier {
+    fn mint_ms(&self) -> i64 {
+        self.mint
+    }
+
+    fn maxt_ms(&self) -> i64 {
+        self.maxt
+    }
+
+    fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    fn select_shard(&self, shard: usize, matchers: &[Matcher], _hints: &SelectHints) -> std::result::Result<SeriesSet, StorageError> {
+        if matchers.is_empty() {
+            return Ok(Box::new(std::iter::empty()));
+        }
+        let heads = self.sources(shard, matchers)?.into_iter().map(|s| (None, s)).collect();
+        Ok(Box::new(MergeSources { heads, primed: false, failed: false }))
+    }
+
+    fn label_names(&self, matchers: &[Matcher]) -> std::result::Result<Vec<String>, StorageError> {
+        crate::querier::DbQuerier { shards: self.shards.clone(), mint: self.mint, maxt: self.maxt }.label_names(matchers)
+    }
+
+    fn label_values(&self, name: &str, matchers: &[Matcher]) -> std::result::Result<Vec<String>, StorageError> {
+        crate::querier::DbQuerier { shards: self.shards.clone(), mint: self.mint, maxt: self.maxt }.label_values(name, matchers)
+    }
+}
