@@ -53,7 +53,7 @@ pub struct Options {
 /// One downsampling tier: its bucket width and how long its blocks are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TierOptions {
-    /// Bucket width, ms: at least 1 s, and a divisor of the block range (buckets never straddle blocks).
+    /// Bucket width, ms: a divisor of the block range (buckets never straddle blocks).
     pub resolution_ms: i64,
     /// Tier blocks entirely older than this (from the newest data) are deleted; 0 = kept forever.
     pub retention_ms: i64,
@@ -134,9 +134,9 @@ impl Options {
             return bad("ooo_window_ms must not exceed half of block_range_ms");
         }
         for (i, t) in self.tiers.iter().enumerate() {
-            if t.resolution_ms < 1000 || self.block_range_ms % t.resolution_ms != 0 {
+            if t.resolution_ms <= 0 || self.block_range_ms % t.resolution_ms != 0 {
                 return bad(&format!(
-                    "tier resolution {} ms must be at least 1s and divide the block range ({} ms)",
+                    "tier resolution {} ms must be positive and divide the block range ({} ms)",
                     t.resolution_ms, self.block_range_ms
                 ));
             }
