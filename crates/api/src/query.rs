@@ -18,6 +18,7 @@ use crate::read::form;
 use crate::response::{to_go_json, ApiError, ErrorType, LabelsJson};
 use crate::AppState;
 use tessera_promql::cache::CacheReport;
+use tessera_promql::engine::tier::TierRequest;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -95,6 +96,30 @@ struct QueryParams {
     /// `nocache=1` (VictoriaMetrics' parameter) or `Cache-Control: no-cache`: neither read nor fill the
     /// result cache.
     nocache: bool,
+    /// `raw=1` or `tier=raw|auto|<duration>`: which downsampling tier the query reads.
+    tier: TierRequest,
+}
+
+/// `raw=1` forces raw data; `tier=<duration>` a named downsampling tier (`tier=raw` and `tier=auto`
+/// also work); neither: the planner's choice (see `tessera_promql::engine::tier`).
+fn tier_param(p: &Params) -> Result<TierRequest, ApiError> {
+    let raw = bool_param(p, "raw")?;
+    let t = match p.get("tier") {
+        "" | "auto" => TierRequest::Auto,
+        "raw" => TierRequest::Raw,
+        s => {
+            let ms = parse_api_duration_ms(s).map_err(|e| ApiError::invalid_param("tier", e))?;
+            if ms <= 0 {
+                return Err(ApiError::invalid_param("tier", "a tier's resolution must be positive"));
+            }
+            TierRequest::Resolution(ms)
+        }
+    };
+    match (raw, t) {
+        (true, TierRequest::Resolution(_)) => Err(ApiError::invalid_param("tier", "raw=1 and a named tier exclude each other")),
+        (true, _) => Ok(TierRequest::Raw),
+        (false, t) => Ok(t),
+    }
 }
 
 /// A boolean request parameter: empty, 0/false or 1/true.
@@ -164,9 +189,11 @@ fn parse_request(p: &Params, range: bool, now_ms: i64, align: bool) -> Result<Qu
     };
     let trace = bool_param(p, "trace")?;
     let nocache = bool_param(p, "nocache")?;
+    let tier = tier_param(p)?;
     Ok(QueryParams {
         trace,
         nocache,
+        tier,
         query: p.get("query").to_string(),
         start_ms,
         end_ms,
@@ -217,7 +244,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let timeout = r.timeout.map(|t| t.min(engine.opts.timeout));
     let cancel = CancelToken::new();
     let _guard = CancelOnDrop(cancel.clone());
-    let qo = QueryOptions { lookback_delta_ms: r.lookback_ms, cancel, timeout, trace: r.trace };
+    let qo = QueryOptions { lookback_delta_ms: r.lookback_ms, cancel, timeout, trace: r.trace, tier: r.tier };
     let started = Instant::now();
     // Upstream's `--query.max-concurrency`: beyond it a query waits for a slot, and the wait counts
     // toward its timeout (upstream's query queue, "query timed out in query queue").
@@ -251,7 +278,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     .map_err(engine_error)?;
     let elapsed = started.elapsed();
 
-    let (QueryResult { mut value, mut warnings, infos, stats: samples, trace }, cache_report) = res;
+    let (QueryResult { mut value, mut warnings, infos, stats: samples, trace, tier_ms }, cache_report) = res;
     if r.limit > 0 {
         let truncated = match &mut value {
             Value::Vector(v) if v.len() > r.limit => {
@@ -300,6 +327,11 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
         // every step came from the cache).
         let mut js = String::new();
         js.push_str(&format!(r#","trace":{{"duration_ms":{:.3}"#, elapsed.as_secs_f64() * 1000.0));
+        // The downsampling tier the answer came from (`null`: raw data).
+        match tier_ms {
+            Some(ms) => js.push_str(&format!(r#","tier":"{}""#, tessera_promql::engine::tier::fmt_res(ms))),
+            None => js.push_str(r#","tier":null"#),
+        }
         if let Some(c) = &cache_report {
             js.push_str(r#","cache":"#);
             c.write_json(&mut js);

@@ -234,6 +234,9 @@ struct Key {
     lookback_ms: i64,
     /// Engine flags that change answers.
     flags: (bool, bool, i64),
+    /// The downsampling tier the answer comes from (a function of the request, the step and the
+    /// configuration only; see `engine::tier::choose`).
+    tier_ms: Option<i64>,
 }
 
 /// Annotations raised by the evaluation that produced some kept steps.
@@ -358,6 +361,7 @@ impl ResultCache {
             return bypass("delayed name removal".into());
         }
         let lookback_ms = engine.lookback_ms(qo);
+        let tier_ms = crate::engine::tier::choose(q, qo.tier, step_ms)?;
         let window = match dependency_window(expr, lookback_ms) {
             Ok(w) => w.unwrap_or(Window { before: 0, after: 0 }),
             Err(why) => return bypass(format!("not cacheable: {why}")),
@@ -370,6 +374,7 @@ impl ResultCache {
             phase_ms: start_ms.rem_euclid(step_ms),
             lookback_ms,
             flags: (engine.opts.enable_experimental, engine.opts.use_start_timestamps, engine.opts.no_step_subquery_interval_ms),
+            tier_ms,
         };
         // The newest step that may be kept: its window ends before the horizon.
         let horizon = now_ms.saturating_sub(self.opts.freshness_ms);
@@ -509,7 +514,7 @@ impl ResultCache {
         }
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
         let report = CacheReport { steps: nsteps, hits, evaluated, runs: runs.len(), stored, bypass: None };
-        Ok((QueryResult { value: Value::Matrix(out), warnings, infos, stats, trace }, report))
+        Ok((QueryResult { value: Value::Matrix(out), warnings, infos, stats, trace, tier_ms }, report))
     }
 
     /// Applies the changes the storage recorded since the last look (drops every entry of it when the

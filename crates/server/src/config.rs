@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 use tessera_api::params::{format_duration_ms, parse_bytes, parse_duration_ms};
-use tessera_tsdb::options::ColdCodec;
+use tessera_tsdb::options::{ColdCodec, TierOptions};
 use tessera_tsdb::FsyncPolicy;
 
 /// `tessera serve` flags. Each is optional here so that "not given" can fall back to the config file;
@@ -48,6 +48,14 @@ pub struct ServeArgs {
     /// of the 2h block range. [default: 0s]
     #[arg(long = "storage.tsdb.out-of-order-time-window", value_name = "DURATION")]
     pub storage_tsdb_out_of_order_time_window: Option<String>,
+
+    /// Downsampling tiers, finest first, each `resolution:retention` (e.g. `5m:90d,1h:2y`; a
+    /// retention of 0 or none keeps the tier forever). Computed in the background from finished
+    /// blocks; range queries whose step fits a tier read it (see the README's Downsampling). Each
+    /// resolution must divide 2h; a tier must be kept at least as long as finer tiers and the raw
+    /// data. [default: none]
+    #[arg(long = "storage.tsdb.downsampling", value_name = "TIERS")]
+    pub storage_tsdb_downsampling: Option<String>,
 
     /// Number of shards (storage partitions written and queried in parallel). Fixed when the data
     /// directory is created. [default: the shard count recorded in the data directory, else the
@@ -192,6 +200,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("storage.tsdb.retention.time", "15d"),
     ("storage.tsdb.retention.size", "0"),
     ("storage.tsdb.out-of-order-time-window", "0s"),
+    ("storage.tsdb.downsampling", ""),
     ("storage.tsdb.shards", ""),
     ("storage.tsdb.wal-fsync", "interval:1s"),
     ("storage.tsdb.cold-codec", "dense"),
@@ -226,7 +235,8 @@ impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
         let features = (!self.enable_feature.is_empty()).then(|| self.enable_feature.join(","));
-        let pairs: [(&str, &Option<String>); 32] = [
+        let pairs: [(&str, &Option<String>); 33] = [
+            ("storage.tsdb.downsampling", &self.storage_tsdb_downsampling),
             ("storage.tsdb.path", &self.storage_tsdb_path),
             ("web.listen-address", &self.web_listen_address),
             ("storage.tsdb.retention.time", &self.storage_tsdb_retention_time),
@@ -284,6 +294,8 @@ pub struct Settings {
     pub retention_ms: i64,
     pub retention_bytes: u64,
     pub ooo_window_ms: i64,
+    /// Downsampling tiers (`--storage.tsdb.downsampling`), finest first.
+    pub tiers: Vec<TierOptions>,
     /// `None`: what the data directory records, else the core count.
     pub shards: Option<usize>,
     pub fsync: FsyncPolicy,
@@ -373,6 +385,8 @@ impl Settings {
             retention_ms: dur("storage.tsdb.retention.time")?,
             retention_bytes: bytes("storage.tsdb.retention.size")?,
             ooo_window_ms: dur("storage.tsdb.out-of-order-time-window")?,
+            tiers: parse_tiers(get("storage.tsdb.downsampling"), dur("storage.tsdb.retention.time")?)
+                .map_err(|e| anyhow::anyhow!("--storage.tsdb.downsampling: {e}"))?,
             shards,
             fsync: parse_fsync(get("storage.tsdb.wal-fsync")).map_err(|e| anyhow::anyhow!("--storage.tsdb.wal-fsync: {e}"))?,
             cold_codec: parse_cold_codec(get("storage.tsdb.cold-codec"))
@@ -512,6 +526,35 @@ fn human_bytes(n: u64) -> String {
 
 /// `always`, `never`, or `interval:<duration>`.
 /// `--storage.tsdb.cold-codec`: `dense` or `xor`.
+/// `5m:90d,1h:2y` → tiers, checked: each resolution at least 1s and a divisor of the 2h block range,
+/// finest first, each kept at least as long as the finer tiers and the raw data (`raw_retention_ms`,
+/// 0 = forever), so that the coarsest tier that fits a query's step also reaches furthest back.
+pub fn parse_tiers(s: &str, raw_retention_ms: i64) -> Result<Vec<TierOptions>, String> {
+    let mut out: Vec<TierOptions> = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (res, keep) = part.split_once(':').unwrap_or((part, "0"));
+        let resolution_ms = parse_duration_ms(res.trim()).map_err(|e| format!("{part:?}: resolution: {e}"))?;
+        let retention_ms = parse_duration_ms(keep.trim()).map_err(|e| format!("{part:?}: retention: {e}"))?;
+        if resolution_ms < 1000 || 7_200_000 % resolution_ms != 0 {
+            return Err(format!("{part:?}: the resolution must be at least 1s and divide 2h (1m, 5m, 10m, 15m, 30m, 1h, 2h, …)"));
+        }
+        let forever = |r: i64| r == 0;
+        if let Some(prev) = out.last() {
+            if prev.resolution_ms >= resolution_ms {
+                return Err(format!("{part:?}: list tiers finest first, each resolution once"));
+            }
+            if !forever(retention_ms) && (forever(prev.retention_ms) || retention_ms < prev.retention_ms) {
+                return Err(format!("{part:?}: a tier must be kept at least as long as the finer tiers"));
+            }
+        }
+        if !forever(retention_ms) && (forever(raw_retention_ms) || retention_ms < raw_retention_ms) {
+            return Err(format!("{part:?}: a tier must be kept at least as long as the raw data (--storage.tsdb.retention.time)"));
+        }
+        out.push(TierOptions { resolution_ms, retention_ms });
+    }
+    Ok(out)
+}
+
 pub fn parse_cold_codec(s: &str) -> Result<ColdCodec, String> {
     match s.trim() {
         "dense" => Ok(ColdCodec::Dense),
@@ -571,12 +614,12 @@ fn flatten(prefix: &str, v: &toml::Value, out: &mut BTreeMap<String, String>) ->
         }
         // Only list-valued setting: `enable-feature = ["use-start-timestamps", "st-storage"]`, the same
         // as the comma-separated string.
-        toml::Value::Array(items) if prefix == "enable-feature" => {
+        toml::Value::Array(items) if prefix == "enable-feature" || prefix == "storage.tsdb.downsampling" => {
             let mut names = Vec::with_capacity(items.len());
             for i in items {
                 match i {
                     toml::Value::String(s) => names.push(s.as_str()),
-                    other => bail!("setting {prefix:?}: expected feature names (strings), got {other}"),
+                    other => bail!("setting {prefix:?}: expected strings, got {other}"),
                 }
             }
             out.insert(prefix.to_string(), names.join(","));
@@ -674,6 +717,26 @@ timeout = "1m"
         assert!(s.features.promql.use_start_timestamps);
         std::fs::write(&cfg, "enable-feature = [1]\n").expect("write");
         assert!(Settings::resolve(&ServeArgs { config_file: Some(cfg), ..Default::default() }).is_err());
+    }
+
+    #[test]
+    fn downsampling_tiers_parse_and_are_checked() {
+        let t = parse_tiers("5m:90d, 1h:2y", 15 * 86_400_000).expect("valid");
+        assert_eq!(t, vec![
+            TierOptions { resolution_ms: 300_000, retention_ms: 90 * 86_400_000 },
+            TierOptions { resolution_ms: 3_600_000, retention_ms: 2 * 365 * 86_400_000 },
+        ]);
+        assert_eq!(parse_tiers("", 0).expect("none"), vec![]);
+        assert_eq!(parse_tiers("1h", 0).expect("forever").len(), 1);
+        for bad in ["7m:1y", "500ms:1y", "1h:2y,5m:90d", "5m:90d,1h:30d", "5m:1d", "5m:x", "5m:90d,5m:90d", "3h:1y"] {
+            assert!(parse_tiers(bad, 15 * 86_400_000).is_err(), "{bad} accepted");
+        }
+        assert!(parse_tiers("5m:90d", 0).is_err(), "a tier kept for less than raw data kept forever");
+        let m = parse_config_file("storage.tsdb.downsampling = [\"5m:90d\", \"1h:2y\"]").expect("toml");
+        assert_eq!(m["storage.tsdb.downsampling"], "5m:90d,1h:2y");
+        let args = ServeArgs { storage_tsdb_downsampling: Some("7m".into()), ..Default::default() };
+        let e = Settings::resolve(&args).expect_err("bad tier");
+        assert!(e.to_string().contains("--storage.tsdb.downsampling"), "{e}");
     }
 
     #[test]

@@ -225,7 +225,10 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
         _ => None,
     };
     // The planner decided whether the partial stage runs in the shards (see [`super::plan`]).
-    if let Some(how) = ctx.plan.pushdown(a) {
+    // From a downsampling tier the inputs are buckets, folded centrally (see [`super::tier`]).
+    if ctx.tier_ms.is_none()
+        && let Some(how) = ctx.plan.pushdown(a)
+    {
         let pushed = match (how, a.expr.unwrap_parens()) {
             (Pushdown::Selector, Expr::VectorSelector(vs)) => pushed_down(ctx, a, vs, grid)?,
             (Pushdown::RangeFunction, Expr::Call(c)) => pushed_down_range(ctx, a, c, grid)?,

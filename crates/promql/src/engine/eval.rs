@@ -38,6 +38,8 @@ pub struct QueryCtx<'a> {
     pub plan: &'a super::plan::Plan,
     /// Per-node records, with `trace=1`.
     pub trace: Option<Mutex<super::plan::Trace>>,
+    /// The downsampling tier the query reads (resolution, ms), `None` for raw data (see [`super::tier`]).
+    pub tier_ms: Option<i64>,
 }
 
 /// The counters behind [`super::QueryStats`], updated from the parallel shard loops.
@@ -310,7 +312,7 @@ pub fn run(ctx: &QueryCtx<'_>, expr: &Expr, start: i64, end: i64, step: i64) -> 
         samples_read: ctx.stats.read.load(Ordering::Relaxed) as u64,
         peak_samples: ctx.stats.peak.load(Ordering::Relaxed) as u64,
     };
-    Ok(QueryResult { value, warnings: a.warnings, infos: a.infos, stats, trace: None })
+    Ok(QueryResult { value, warnings: a.warnings, infos: a.infos, stats, trace: None, tier_ms: None })
 }
 
 /// Applies delayed `__name__` removal; the type-and-unit metadata labels go with the name.
@@ -1035,6 +1037,11 @@ pub fn eval_vector_selector(
     let n = grid.n;
     if vs.smoothed {
         return eval_smoothed_selector(ctx, vs, &eff, lb, hints, n);
+    }
+    if let Some(r) = ctx.tier_ms
+        && let Some(v) = super::tier::vector_selector(ctx, r, vs, grid, timestamps)?
+    {
+        return Ok(v);
     }
     let mut out = select_map_h(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, None, n, |labels, samples, hs| {
         let mut vals = vec![None; n];

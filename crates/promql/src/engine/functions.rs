@@ -124,27 +124,55 @@ pub fn extrapolated_rate(w: &Window<'_>, is_counter: bool, is_rate: bool) -> Opt
             }
         }
     }
-    let mut to_start = (first.t - w.range_start) as f64 / 1000.0;
-    let mut to_end = (w.range_end - last.t) as f64 / 1000.0;
-    let mut sampled = (last.t - first.t) as f64 / 1000.0;
-    let avg = if n1 > 0 { sampled / n1 as f64 } else { 0.0 };
-    let threshold = avg * 1.1;
     if !sts.is_empty() && sts[0] != 0 && sts[0] > w.range_start && sts[0] < first.t {
         // The range start is exclusive: a start time on it is outside.
-        to_start = 0.0;
-        sampled = (last.t - sts[0]) as f64 / 1000.0;
-        result += first.v;
-    } else if n1 == 0 {
-        return None;
-    } else {
-        if to_start >= threshold {
-            to_start = avg / 2.0;
+        let sampled = (last.t - sts[0]) as f64 / 1000.0;
+        let n1f = if n1 > 0 { (last.t - first.t) as f64 / 1000.0 / n1 as f64 } else { 0.0 };
+        let mut to_end = (w.range_end - last.t) as f64 / 1000.0;
+        if to_end >= n1f * 1.1 {
+            to_end = n1f / 2.0;
         }
-        if is_counter && result > 0.0 && first.v >= 0.0 {
-            let to_zero = sampled * (first.v / result);
-            if to_zero < to_start {
-                to_start = to_zero;
-            }
+        result += first.v;
+        let mut factor = if sampled != 0.0 { (sampled + to_end) / sampled } else { 1.0 };
+        if is_rate {
+            factor /= w.range_ms as f64 / 1000.0;
+        }
+        return Some(result * factor);
+    }
+    extrapolate(result, first, last, n1, w.range_start, w.range_end, w.range_ms, is_counter, is_rate)
+}
+
+/// The extrapolation of upstream `extrapolatedRate` without start timestamps: `result` is the
+/// (counter-corrected) difference between the window's `first` and `last` samples, `n1` the number of
+/// samples minus one. Shared by the raw kernel and the downsampling tiers' (which know these from their
+/// buckets).
+#[allow(clippy::too_many_arguments)]
+pub fn extrapolate(
+    result: f64,
+    first: Sample,
+    last: Sample,
+    n1: usize,
+    range_start: i64,
+    range_end: i64,
+    range_ms: i64,
+    is_counter: bool,
+    is_rate: bool,
+) -> Option<f64> {
+    if n1 == 0 {
+        return None;
+    }
+    let mut to_start = (first.t - range_start) as f64 / 1000.0;
+    let mut to_end = (range_end - last.t) as f64 / 1000.0;
+    let sampled = (last.t - first.t) as f64 / 1000.0;
+    let avg = sampled / n1 as f64;
+    let threshold = avg * 1.1;
+    if to_start >= threshold {
+        to_start = avg / 2.0;
+    }
+    if is_counter && result > 0.0 && first.v >= 0.0 {
+        let to_zero = sampled * (first.v / result);
+        if to_zero < to_start {
+            to_start = to_zero;
         }
     }
     if to_end >= threshold {
@@ -152,7 +180,7 @@ pub fn extrapolated_rate(w: &Window<'_>, is_counter: bool, is_rate: bool) -> Opt
     }
     let mut factor = if sampled != 0.0 { (sampled + to_start + to_end) / sampled } else { 1.0 };
     if is_rate {
-        factor /= w.range_ms as f64 / 1000.0;
+        factor /= range_ms as f64 / 1000.0;
     }
     Some(result * factor)
 }
@@ -973,6 +1001,19 @@ fn range_function<S: Send>(
         }
         None
     };
+    if let Some(r) = ctx.tier_ms
+        && let Expr::MatrixSelector(ms) = c.args[m_idx].unwrap_parens()
+        && !(name == "double_exponential_smoothing" && params.iter().flatten().any(|v| *v <= 0.0 || *v >= 1.0))
+    {
+        // From a downsampling tier: evaluated centrally over buckets (a fold or an ordered consumer
+        // gives up and the aggregation runs over this vector).
+        if fold.is_some() || ordered.is_some() {
+            return Ok(RangeOut::Folded(None));
+        }
+        if let Some(v) = super::tier::range_call(ctx, r, name, ms, grid, &params, keeps_name(name))? {
+            return Ok(RangeOut::Vector(v));
+        }
+    }
     let bad_step = std::sync::atomic::AtomicUsize::new(usize::MAX);
     // The first timeout or cancel seen inside a series: one series over a fine grid can take seconds
     // (`stdvar_over_time(x[30m:15s])` over 1.6M steps), so the deadline is checked between steps too.

@@ -55,6 +55,7 @@ pub mod eval;
 pub mod functions;
 pub mod hist;
 pub mod plan;
+pub mod tier;
 
 use crate::parser::Expr;
 use std::sync::Arc;
@@ -165,6 +166,8 @@ pub struct QueryResult {
     pub stats: QueryStats,
     /// The plan with per-node figures, when [`QueryOptions::trace`] asked for it.
     pub trace: Option<plan::TraceNode>,
+    /// The downsampling tier the answer was computed from (resolution, ms); `None`: raw data.
+    pub tier_ms: Option<i64>,
 }
 
 /// The `samples` part of upstream's query statistics (`stats=all`).
@@ -205,6 +208,8 @@ pub struct QueryOptions {
     /// Record per-node time, series, chunks and samples and return them with the plan
     /// ([`QueryResult::trace`], the API's `trace=1`).
     pub trace: bool,
+    /// Raw data, a named downsampling tier, or the planner's choice (see [`tier`]).
+    pub tier: tier::TierRequest,
 }
 
 /// The PromQL engine. Cheap to share; holds only settings.
@@ -313,11 +318,13 @@ impl Engine {
             stats_selectors: hist::histogram_stats_selectors(&expr),
             plan: &plan,
             trace: qo.trace.then(Default::default),
+            tier_ms: tier::choose(q, qo.tier, step_ms)?,
         };
         let mut res = eval::run(&ctx, &expr, start_ms, end_ms, step_ms)?;
         if let Some(t) = &ctx.trace {
             res.trace = Some(plan.explain(&t.lock()));
         }
+        res.tier_ms = ctx.tier_ms;
         Ok(res)
     }
 }

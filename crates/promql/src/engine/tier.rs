@@ -1,0 +1,381 @@
+//! Evaluating from a downsampling tier (DESIGN.md's tier choice): which tier a query reads
+//! ([`choose`]), and the selectors and range functions computed from buckets instead of samples.
+//!
+//! # Choice
+//! A range query in the default mode reads the coarsest tier whose resolution `R` fits its step
+//! (`R <= step` and `step` a multiple of `R`); tiers are configured so that coarser tiers are kept at
+//! least as long as finer ones, so the coarsest fitting tier also reaches furthest back. Instant queries
+//! read raw data. A request may force raw data or a named tier ([`TierRequest`]). The choice depends on
+//! the request, the step and the configuration only, so the result cache can key on it.
+//!
+//! # Exact where the windows fall on buckets
+//! A window `(a, b]` with `a` and `b` multiples of `R` is exactly a run of bucket records (see
+//! `tessera_encoding::buckets`), and the records' aggregates answer these functions exactly (up to the
+//! order of floating-point additions): `rate`, `increase`, `delta`, `irate`, `idelta`, `changes`,
+//! `resets`, `count_`, `sum_`, `avg_`, `min_`, `max_`, `last_`, `first_`, `present_over_time`,
+//! `ts_of_first_over_time`, `ts_of_last_over_time`, and instant selectors (the lookback picks the last
+//! raw sample of the window, stale or not). Windows that do not fall on buckets are widened to the
+//! whole buckets that end at or before the window's end and reach back at least as far as it starts;
+//! the other range functions (quantiles, deviations, regressions, smoothing) see two samples per bucket
+//! record (its first and last). Such answers carry an info annotation; exact ones say nothing.
+//!
+//! Not from tiers: start timestamps (`use-start-timestamps`), native histograms, anchored and smoothed
+//! selectors, range vectors returned as such or handed to other functions (`absent_over_time`, …) —
+//! those read the raw data.
+
+use super::eval::{Grid, QueryCtx, Series, Val};
+use super::functions::{extrapolate, range_kernel, Window};
+use super::EngineError;
+use crate::parser::{MatrixSelector, VectorSelector};
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tessera_encoding::buckets::{bucket_of, decode_buckets_into, Agg, Bucket};
+use tessera_model::{ChunkEncoding, Labels, Queryable, Sample, SelectHints};
+
+/// What a request asks of the tiers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum TierRequest {
+    /// The coarsest tier that fits the step (range queries), raw data for instant queries.
+    #[default]
+    Auto,
+    /// Raw samples only.
+    Raw,
+    /// The tier of this resolution, ms.
+    Resolution(i64),
+}
+
+/// The tier a query at `step_ms` (0: instant) reads, `None` for raw data.
+pub fn choose(q: &dyn Queryable, req: TierRequest, step_ms: i64) -> Result<Option<i64>, EngineError> {
+    match req {
+        TierRequest::Raw => Ok(None),
+        TierRequest::Resolution(r) => {
+            let tiers = q.tiers();
+            if tiers.iter().any(|t| t.resolution_ms == r) {
+                Ok(Some(r))
+            } else {
+                let have: Vec<String> = tiers.iter().map(|t| fmt_res(t.resolution_ms)).collect();
+                Err(EngineError::BadData(format!(
+                    "no downsampling tier with resolution {} (tiers: {})",
+                    fmt_res(r),
+                    if have.is_empty() { "none".to_string() } else { have.join(", ") }
+                )))
+            }
+        }
+        TierRequest::Auto => {
+            if step_ms <= 0 {
+                return Ok(None);
+            }
+            Ok(q.tiers().iter().filter(|t| t.resolution_ms <= step_ms && step_ms % t.resolution_ms == 0).map(|t| t.resolution_ms).max())
+        }
+    }
+}
+
+/// A resolution as a Prometheus duration (`5m`, `1h`, `90s`).
+pub fn fmt_res(ms: i64) -> String {
+    for (unit, n) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)] {
+        if ms >= n && ms % n == 0 {
+            return format!("{}{unit}", ms / n);
+        }
+    }
+    format!("{ms}ms")
+}
+
+/// The functions a tier answers exactly over windows on bucket boundaries.
+fn exact_fn(name: &str) -> bool {
+    matches!(
+        name,
+        "rate"
+            | "increase"
+            | "delta"
+            | "irate"
+            | "idelta"
+            | "changes"
+            | "resets"
+            | "count_over_time"
+            | "sum_over_time"
+            | "avg_over_time"
+            | "min_over_time"
+            | "max_over_time"
+            | "last_over_time"
+            | "first_over_time"
+            | "present_over_time"
+            | "ts_of_first_over_time"
+            | "ts_of_last_over_time"
+    )
+}
+
+/// Selects the buckets of `vs` in `[mint, maxt]` from tier `r`, every shard in parallel, and maps each
+/// series' buckets (ascending, those of the range only) with `f`. Sorted by labels.
+fn select_buckets<T: Send>(
+    ctx: &QueryCtx<'_>,
+    r: i64,
+    vs: &VectorSelector,
+    mint: i64,
+    maxt: i64,
+    step_ms: i64,
+    f: impl Fn(&Labels, &[Bucket]) -> Option<T> + Sync,
+) -> Result<Vec<(Labels, T)>, EngineError> {
+    let storage = |e: tessera_model::StorageError| EngineError::Execution(e.to_string());
+    let q = ctx
+        .queryable
+        .tier_querier(r, mint, maxt)
+        .map_err(storage)?
+        .ok_or_else(|| EngineError::Execution(format!("downsampling tier {} is gone", fmt_res(r))))?;
+    let hints = SelectHints { step_ms, ..Default::default() };
+    let (k0, k1) = (bucket_of(mint, r), bucket_of(maxt, r));
+    let per_shard: Vec<Result<Vec<(Labels, T)>, EngineError>> = (0..q.shard_count())
+        .into_par_iter()
+        .map(|shard| {
+            let mut out = Vec::new();
+            let mut bs: Vec<Bucket> = Vec::new();
+            for (i, s) in q.select_shard(shard, &vs.matchers, &hints).map_err(storage)?.enumerate() {
+                if i % 256 == 255 {
+                    ctx.check()?;
+                }
+                let s = s.map_err(storage)?;
+                ctx.stats.series.fetch_add(1, Ordering::Relaxed);
+                ctx.stats.chunks.fetch_add(s.chunks.len(), Ordering::Relaxed);
+                bs.clear();
+                for c in &s.chunks {
+                    if c.encoding != ChunkEncoding::Buckets {
+                        continue;
+                    }
+                    decode_buckets_into(&c.data, &mut bs).map_err(|e| EngineError::Execution(format!("tier chunk of {}: {e}", s.labels)))?;
+                }
+                bs.retain(|b| b.k >= k0 && b.k <= k1);
+                ctx.stats.read.fetch_add(bs.len(), Ordering::Relaxed);
+                if bs.is_empty() {
+                    continue;
+                }
+                if let Some(t) = f(&s.labels, &bs) {
+                    out.push((s.labels, t));
+                }
+            }
+            Ok(out)
+        })
+        .collect();
+    let mut all = Vec::new();
+    for p in per_shard {
+        all.extend(p?);
+    }
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(all)
+}
+
+/// The bucket window for the PromQL window `(a, b]`: bucket indexes `(lo, hi)` such that the records
+/// `body_lo, edge_{lo+1}, body_{lo+1}, …, edge_hi` cover it, and whether that is exact.
+fn bucket_window(a: i64, b: i64, r: i64) -> (i64, i64, bool) {
+    let exact = a.rem_euclid(r) == 0 && b.rem_euclid(r) == 0;
+    let (mut lo, hi) = (bucket_of(a, r), bucket_of(b, r));
+    if lo == hi {
+        lo = hi - 1;
+    }
+    (lo, hi, exact)
+}
+
+/// Folds the records of the window `(lo, hi)` (see [`bucket_window`]) of a series' buckets.
+fn fold(bs: &[Bucket], lo: i64, hi: i64) -> Agg {
+    let mut acc = Agg::default();
+    let from = bs.partition_point(|b| b.k < lo);
+    for b in &bs[from..] {
+        if b.k > hi {
+            break;
+        }
+        if b.k > lo {
+            acc.merge(&b.edge);
+        }
+        if b.k < hi {
+            acc.merge(&b.body);
+        }
+    }
+    acc
+}
+
+/// The samples an approximating kernel sees for a window: each record's first and last.
+fn synth(bs: &[Bucket], lo: i64, hi: i64, out: &mut Vec<Sample>) {
+    out.clear();
+    let from = bs.partition_point(|b| b.k < lo);
+    for b in &bs[from..] {
+        if b.k > hi {
+            break;
+        }
+        for (a, inc) in [(&b.edge, b.k > lo), (&b.body, b.k < hi)] {
+            if inc && a.count > 0 {
+                out.push(Sample { t: a.first_t, v: a.first_v });
+                if a.count > 1 {
+                    out.push(Sample { t: a.last_t, v: a.last_v });
+                }
+            }
+        }
+    }
+}
+
+/// One exact kernel over a window's aggregate.
+fn agg_kernel(name: &str, a: &Agg, range_start: i64, range_end: i64, range_ms: i64) -> Option<f64> {
+    if a.count == 0 {
+        return None;
+    }
+    let n = a.count as usize;
+    let first = Sample { t: a.first_t, v: a.first_v };
+    let last = Sample { t: a.last_t, v: a.last_v };
+    let instant = |is_rate: bool| -> Option<f64> {
+        if n < 2 {
+            return None;
+        }
+        let prev = Sample { t: a.penult_t, v: a.penult_v };
+        let mut r = if is_rate && last.v < prev.v { last.v } else { last.v - prev.v };
+        let dt = last.t - prev.t;
+        if dt == 0 {
+            return None;
+        }
+        if is_rate {
+            r /= dt as f64 / 1000.0;
+        }
+        Some(r)
+    };
+    match name {
+        "rate" | "increase" => {
+            extrapolate(last.v - first.v + a.corr, first, last, n - 1, range_start, range_end, range_ms, true, name == "rate")
+        }
+        "delta" => extrapolate(last.v - first.v, first, last, n - 1, range_start, range_end, range_ms, false, false),
+        "irate" => instant(true),
+        "idelta" => instant(false),
+        "changes" => Some(f64::from(a.changes)),
+        "resets" => Some(f64::from(a.resets)),
+        "count_over_time" => Some(n as f64),
+        "sum_over_time" => Some(a.sum),
+        "avg_over_time" => Some(if a.sum.is_infinite() { a.sum } else { a.sum / n as f64 }),
+        "min_over_time" => Some(a.min),
+        "max_over_time" => Some(a.max),
+        "last_over_time" => Some(last.v),
+        "first_over_time" => Some(first.v),
+        "present_over_time" => Some(1.0),
+        "ts_of_first_over_time" => Some(first.t as f64 / 1000.0),
+        "ts_of_last_over_time" => Some(last.t as f64 / 1000.0),
+        _ => None,
+    }
+}
+
+fn note(ctx: &QueryCtx<'_>, r: i64, what: &str) {
+    ctx.info(format!("PromQL info: answered from the {} downsampling tier, {what} approximated", fmt_res(r)));
+}
+
+/// `name(ms)` from tier `r`, or `None` when this call must read raw data (see the module docs).
+/// `params[j][i]`: the call's scalar parameters at step `i`; `keep_name` whether the output keeps the
+/// metric name.
+pub fn range_call(
+    ctx: &QueryCtx<'_>,
+    r: i64,
+    name: &str,
+    ms: &MatrixSelector,
+    grid: &Grid,
+    params: &[Vec<f64>],
+    keep_name: bool,
+) -> Result<Option<Val>, EngineError> {
+    let vs = &ms.vs;
+    let Some(k) = range_kernel(name) else { return Ok(None) };
+    if vs.anchored || vs.smoothed || (ctx.opts.use_start_timestamps && matches!(name, "rate" | "irate" | "increase" | "resets")) {
+        return Ok(None);
+    }
+    let eff = super::eval::effective_times_pub(ctx, vs.at, vs.original_offset_ms, grid);
+    let range = ms.range_ms;
+    let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
+    let exact_f = exact_fn(name);
+    let approx = AtomicBool::new(!exact_f);
+    let n = grid.n;
+    let out = select_buckets(ctx, r, vs, lo.saturating_sub(range).saturating_sub(r), hi, grid.step, |_labels, bs| {
+        let mut vals = vec![None; n];
+        let mut any = false;
+        let mut synth_buf = Vec::new();
+        let mut pbuf = vec![0.0; params.len()];
+        for (i, &e) in eff.iter().enumerate() {
+            let (wlo, whi, exact) = bucket_window(e.saturating_sub(range), e, r);
+            if !exact {
+                approx.store(true, Ordering::Relaxed);
+            }
+            let v = if exact_f {
+                agg_kernel(name, &fold(bs, wlo, whi), e - range, e, range)
+            } else {
+                synth(bs, wlo, whi, &mut synth_buf);
+                if synth_buf.is_empty() {
+                    None
+                } else {
+                    for (j, p) in params.iter().enumerate() {
+                        pbuf[j] = p[i];
+                    }
+                    k(&Window {
+                        s: &synth_buf,
+                        range_start: e - range,
+                        range_end: e,
+                        range_ms: range,
+                        step_t: grid.t(i),
+                        params: &pbuf,
+                        sts: &[],
+                        drops: None,
+                    })
+                }
+            };
+            if v.is_some() {
+                any = true;
+            }
+            vals[i] = v;
+        }
+        any.then_some(vals)
+    })?;
+    if approx.load(Ordering::Relaxed) && !out.is_empty() {
+        note(ctx, r, &format!("{name} over windows of {} not on its buckets or not exact there", fmt_res(range)));
+    }
+    Ok(Some(Val::Vector(
+        out.into_iter().map(|(labels, vals)| Series { labels, vals, hists: None, drop_name: !keep_name }).collect(),
+    )))
+}
+
+/// An instant selector from tier `r`: at each step the last sample of the lookback window, widened to
+/// whole buckets (see the module docs); `timestamps`: its time in seconds instead (`timestamp()`).
+pub fn vector_selector(ctx: &QueryCtx<'_>, r: i64, vs: &VectorSelector, grid: &Grid, timestamps: bool) -> Result<Option<Vec<Series>>, EngineError> {
+    if vs.smoothed || vs.anchored {
+        return Ok(None);
+    }
+    let eff = super::eval::effective_times_pub(ctx, vs.at, vs.original_offset_ms, grid);
+    let lb = ctx.lookback_ms;
+    let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
+    let approx = AtomicBool::new(false);
+    let n = grid.n;
+    let out = select_buckets(ctx, r, vs, lo.saturating_sub(lb).saturating_sub(r), hi, grid.step, |_labels, bs| {
+        let mut vals = vec![None; n];
+        let mut any = false;
+        for (i, &e) in eff.iter().enumerate() {
+            let (wlo, whi, exact) = bucket_window(e.saturating_sub(lb), e, r);
+            if !exact {
+                approx.store(true, Ordering::Relaxed);
+            }
+            let a = fold(bs, wlo, whi);
+            if a.count == 0 || a.tail_stale {
+                continue;
+            }
+            vals[i] = Some(if timestamps { a.last_t as f64 / 1000.0 } else { a.last_v });
+            any = true;
+        }
+        any.then_some(vals)
+    })?;
+    if approx.load(Ordering::Relaxed) && !out.is_empty() {
+        note(ctx, r, &format!("the lookback of {} at steps not on its buckets", fmt_res(lb)));
+    }
+    Ok(Some(out.into_iter().map(|(labels, vals)| Series { labels, vals, hists: None, drop_name: false }).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_on_buckets_are_exact_and_others_widen_to_whole_buckets() {
+        assert_eq!(bucket_window(3000, 6000, 1000), (3, 6, true));
+        assert_eq!(bucket_window(3500, 6500, 1000), (3, 6, false));
+        // Shorter than a bucket: the bucket ending at or before the window's end.
+        assert_eq!(bucket_window(6100, 6400, 1000), (5, 6, false));
+        assert_eq!(fmt_res(3_600_000), "1h");
+        assert_eq!(fmt_res(90_000), "90s");
+        assert_eq!(fmt_res(1500), "1500ms");
+    }
+}
