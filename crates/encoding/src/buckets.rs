@@ -303,7 +303,6 @@ pub fn encode_buckets(r_ms: i64, buckets: &[Bucket]) -> Vec<u8> {
         encode_agg(&mut w, &mut edge, &b.edge, base);
         encode_agg(&mut w, &mut body, &b.body, base);
     }
-    drop(w);
     out
 }
 
@@ -516,12 +515,12 @@ mod tests {
             prop_assert!(same(&all, &agg_of(&s)), "{all:?} vs {:?}", agg_of(&s));
             let bytes = encode_buckets(r, &bs);
             let mut back = Vec::new();
-            prop_assert_eq!(decode_buckets_into(&bytes, &mut back).unwrap(), r);
+            prop_assert_eq!(decode_buckets_into(&bytes, &mut back).expect("decodes"), r);
             prop_assert_eq!(back.len(), bs.len());
             for (a, b) in back.iter().zip(&bs) {
                 prop_assert_eq!(a.k, b.k);
-                prop_assert!(a.edge.to_bits_eq(&b.edge), "{:?} vs {:?}", a.edge, b.edge);
-                prop_assert!(a.body.to_bits_eq(&b.body), "{:?} vs {:?}", a.body, b.body);
+                prop_assert!(a.edge.bitwise_eq(&b.edge), "{:?} vs {:?}", a.edge, b.edge);
+                prop_assert!(a.body.bitwise_eq(&b.body), "{:?} vs {:?}", a.body, b.body);
             }
         }
 
@@ -548,7 +547,7 @@ mod tests {
     }
 
     impl Agg {
-        fn to_bits_eq(&self, o: &Agg) -> bool {
+        fn bitwise_eq(&self, o: &Agg) -> bool {
             let b = |x: f64, y: f64| x.to_bits() == y.to_bits();
             self.count == o.count
                 && self.raw == o.raw

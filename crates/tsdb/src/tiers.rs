@@ -315,7 +315,9 @@ pub struct TierQuerier {
     pub(crate) maxt: i64,
 }
 
-type Source = Box<dyn Iterator<Item = std::result::Result<(Labels, Vec<ChunkRef>), StorageError>> + Send>;
+/// One source's next series: its labels and chunks.
+type Item = std::result::Result<(Labels, Vec<ChunkRef>), StorageError>;
+type Source = Box<dyn Iterator<Item = Item> + Send>;
 
 impl TierQuerier {
     fn sources(&self, shard: usize, matchers: &[Matcher]) -> Result<Vec<Source>> {
@@ -374,7 +376,7 @@ impl TierQuerier {
 
 /// Merges label-sorted sources whose chunks are disjoint in time into one label-sorted stream.
 struct MergeSources {
-    heads: Vec<(Option<std::result::Result<(Labels, Vec<ChunkRef>), StorageError>>, Source)>,
+    heads: Vec<(Option<Item>, Source)>,
     primed: bool,
     failed: bool,
 }
@@ -399,12 +401,10 @@ impl Iterator for MergeSources {
                     self.failed = true;
                     return Some(Err(e.clone()));
                 }
-                Some(Ok((l, _))) => {
-                    if best.as_ref().is_none_or(|b| l.cmp(b) == Ordering::Less) {
-                        best = Some(l.clone());
-                    }
+                Some(Ok((l, _))) if best.as_ref().is_none_or(|b| l.cmp(b) == Ordering::Less) => {
+                    best = Some(l.clone());
                 }
-                None => {}
+                _ => {}
             }
         }
         let labels = best?;
