@@ -232,3 +232,70 @@ fn repeated_range_queries_come_from_the_cache_and_late_writes_invalidate_them() 
         .expect("the counter");
     assert!(invalidated > 0.0, "{metrics}");
 }
+
+/// Downsampling through the binary: with `--storage.tsdb.downsampling`, a long range query at a coarse
+/// step reads the tier by itself (shown in `trace`), gives the raw answer where its windows fall on
+/// buckets, says so in `infos` where it had to approximate, and `raw=1` / `tier=` force the choice;
+/// the tier blocks appear in `/metrics` once the background computed them from finished blocks.
+#[test]
+fn long_range_queries_read_downsampling_tiers() {
+    const H: i64 = 3_600_000;
+    let t0 = 472_222 * H;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &["--storage.tsdb.downsampling=5m,1h"]);
+    // 20 counters over 10 hours, one sample a minute, written in time order half an hour at a time.
+    for part in 0..20 {
+        let series: Vec<WriteSeries> = (0..20)
+            .map(|i| {
+                let pts = (part * 30..part * 30 + 30).map(|m| Sample::new(t0 + m * 60_000 + 5_000, (m * (i + 1) % 997) as f64)).collect();
+                WriteSeries::new(labels!("__name__" => "m", "i" => &i.to_string()), pts)
+            })
+            .collect();
+        assert_eq!(s.write_v1(&series, &[]).0, 204);
+    }
+    let range = format!("start={}&end={}&step=3600", (t0 + H) / 1000, (t0 + 9 * H) / 1000);
+    let ask = |q: &str, extra: &str| -> (u16, serde_json::Value) {
+        let (st, body) = s.post_form("/api/v1/query_range", &format!("query={q}&{range}&trace=1&nocache=1{extra}"));
+        (st, serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}")))
+    };
+    let q = "sum%20by%20(i)%20(increase(m%5B1h%5D))";
+    let (st, tiered) = ask(q, "");
+    assert_eq!(st, 200, "{tiered}");
+    assert_eq!(tiered["trace"]["tier"], "1h", "{tiered}");
+    let (_, raw) = ask(q, "&raw=1");
+    assert_eq!(raw["trace"]["tier"], serde_json::Value::Null);
+    assert_eq!(tiered["data"], raw["data"], "a window on the buckets must give the raw answer");
+    assert_eq!(tiered["data"]["result"].as_array().map(Vec::len), Some(20));
+    assert!(tiered.get("infos").is_none(), "an exact answer says nothing: {tiered}");
+    let (_, five) = ask(q, "&tier=5m");
+    assert_eq!(five["trace"]["tier"], "5m");
+    assert_eq!(five["data"], raw["data"]);
+    // A window shorter than the tier's buckets: approximated, and said.
+    let (_, approx) = ask("rate(m%5B5m%5D)", "");
+    let infos = approx["infos"].to_string();
+    assert!(infos.contains("answered from the 1h downsampling tier"), "{approx}");
+    // Bad choices are the client's: 400 with the reason.
+    let (st, e) = ask(q, "&tier=7m");
+    assert_eq!(st, 400, "{e}");
+    assert!(e["error"].as_str().is_some_and(|m| m.contains("no downsampling tier with resolution 7m (tiers: 5m, 1h)")), "{e}");
+    assert_eq!(ask(q, "&raw=2").0, 400);
+    assert_eq!(ask(q, "&raw=1&tier=1h").0, 400);
+    assert_eq!(ask(q, "&tier=-1h").0, 400);
+    // The background computes tier blocks from the blocks cut from the head.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, metrics) = s.get("/metrics");
+        let n = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("tessera_tsdb_tier_blocks "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .expect("the gauge");
+        if n > 0.0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no tier block after 60 s: {metrics}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (_, again) = ask(q, "");
+    assert_eq!(again["data"], raw["data"], "the same answer once tier blocks exist");
+}

@@ -393,6 +393,8 @@ impl Db {
         self.metrics.head_samples.store(st.head_samples, Relaxed);
         self.metrics.blocks.store(st.blocks, Relaxed);
         self.metrics.disk_bytes.store(st.disk_bytes, Relaxed);
+        self.metrics.tier_blocks.store(st.tier_blocks, Relaxed);
+        self.metrics.tier_bytes.store(st.tier_bytes, Relaxed);
     }
 
     /// Head cardinality statistics (Prometheus' `/api/v1/status/tsdb`), top `limit` of each list.

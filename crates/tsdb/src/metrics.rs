@@ -35,6 +35,9 @@ pub struct Metrics {
     pub blocks_deleted_by_retention: AtomicU64,
     pub blocks: AtomicU64,
     pub disk_bytes: AtomicU64,
+    /// Downsampling tier blocks and their bytes (all tiers).
+    pub tier_blocks: AtomicU64,
+    pub tier_bytes: AtomicU64,
     /// Exemplars added to the rings.
     pub exemplars_stored: AtomicU64,
     /// Exemplars not stored: out of order, labels too long, storage off, or no such series.
@@ -88,6 +91,8 @@ impl Metrics {
         c(out, "retention_blocks_deleted_total", "Blocks deleted by retention.", &self.blocks_deleted_by_retention);
         g(out, "blocks", "Blocks on disk.", &self.blocks);
         g(out, "disk_bytes", "Bytes of blocks on disk.", &self.disk_bytes);
+        g(out, "tier_blocks", "Downsampling tier blocks on disk (all tiers).", &self.tier_blocks);
+        g(out, "tier_bytes", "Bytes of downsampling tier blocks on disk (all tiers).", &self.tier_bytes);
         c(out, "exemplars_appended_total", "Exemplars stored in the exemplar rings.", &self.exemplars_stored);
         c(out, "exemplars_refused_total", "Exemplars not stored (out of order, labels over 128 runes, storage off, unknown series).", &self.exemplars_refused);
     }
