@@ -16,3 +16,4 @@ pub mod promql_diff;
 pub mod query_latency;
 pub mod remote_read;
 pub mod remote_write;
+pub mod tiers;

@@ -22,6 +22,9 @@ enum Cmd {
     /// B5 (result cache): a dashboard refreshed every 10 s with a moving end while the fleet writes in
     /// real time; cached against `nocache=1` latency and the share of steps served from the cache.
     B5(tessera_bench::dashboard::Args),
+    /// B5 (downsampling): 30-day queries at a 1 h step over ~10,000 series, from a tier against raw
+    /// data (`raw=1`) on one server, answers compared, tier bytes against raw bytes.
+    B5Tiers(tessera_bench::tiers::Args),
     /// B6: point queries at high QPS from many concurrent clients against any Prometheus-API URL.
     B6(tessera_bench::point_queries::Args),
     /// Bytes on disk of a data directory and RSS of a process (B2's per-sample and per-series figures).
@@ -43,6 +46,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::RemoteWrite(a) => tessera_bench::remote_write::run(a),
         Cmd::B3(a) => tessera_bench::query_latency::run(a),
         Cmd::B5(a) => tessera_bench::dashboard::run(a),
+        Cmd::B5Tiers(a) => tessera_bench::tiers::run(a),
         Cmd::B6(a) => tessera_bench::point_queries::run(a),
         Cmd::RemoteRead(a) => tessera_bench::remote_read::run(a),
         Cmd::DiskUsage(a) => tessera_bench::disk_usage::run(a),
