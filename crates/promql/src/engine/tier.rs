@@ -289,6 +289,10 @@ pub fn range_call(
         let mut synth_buf = Vec::new();
         let mut pbuf = vec![0.0; params.len()];
         for (i, &e) in eff.iter().enumerate() {
+            // A window of years over fine buckets costs per step: the deadline is checked between steps.
+            if i % 256 == 255 && ctx.check().is_err() {
+                return None;
+            }
             let (wlo, whi, exact) = bucket_window(e.saturating_sub(range), e, r);
             if !exact {
                 approx.store(true, Ordering::Relaxed);
@@ -322,6 +326,7 @@ pub fn range_call(
         }
         any.then_some(vals)
     })?;
+    ctx.check()?;
     if approx.load(Ordering::Relaxed) && !out.is_empty() {
         note(ctx, r, &format!("{name} over windows of {} not on its buckets or not exact there", fmt_res(range)));
     }
@@ -345,6 +350,9 @@ pub fn vector_selector(ctx: &QueryCtx<'_>, r: i64, vs: &VectorSelector, grid: &G
         let mut vals = vec![None; n];
         let mut any = false;
         for (i, &e) in eff.iter().enumerate() {
+            if i % 256 == 255 && ctx.check().is_err() {
+                return None;
+            }
             let (wlo, whi, exact) = bucket_window(e.saturating_sub(lb), e, r);
             if !exact {
                 approx.store(true, Ordering::Relaxed);
@@ -358,6 +366,7 @@ pub fn vector_selector(ctx: &QueryCtx<'_>, r: i64, vs: &VectorSelector, grid: &G
         }
         any.then_some(vals)
     })?;
+    ctx.check()?;
     if approx.load(Ordering::Relaxed) && !out.is_empty() {
         note(ctx, r, &format!("the lookback of {} at steps not on its buckets", fmt_res(lb)));
     }
