@@ -18,12 +18,17 @@
 //! included, was a stale marker (what an instant selector's lookback needs).
 //!
 //! # Bytes
-//! `uvarint R`, `uvarint n`, `varint k0`, then a bit stream per bucket: the bucket index as a delta of
-//! delta, each aggregate's presence and staleness bits, its count as a delta from the previous count,
-//! in-bucket time offsets as deltas of the previous bucket's offsets, and every float column XOR'ed with
-//! the same column of the previous bucket (Gorilla's value coding, shared with the XOR chunk). Regular
-//! scrapes cost a bit per offset; constant series a bit per column. Decoding is bounded by `n` and checks
-//! every field; bad bytes are a [`ChunkError`], never a panic.
+//! A version byte (2), `uvarint R`, `uvarint n`, `varint k0`, the byte length of each of the 13 columns
+//! ([`col`]), then the columns, each its own bit stream, so that a reader decodes only what its function
+//! needs (`rate` reads times, first and last values and the counter correction; `avg_over_time` sums and
+//! counts): the shape (bucket index steps as a delta of delta; per aggregate its presence and staleness
+//! bits and count, as a delta from the previous count), the body's first/last/penultimate sample times as
+//! deltas of the previous bucket's offsets, the edge value and the body's first/last/penultimate values,
+//! sum, min (a bit "is the first value" else the value), max (likewise with the last), resets with the
+//! counter correction, changes. Float columns are XOR'ed with the same column's previous value (Gorilla's
+//! value coding, shared with the XOR chunk). Regular scrapes cost a bit per offset; constant series a bit
+//! per column. Decoding is bounded by `n` and checks every field it reads; bad bytes are a
+//! [`ChunkError`], never a panic.
 
 use crate::bstream::{BitReader, BitWriter};
 use crate::varint::{put_uvarint, put_varint, read_uvarint, read_varint};
@@ -185,7 +190,7 @@ pub fn bucketize(samples: &[Sample], r_ms: i64, out: &mut Vec<Bucket>) {
 }
 
 /// One float column's XOR state.
-#[derive(Default, Clone, Copy)]
+#[derive(Clone, Copy)]
 struct Col {
     prev: u64,
     leading: u8,
@@ -199,121 +204,195 @@ impl Col {
     }
 }
 
-/// Per-aggregate coding state (previous values of every column).
-#[derive(Clone, Copy)]
-struct AggState {
-    count: i64,
-    first_off: i64,
-    last_off: i64,
-    penult_off: i64,
-    resets: i64,
-    changes: i64,
-    first_v: Col,
-    last_v: Col,
-    penult_v: Col,
-    sum: Col,
-    min: Col,
-    max: Col,
-    corr: Col,
+/// Format version, the chunk's first byte.
+const VERSION: u8 = 2;
+
+/// The columns of a bucket chunk, each its own bit stream (see the module docs). A reader asks for the
+/// ones it needs ([`Cols`]); [`SHAPE`](col::SHAPE) is always read.
+pub mod col {
+    /// Bucket index steps, and per aggregate its presence, staleness and count.
+    pub const SHAPE: u16 = 1 << 0;
+    /// The body's first, last and penultimate sample times.
+    pub const T_FIRST: u16 = 1 << 1;
+    pub const T_LAST: u16 = 1 << 2;
+    pub const T_PENULT: u16 = 1 << 3;
+    /// The edge sample's value.
+    pub const V_EDGE: u16 = 1 << 4;
+    /// The body's first, last and penultimate values.
+    pub const V_FIRST: u16 = 1 << 5;
+    pub const V_LAST: u16 = 1 << 6;
+    pub const V_PENULT: u16 = 1 << 7;
+    pub const SUM: u16 = 1 << 8;
+    pub const MIN: u16 = 1 << 9;
+    pub const MAX: u16 = 1 << 10;
+    /// Resets and the counter correction.
+    pub const RESETS: u16 = 1 << 11;
+    pub const CHANGES: u16 = 1 << 12;
+    pub const COUNT: usize = 13;
+    pub const ALL: u16 = (1 << COUNT) - 1;
+    /// What every reader of values needs: single-sample aggregates are their first value.
+    pub const BASE: u16 = SHAPE | V_EDGE | V_FIRST;
 }
 
-impl AggState {
-    fn new() -> Self {
-        AggState {
-            count: 0,
-            first_off: 0,
-            last_off: 0,
-            penult_off: 0,
-            resets: 0,
-            changes: 0,
-            first_v: Col::new(),
-            last_v: Col::new(),
-            penult_v: Col::new(),
-            sum: Col::new(),
-            min: Col::new(),
-            max: Col::new(),
-            corr: Col::new(),
-        }
+/// A set of [`col`] flags.
+pub type Cols = u16;
+
+struct Enc {
+    bufs: Vec<Vec<u8>>,
+    free: [u32; col::COUNT],
+}
+
+impl Enc {
+    fn w(&mut self, c: usize) -> BitWriter<'_> {
+        BitWriter::resume(&mut self.bufs[c], self.free[c])
+    }
+    fn bit(&mut self, c: usize, b: bool) {
+        let mut w = self.w(c);
+        w.write_bit(b);
+        self.free[c] = w.free_bits();
+    }
+    fn i(&mut self, c: usize, prev: &mut i64, v: i64) {
+        let mut w = self.w(c);
+        write_dod(&mut w, v.wrapping_sub(*prev));
+        self.free[c] = w.free_bits();
+        *prev = v;
+    }
+    fn f(&mut self, c: usize, st: &mut Col, v: f64) {
+        let bits = v.to_bits();
+        let mut w = self.w(c);
+        write_value(&mut w, &mut st.leading, &mut st.trailing, st.prev, bits);
+        self.free[c] = w.free_bits();
+        st.prev = bits;
     }
 }
 
-fn put_f(w: &mut BitWriter<'_>, c: &mut Col, v: f64) {
-    let bits = v.to_bits();
-    write_value(w, &mut c.leading, &mut c.trailing, c.prev, bits);
-    c.prev = bits;
-}
-
-fn put_i(w: &mut BitWriter<'_>, prev: &mut i64, v: i64) {
-    write_dod(w, v.wrapping_sub(*prev));
-    *prev = v;
-}
-
-fn encode_agg(w: &mut BitWriter<'_>, st: &mut AggState, a: &Agg, base: i64) {
-    w.write_bit(a.raw);
-    if !a.raw {
-        return;
-    }
-    w.write_bit(a.tail_stale);
-    put_i(w, &mut st.count, i64::from(a.count));
-    if a.count == 0 {
-        return;
-    }
-    put_i(w, &mut st.first_off, a.first_t - base);
-    put_f(w, &mut st.first_v, a.first_v);
-    if a.count == 1 {
-        return;
-    }
-    put_i(w, &mut st.last_off, a.last_t - base);
-    put_f(w, &mut st.last_v, a.last_v);
-    put_f(w, &mut st.sum, a.sum);
-    let min_first = a.min.to_bits() == a.first_v.to_bits();
-    let max_last = a.max.to_bits() == a.last_v.to_bits();
-    w.write_bit(min_first);
-    if !min_first {
-        put_f(w, &mut st.min, a.min);
-    }
-    w.write_bit(max_last);
-    if !max_last {
-        put_f(w, &mut st.max, a.max);
-    }
-    put_i(w, &mut st.resets, i64::from(a.resets));
-    if a.resets > 0 {
-        put_f(w, &mut st.corr, a.corr);
-    }
-    put_i(w, &mut st.changes, i64::from(a.changes));
-    if a.count > 2 {
-        put_i(w, &mut st.penult_off, a.penult_t - base);
-        put_f(w, &mut st.penult_v, a.penult_v);
-    }
+const fn ix(flag: u16) -> usize {
+    flag.trailing_zeros() as usize
 }
 
 /// Encodes buckets of one series (ascending, distinct `k`) at resolution `r_ms`.
 pub fn encode_buckets(r_ms: i64, buckets: &[Bucket]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16 + buckets.len() * 16);
+    let mut e = Enc { bufs: vec![Vec::new(); col::COUNT], free: [0; col::COUNT] };
+    let mut cols = [Col::new(); col::COUNT];
+    let (mut count, mut t_first, mut t_last, mut t_penult, mut resets, mut changes) = (0i64, 0i64, 0i64, 0i64, 0i64, 0i64);
+    let mut prev_k = buckets.first().map_or(0, |b| b.k - 1);
+    for b in buckets {
+        let s = ix(col::SHAPE);
+        let mut dk = 0;
+        e.i(s, &mut dk, b.k.wrapping_sub(prev_k).wrapping_sub(1));
+        prev_k = b.k;
+        let base = b.k.wrapping_mul(r_ms);
+        let (ed, bd) = (&b.edge, &b.body);
+        e.bit(s, ed.raw);
+        if ed.raw {
+            e.bit(s, ed.tail_stale);
+            e.bit(s, ed.count > 0);
+            if ed.count > 0 {
+                e.f(ix(col::V_EDGE), &mut cols[ix(col::V_EDGE)], ed.first_v);
+            }
+        }
+        e.bit(s, bd.raw);
+        if !bd.raw {
+            continue;
+        }
+        e.bit(s, bd.tail_stale);
+        e.i(s, &mut count, i64::from(bd.count));
+        if bd.count == 0 {
+            continue;
+        }
+        e.i(ix(col::T_FIRST), &mut t_first, bd.first_t - base);
+        e.f(ix(col::V_FIRST), &mut cols[ix(col::V_FIRST)], bd.first_v);
+        if bd.count == 1 {
+            continue;
+        }
+        e.i(ix(col::T_LAST), &mut t_last, bd.last_t - base);
+        e.f(ix(col::V_LAST), &mut cols[ix(col::V_LAST)], bd.last_v);
+        e.f(ix(col::SUM), &mut cols[ix(col::SUM)], bd.sum);
+        let min_first = bd.min.to_bits() == bd.first_v.to_bits();
+        e.bit(ix(col::MIN), min_first);
+        if !min_first {
+            e.f(ix(col::MIN), &mut cols[ix(col::MIN)], bd.min);
+        }
+        let max_last = bd.max.to_bits() == bd.last_v.to_bits();
+        e.bit(ix(col::MAX), max_last);
+        if !max_last {
+            e.f(ix(col::MAX), &mut cols[ix(col::MAX)], bd.max);
+        }
+        e.i(ix(col::RESETS), &mut resets, i64::from(bd.resets));
+        if bd.resets > 0 {
+            e.f(ix(col::RESETS), &mut cols[ix(col::RESETS)], bd.corr);
+        }
+        e.i(ix(col::CHANGES), &mut changes, i64::from(bd.changes));
+        if bd.count > 2 {
+            e.i(ix(col::T_PENULT), &mut t_penult, bd.penult_t - base);
+            e.f(ix(col::V_PENULT), &mut cols[ix(col::V_PENULT)], bd.penult_v);
+        }
+    }
+    let mut out = Vec::with_capacity(32 + e.bufs.iter().map(Vec::len).sum::<usize>());
+    out.push(VERSION);
     put_uvarint(&mut out, r_ms as u64);
     put_uvarint(&mut out, buckets.len() as u64);
     put_varint(&mut out, buckets.first().map_or(0, |b| b.k));
-    let mut w = BitWriter::new(&mut out);
-    let (mut edge, mut body) = (AggState::new(), AggState::new());
-    let mut prev_k = buckets.first().map_or(0, |b| b.k - 1);
-    for b in buckets {
-        write_dod(&mut w, b.k.wrapping_sub(prev_k).wrapping_sub(1));
-        prev_k = b.k;
-        let base = b.k.wrapping_mul(r_ms);
-        encode_agg(&mut w, &mut edge, &b.edge, base);
-        encode_agg(&mut w, &mut body, &b.body, base);
+    for b in &e.bufs {
+        put_uvarint(&mut out, b.len() as u64);
+    }
+    for b in &e.bufs {
+        out.extend_from_slice(b);
     }
     out
 }
 
 /// The resolution and bucket count a bucket chunk's header announces, without decoding.
 pub fn buckets_header(data: &[u8]) -> Result<(i64, u64), ChunkError> {
-    let (r, rest) = read_uvarint(data).map_err(|_| ChunkError::Truncated { offset: 0 })?;
-    let (n, _) = read_uvarint(rest).map_err(|_| ChunkError::Truncated { offset: data.len() - rest.len() })?;
-    if r == 0 || r > i64::MAX as u64 {
-        return Err(ChunkError::Corrupt { offset: 0, reason: "bucket resolution out of range" });
+    let h = Header::read(data)?;
+    Ok((h.r, h.n))
+}
+
+struct Header<'a> {
+    r: i64,
+    n: u64,
+    k0: i64,
+    cols: [(&'a [u8], usize); col::COUNT],
+}
+
+impl<'a> Header<'a> {
+    fn read(data: &'a [u8]) -> Result<Header<'a>, ChunkError> {
+        let trunc = |rest: &[u8]| ChunkError::Truncated { offset: data.len() - rest.len() };
+        match data.first() {
+            Some(&VERSION) => {}
+            Some(_) => return Err(ChunkError::Corrupt { offset: 0, reason: "unsupported bucket chunk version" }),
+            None => return Err(ChunkError::Truncated { offset: 0 }),
+        }
+        let rest = &data[1..];
+        let (r, rest) = read_uvarint(rest).map_err(|_| trunc(rest))?;
+        let (n, rest) = read_uvarint(rest).map_err(|_| trunc(rest))?;
+        let (k0, mut rest) = read_varint(rest).map_err(|_| trunc(rest))?;
+        if r == 0 || r > (1 << 40) {
+            return Err(ChunkError::Corrupt { offset: 1, reason: "bucket resolution out of range" });
+        }
+        if n > MAX_BUCKETS_PER_CHUNK {
+            return Err(ChunkError::Corrupt { offset: 1, reason: "too many buckets in one chunk" });
+        }
+        let mut lens = [0usize; col::COUNT];
+        for l in &mut lens {
+            let (v, r2) = read_uvarint(rest).map_err(|_| trunc(rest))?;
+            *l = usize::try_from(v).map_err(|_| trunc(rest))?;
+            rest = r2;
+        }
+        let mut cols: [(&[u8], usize); col::COUNT] = [(&[], 0); col::COUNT];
+        for (c, &l) in cols.iter_mut().zip(&lens) {
+            if l > rest.len() {
+                return Err(trunc(rest));
+            }
+            *c = (&rest[..l], data.len() - rest.len());
+            rest = &rest[l..];
+        }
+        // The shape column takes at least 3 bits a bucket: more buckets than it can hold is damage.
+        if n.saturating_mul(3) > cols[0].0.len() as u64 * 8 {
+            return Err(ChunkError::Truncated { offset: cols[0].1 + cols[0].0.len() });
+        }
+        Ok(Header { r: r as i64, n, k0, cols })
     }
-    Ok((r as i64, n))
 }
 
 struct Rd<'a> {
@@ -321,29 +400,35 @@ struct Rd<'a> {
     start: usize,
 }
 
-impl Rd<'_> {
+impl<'a> Rd<'a> {
+    fn new((data, start): (&'a [u8], usize)) -> Self {
+        Rd { br: BitReader::new(data), start }
+    }
     fn err(&self) -> ChunkError {
         ChunkError::Truncated { offset: self.start + self.br.bit_position() / 8 }
     }
     fn corrupt(&self, reason: &'static str) -> ChunkError {
         ChunkError::Corrupt { offset: self.start + self.br.bit_position() / 8, reason }
     }
+    #[inline]
     fn bit(&mut self) -> Result<bool, ChunkError> {
         self.br.read_bit().ok_or_else(|| self.err())
     }
+    #[inline]
     fn i(&mut self, prev: &mut i64) -> Result<i64, ChunkError> {
         let mut d = 0u64;
         read_dod_bits(&mut self.br, &mut d).ok_or_else(|| self.err())?;
         *prev = prev.wrapping_add(d as i64);
         Ok(*prev)
     }
+    #[inline]
     fn f(&mut self, c: &mut Col) -> Result<f64, ChunkError> {
-        let (mut trailing, mut sig) = (u32::from(c.trailing), 64 - u32::from(c.leading.min(64)) - u32::from(c.trailing));
-        if c.leading == 0xff {
+        let (mut trailing, mut sig) = if c.leading == 0xff {
             // No window yet: the first value always opens one.
-            sig = 0;
-            trailing = 0;
-        }
+            (0, 0)
+        } else {
+            (u32::from(c.trailing), 64 - u32::from(c.leading) - u32::from(c.trailing))
+        };
         let pos = self.start + self.br.bit_position() / 8;
         let mut bits = c.prev;
         let opened = read_value_bits(&mut self.br, &mut bits, &mut trailing, &mut sig).map_err(|e| e.at(pos))?;
@@ -361,92 +446,176 @@ impl Rd<'_> {
         let v = self.i(prev)?;
         u32::try_from(v).map_err(|_| self.corrupt("bucket count out of range"))
     }
-    fn off(&mut self, prev: &mut i64, r: i64, body: bool) -> Result<i64, ChunkError> {
+    fn off(&mut self, prev: &mut i64, r: i64) -> Result<i64, ChunkError> {
         let v = self.i(prev)?;
-        let ok = if body { v > 0 && v < r } else { v == 0 };
-        if !ok {
+        if v <= 0 || v >= r {
             return Err(self.corrupt("sample time outside its bucket"));
         }
         Ok(v)
     }
 }
 
-fn decode_agg(rd: &mut Rd<'_>, st: &mut AggState, base: i64, r: i64, body: bool) -> Result<Agg, ChunkError> {
-    let mut a = Agg { raw: rd.bit()?, ..Agg::default() };
-    if !a.raw {
-        return Ok(a);
-    }
-    a.tail_stale = rd.bit()?;
-    a.count = rd.count(&mut st.count)?;
-    if a.count == 0 {
-        return Ok(a);
-    }
-    if !body && a.count != 1 {
-        return Err(rd.corrupt("more than one sample on a bucket edge"));
-    }
-    a.first_t = base + rd.off(&mut st.first_off, r, body)?;
-    a.first_v = rd.f(&mut st.first_v)?;
-    if a.count == 1 {
-        (a.last_t, a.last_v, a.sum, a.min, a.max) = (a.first_t, a.first_v, a.first_v, a.first_v, a.first_v);
-        return Ok(a);
-    }
-    a.last_t = base + rd.off(&mut st.last_off, r, body)?;
-    a.last_v = rd.f(&mut st.last_v)?;
-    a.sum = rd.f(&mut st.sum)?;
-    a.min = if rd.bit()? { a.first_v } else { rd.f(&mut st.min)? };
-    a.max = if rd.bit()? { a.last_v } else { rd.f(&mut st.max)? };
-    a.resets = rd.count(&mut st.resets)?;
-    if a.resets > 0 {
-        a.corr = rd.f(&mut st.corr)?;
-    }
-    a.changes = rd.count(&mut st.changes)?;
-    if a.count > 2 {
-        a.penult_t = base + rd.off(&mut st.penult_off, r, body)?;
-        a.penult_v = rd.f(&mut st.penult_v)?;
-    } else {
-        (a.penult_t, a.penult_v) = (a.first_t, a.first_v);
-    }
-    if a.first_t > a.last_t || a.penult_t > a.last_t || a.penult_t < a.first_t {
-        return Err(rd.corrupt("bucket sample times out of order"));
-    }
-    Ok(a)
+/// Decodes a bucket chunk, every column, appending its buckets to `out`; returns its resolution.
+pub fn decode_buckets_into(data: &[u8], out: &mut Vec<Bucket>) -> Result<i64, ChunkError> {
+    decode_bucket_cols_into(data, col::ALL, out)
 }
 
-/// Decodes a bucket chunk, appending its buckets to `out`; returns its resolution.
-pub fn decode_buckets_into(data: &[u8], out: &mut Vec<Bucket>) -> Result<i64, ChunkError> {
-    let (r, rest) = read_uvarint(data).map_err(|_| ChunkError::Truncated { offset: 0 })?;
-    let (n, rest) = read_uvarint(rest).map_err(|_| ChunkError::Truncated { offset: data.len() - rest.len() })?;
-    let (k0, rest) = read_varint(rest).map_err(|_| ChunkError::Truncated { offset: data.len() - rest.len() })?;
-    if r == 0 || r > (1 << 40) {
-        return Err(ChunkError::Corrupt { offset: 0, reason: "bucket resolution out of range" });
+/// Decodes the columns `cols` of a bucket chunk (plus the shape), appending its buckets to `out`;
+/// fields of columns not asked for are left at their defaults, except that single-sample aggregates
+/// always get every value from their one sample when its column is read. On error `out` is left as it
+/// was. Returns the resolution.
+pub fn decode_bucket_cols_into(data: &[u8], cols: Cols, out: &mut Vec<Bucket>) -> Result<i64, ChunkError> {
+    let h = Header::read(data)?;
+    let from = out.len();
+    // "min is the first value" and "max is the last value" need those values.
+    let mut cols = cols | col::SHAPE;
+    if cols & col::MIN != 0 {
+        cols |= col::V_FIRST;
     }
-    if n > MAX_BUCKETS_PER_CHUNK {
-        return Err(ChunkError::Corrupt { offset: 0, reason: "too many buckets in one chunk" });
+    if cols & col::MAX != 0 {
+        cols |= col::V_LAST;
     }
-    let r = r as i64;
-    // Every bucket takes at least 3 bits: a chunk announcing more than its bytes can hold is corrupt.
-    if n.saturating_mul(3) > rest.len() as u64 * 8 {
-        return Err(ChunkError::Truncated { offset: data.len() });
+    let res = decode_cols(&h, cols, out, from);
+    if res.is_err() {
+        out.truncate(from);
     }
-    let start = data.len() - rest.len();
-    let mut rd = Rd { br: BitReader::new(rest), start };
-    let (mut edge, mut body) = (AggState::new(), AggState::new());
-    let mut k = k0.checked_sub(1).ok_or(ChunkError::Corrupt { offset: start, reason: "bucket index out of range" })?;
-    out.reserve(n as usize);
+    res.map(|()| h.r)
+}
+
+fn decode_cols(h: &Header<'_>, cols: Cols, out: &mut Vec<Bucket>, from: usize) -> Result<(), ChunkError> {
+    let r = h.r;
     let lim = i64::MAX / r - 1;
-    for _ in 0..n {
+    out.reserve(h.n as usize);
+    // The shape.
+    let mut rd = Rd::new(h.cols[0]);
+    let mut k = h.k0.checked_sub(1).ok_or_else(|| rd.corrupt("bucket index out of range"))?;
+    let mut count = 0i64;
+    for _ in 0..h.n {
         let mut dk = 0i64;
         rd.i(&mut dk)?;
         k = k.checked_add(dk).and_then(|k| k.checked_add(1)).ok_or_else(|| rd.corrupt("bucket index out of range"))?;
         if k.abs() > lim || dk < 0 {
             return Err(rd.corrupt("bucket index out of range"));
         }
-        let base = k * r;
-        let e = decode_agg(&mut rd, &mut edge, base, r, false)?;
-        let b = decode_agg(&mut rd, &mut body, base, r, true)?;
-        out.push(Bucket { k, edge: e, body: b });
+        let mut b = Bucket { k, ..Bucket::default() };
+        if rd.bit()? {
+            b.edge.raw = true;
+            b.edge.tail_stale = rd.bit()?;
+            if rd.bit()? {
+                let t = k * r;
+                b.edge.count = 1;
+                (b.edge.first_t, b.edge.last_t, b.edge.penult_t) = (t, t, t);
+            }
+        }
+        if rd.bit()? {
+            b.body.raw = true;
+            b.body.tail_stale = rd.bit()?;
+            b.body.count = rd.count(&mut count)?;
+        }
+        out.push(b);
     }
-    Ok(r)
+    let bs = &mut out[from..];
+    let want = |c: u16| cols & c != 0;
+    if want(col::V_EDGE) {
+        let (mut rd, mut st) = (Rd::new(h.cols[ix(col::V_EDGE)]), Col::new());
+        for b in bs.iter_mut().filter(|b| b.edge.count > 0) {
+            let v = rd.f(&mut st)?;
+            let e = &mut b.edge;
+            (e.first_v, e.last_v, e.penult_v, e.sum, e.min, e.max) = (v, v, v, v, v, v);
+        }
+    }
+    let times = [(col::T_FIRST, 1u32), (col::T_LAST, 2), (col::T_PENULT, 3)];
+    for (c, min_count) in times {
+        if !want(c) {
+            continue;
+        }
+        let (mut rd, mut prev) = (Rd::new(h.cols[ix(c)]), 0i64);
+        for b in bs.iter_mut().filter(|b| b.body.count >= min_count) {
+            let t = b.k * r + rd.off(&mut prev, r)?;
+            match c {
+                col::T_FIRST => {
+                    b.body.first_t = t;
+                    if b.body.count <= 2 {
+                        b.body.penult_t = t;
+                    }
+                    if b.body.count == 1 {
+                        b.body.last_t = t;
+                    }
+                }
+                col::T_LAST => b.body.last_t = t,
+                _ => b.body.penult_t = t,
+            }
+        }
+    }
+    let values = [(col::V_FIRST, 1u32), (col::V_LAST, 2), (col::V_PENULT, 3), (col::SUM, 2)];
+    for (c, min_count) in values {
+        if !want(c) {
+            continue;
+        }
+        let (mut rd, mut st) = (Rd::new(h.cols[ix(c)]), Col::new());
+        for b in bs.iter_mut().filter(|b| b.body.count >= min_count) {
+            let v = rd.f(&mut st)?;
+            let a = &mut b.body;
+            match c {
+                col::V_FIRST => {
+                    a.first_v = v;
+                    if a.count <= 2 {
+                        a.penult_v = v;
+                    }
+                    if a.count == 1 {
+                        (a.last_v, a.sum, a.min, a.max) = (v, v, v, v);
+                    }
+                }
+                col::V_LAST => a.last_v = v,
+                col::V_PENULT => a.penult_v = v,
+                _ => a.sum = v,
+            }
+        }
+    }
+    for (c, is_min) in [(col::MIN, true), (col::MAX, false)] {
+        if !want(c) {
+            continue;
+        }
+        let (mut rd, mut st) = (Rd::new(h.cols[ix(c)]), Col::new());
+        for b in bs.iter_mut().filter(|b| b.body.count >= 2) {
+            let same = rd.bit()?;
+            let v = if same {
+                // The first or last value: read from its column if asked, else unknown here.
+                if is_min { b.body.first_v } else { b.body.last_v }
+            } else {
+                rd.f(&mut st)?
+            };
+            if is_min {
+                b.body.min = v;
+            } else {
+                b.body.max = v;
+            }
+        }
+    }
+    if want(col::RESETS) {
+        let (mut rd, mut st, mut prev) = (Rd::new(h.cols[ix(col::RESETS)]), Col::new(), 0i64);
+        for b in bs.iter_mut().filter(|b| b.body.count >= 2) {
+            b.body.resets = rd.count(&mut prev)?;
+            if b.body.resets > 0 {
+                b.body.corr = rd.f(&mut st)?;
+            }
+        }
+    }
+    if want(col::CHANGES) {
+        let (mut rd, mut prev) = (Rd::new(h.cols[ix(col::CHANGES)]), 0i64);
+        for b in bs.iter_mut().filter(|b| b.body.count >= 2) {
+            b.body.changes = rd.count(&mut prev)?;
+        }
+    }
+    if want(col::T_FIRST) && want(col::T_LAST) && want(col::T_PENULT) {
+        for b in bs.iter() {
+            let a = &b.body;
+            if a.count >= 2 && (a.first_t > a.last_t || a.penult_t > a.last_t || a.penult_t < a.first_t) {
+                return Err(ChunkError::Corrupt { offset: h.cols[ix(col::T_FIRST)].1, reason: "bucket sample times out of order" });
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -524,11 +693,59 @@ mod tests {
             }
         }
 
+        /// Decoding some columns gives those columns' fields exactly as decoding all of them does.
+        #[test]
+        fn decoding_some_columns_gives_their_fields(s in series(), mask in any::<u16>()) {
+            let mut bs = Vec::new();
+            bucketize(&s, 1000, &mut bs);
+            let bytes = encode_buckets(1000, &bs);
+            let (mut all, mut some) = (Vec::new(), Vec::new());
+            decode_buckets_into(&bytes, &mut all).expect("decodes");
+            decode_bucket_cols_into(&bytes, mask & col::ALL, &mut some).expect("decodes");
+            prop_assert_eq!(all.len(), some.len());
+            let m = mask | col::SHAPE;
+            let has = |c: u16| m & c != 0;
+            let b = |x: f64, y: f64| x.to_bits() == y.to_bits();
+            for (x, y) in all.iter().zip(&some) {
+                prop_assert_eq!(x.k, y.k);
+                for (p, q) in [(&x.edge, &y.edge), (&x.body, &y.body)] {
+                    prop_assert_eq!((p.count, p.raw, p.tail_stale), (q.count, q.raw, q.tail_stale));
+                    if p.count == 0 {
+                        continue;
+                    }
+                    let edge = std::ptr::eq(p, &x.edge);
+                    if (edge && has(col::V_EDGE)) || (!edge && has(col::V_FIRST)) {
+                        prop_assert!(b(p.first_v, q.first_v));
+                    }
+                    if edge || has(col::T_FIRST) {
+                        prop_assert_eq!(p.first_t, q.first_t);
+                    }
+                    if p.count >= 2 {
+                        if has(col::T_LAST) { prop_assert_eq!(p.last_t, q.last_t); }
+                        if has(col::V_LAST) { prop_assert!(b(p.last_v, q.last_v)); }
+                        if has(col::SUM) { prop_assert!(b(p.sum, q.sum)); }
+                        if has(col::MIN) { prop_assert!(b(p.min, q.min)); }
+                        if has(col::MAX) { prop_assert!(b(p.max, q.max)); }
+                        if has(col::RESETS) { prop_assert_eq!(p.resets, q.resets); prop_assert!(b(p.corr, q.corr) || p.resets == 0); }
+                        if has(col::CHANGES) { prop_assert_eq!(p.changes, q.changes); }
+                    }
+                    if p.count >= 3 && has(col::T_PENULT) && has(col::V_PENULT) {
+                        prop_assert_eq!(p.penult_t, q.penult_t);
+                        prop_assert!(b(p.penult_v, q.penult_v));
+                    }
+                }
+            }
+        }
+
         /// Any bytes: an error or buckets, never a panic.
         #[test]
         fn decoding_arbitrary_bytes_never_panics(data in proptest::collection::vec(any::<u8>(), 0..300)) {
             let mut out = Vec::new();
             let _ = decode_buckets_into(&data, &mut out);
+            // With a valid header in front too, so the columns themselves are exercised.
+            let mut d = vec![2u8, 0xe8, 0x07, 40, 0];
+            d.extend_from_slice(&data);
+            let _ = decode_buckets_into(&d, &mut out);
         }
 
         /// A valid chunk with one byte flipped or cut: an error or buckets, never a panic.

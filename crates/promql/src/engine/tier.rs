@@ -29,7 +29,7 @@ use super::EngineError;
 use crate::parser::{MatrixSelector, VectorSelector};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
-use tessera_encoding::buckets::{bucket_of, decode_buckets_into, Agg, Bucket};
+use tessera_encoding::buckets::{bucket_of, col, decode_bucket_cols_into, Agg, Bucket, Cols};
 use tessera_model::{ChunkEncoding, Labels, Queryable, Sample, SelectHints};
 
 /// What a request asks of the tiers.
@@ -104,6 +104,27 @@ fn exact_fn(name: &str) -> bool {
     )
 }
 
+/// The bucket columns a range function reads (see `tessera_encoding::buckets::col`); the
+/// approximating path reads first and last samples.
+fn cols_for(name: &str) -> Cols {
+    use col::*;
+    let first_last = BASE | T_FIRST | T_LAST | V_LAST;
+    match name {
+        "rate" | "increase" => first_last | RESETS,
+        "delta" => first_last,
+        "irate" | "idelta" => first_last | T_PENULT | V_PENULT,
+        "changes" => BASE | V_LAST | CHANGES,
+        "resets" => BASE | V_LAST | RESETS,
+        "count_over_time" | "present_over_time" => SHAPE,
+        "sum_over_time" | "avg_over_time" => BASE | SUM,
+        "min_over_time" => BASE | MIN,
+        "max_over_time" => BASE | V_LAST | MAX,
+        "last_over_time" | "first_over_time" => BASE | V_LAST,
+        "ts_of_first_over_time" => BASE | T_FIRST,
+        _ => first_last,
+    }
+}
+
 /// Selects the buckets of `vs` in `[mint, maxt]` from tier `r`, every shard in parallel, and maps each
 /// series' buckets (ascending, those of the range only) with `f`. Sorted by labels.
 fn select_buckets<T: Send>(
@@ -113,6 +134,7 @@ fn select_buckets<T: Send>(
     mint: i64,
     maxt: i64,
     step_ms: i64,
+    cols: Cols,
     f: impl Fn(&Labels, &[Bucket]) -> Option<T> + Sync,
 ) -> Result<Vec<(Labels, T)>, EngineError> {
     let storage = |e: tessera_model::StorageError| EngineError::Execution(e.to_string());
@@ -140,7 +162,7 @@ fn select_buckets<T: Send>(
                     if c.encoding != ChunkEncoding::Buckets {
                         continue;
                     }
-                    decode_buckets_into(&c.data, &mut bs).map_err(|e| EngineError::Execution(format!("tier chunk of {}: {e}", s.labels)))?;
+                    decode_bucket_cols_into(&c.data, cols, &mut bs).map_err(|e| EngineError::Execution(format!("tier chunk of {}: {e}", s.labels)))?;
                 }
                 bs.retain(|b| b.k >= k0 && b.k <= k1);
                 ctx.stats.read.fetch_add(bs.len(), Ordering::Relaxed);
@@ -283,7 +305,8 @@ pub fn range_call(
     let exact_f = exact_fn(name);
     let approx = AtomicBool::new(!exact_f);
     let n = grid.n;
-    let out = select_buckets(ctx, r, vs, lo.saturating_sub(range).saturating_sub(r), hi, grid.step, |_labels, bs| {
+    let cols = if exact_f { cols_for(name) } else { cols_for("") };
+    let out = select_buckets(ctx, r, vs, lo.saturating_sub(range).saturating_sub(r), hi, grid.step, cols, |_labels, bs| {
         let mut vals = vec![None; n];
         let mut any = false;
         let mut synth_buf = Vec::new();
@@ -346,7 +369,8 @@ pub fn vector_selector(ctx: &QueryCtx<'_>, r: i64, vs: &VectorSelector, grid: &G
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
     let approx = AtomicBool::new(false);
     let n = grid.n;
-    let out = select_buckets(ctx, r, vs, lo.saturating_sub(lb).saturating_sub(r), hi, grid.step, |_labels, bs| {
+    let cols = col::BASE | col::V_LAST | if timestamps { col::T_FIRST | col::T_LAST } else { 0 };
+    let out = select_buckets(ctx, r, vs, lo.saturating_sub(lb).saturating_sub(r), hi, grid.step, cols, |_labels, bs| {
         let mut vals = vec![None; n];
         let mut any = false;
         for (i, &e) in eff.iter().enumerate() {
