@@ -195,10 +195,20 @@ fn bucket_window(a: i64, b: i64, r: i64) -> (i64, i64, bool) {
     (lo, hi, exact)
 }
 
-/// Folds the records of the window `(lo, hi)` (see [`bucket_window`]) of a series' buckets.
-fn fold(bs: &[Bucket], lo: i64, hi: i64) -> Agg {
+/// Folds the records of the window `(lo, hi)` (see [`bucket_window`]) of a series' buckets. `hint`
+/// carries the first bucket of the previous window across steps (windows move forward with the steps,
+/// so finding the next one costs O(1) amortised; a window further back searches again).
+fn fold(bs: &[Bucket], lo: i64, hi: i64, hint: &mut usize) -> Agg {
+    let mut from = (*hint).min(bs.len());
+    if from > 0 && bs[from - 1].k >= lo {
+        from = bs.partition_point(|b| b.k < lo);
+    } else {
+        while from < bs.len() && bs[from].k < lo {
+            from += 1;
+        }
+    }
+    *hint = from;
     let mut acc = Agg::default();
-    let from = bs.partition_point(|b| b.k < lo);
     for b in &bs[from..] {
         if b.k > hi {
             break;
@@ -311,6 +321,7 @@ pub fn range_call(
         let mut any = false;
         let mut synth_buf = Vec::new();
         let mut pbuf = vec![0.0; params.len()];
+        let mut hint = 0;
         for (i, &e) in eff.iter().enumerate() {
             // A window of years over fine buckets costs per step: the deadline is checked between steps.
             if i % 256 == 255 && ctx.check().is_err() {
@@ -321,7 +332,7 @@ pub fn range_call(
                 approx.store(true, Ordering::Relaxed);
             }
             let v = if exact_f {
-                agg_kernel(name, &fold(bs, wlo, whi), e - range, e, range)
+                agg_kernel(name, &fold(bs, wlo, whi, &mut hint), e - range, e, range)
             } else {
                 synth(bs, wlo, whi, &mut synth_buf);
                 if synth_buf.is_empty() {
@@ -373,6 +384,7 @@ pub fn vector_selector(ctx: &QueryCtx<'_>, r: i64, vs: &VectorSelector, grid: &G
     let out = select_buckets(ctx, r, vs, lo.saturating_sub(lb).saturating_sub(r), hi, grid.step, cols, |_labels, bs| {
         let mut vals = vec![None; n];
         let mut any = false;
+        let mut hint = 0;
         for (i, &e) in eff.iter().enumerate() {
             if i % 256 == 255 && ctx.check().is_err() {
                 return None;
@@ -381,7 +393,7 @@ pub fn vector_selector(ctx: &QueryCtx<'_>, r: i64, vs: &VectorSelector, grid: &G
             if !exact {
                 approx.store(true, Ordering::Relaxed);
             }
-            let a = fold(bs, wlo, whi);
+            let a = fold(bs, wlo, whi, &mut hint);
             if a.count == 0 || a.tail_stale {
                 continue;
             }
@@ -410,5 +422,17 @@ mod tests {
         assert_eq!(fmt_res(3_600_000), "1h");
         assert_eq!(fmt_res(90_000), "90s");
         assert_eq!(fmt_res(1500), "1500ms");
+    }
+
+    #[test]
+    fn folding_with_a_hint_equals_folding_afresh_in_any_order() {
+        let samples: Vec<Sample> = (0..200).map(|i| Sample { t: i * 370, v: (i % 7) as f64 }).collect();
+        let mut bs = Vec::new();
+        tessera_encoding::buckets::bucketize(&samples, 1000, &mut bs);
+        let mut hint = 0;
+        for (lo, hi) in [(3, 9), (4, 10), (50, 80), (2, 5), (-3, 1), (70, 200), (10, 11), (10, 11)] {
+            let (a, b) = (fold(&bs, lo, hi, &mut hint), fold(&bs, lo, hi, &mut 0));
+            assert_eq!(a, b, "window ({lo}, {hi})");
+        }
     }
 }
