@@ -127,6 +127,7 @@ fn cols_for(name: &str) -> Cols {
 
 /// Selects the buckets of `vs` in `[mint, maxt]` from tier `r`, every shard in parallel, and maps each
 /// series' buckets (ascending, those of the range only) with `f`. Sorted by labels.
+#[allow(clippy::too_many_arguments)]
 fn select_buckets<T: Send>(
     ctx: &QueryCtx<'_>,
     r: i64,
