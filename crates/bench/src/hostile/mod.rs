@@ -272,9 +272,24 @@ pub fn run_soak(args: &Args) -> anyhow::Result<Report> {
     if !server_gone {
         eprintln!("reading back what was acknowledged…");
         verified = verify::verify(&base, &w.acknowledged(), &w.claimed, &rec, args.slow_after);
-        match proc_memory(args.pid) {
-            Ok((rss_bytes, hwm_bytes)) => rss.push(RssSample { at_s: started.elapsed().as_secs_f64(), rss_bytes, hwm_bytes }),
-            Err(_) => rec.fail(format!("server process {} is gone after the read-back", args.pid)),
+        // The smallest of a few samples over a second: what the server keeps, not a request's transient
+        // allocation caught at the instant of one sample (a leak stays in every sample).
+        let mut last: Option<(u64, u64)> = None;
+        for i in 0..5 {
+            if i > 0 {
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            match proc_memory(args.pid) {
+                Ok((r, h)) => last = Some(last.map_or((r, h), |(lr, lh)| (lr.min(r), lh.max(h)))),
+                Err(_) => {
+                    last = None;
+                    break;
+                }
+            }
+        }
+        match last {
+            Some((rss_bytes, hwm_bytes)) => rss.push(RssSample { at_s: started.elapsed().as_secs_f64(), rss_bytes, hwm_bytes }),
+            None => rec.fail(format!("server process {} is gone after the read-back", args.pid)),
         }
     }
     check_rss_growth(&rss, args.duration, &rec);
