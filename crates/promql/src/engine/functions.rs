@@ -195,6 +195,12 @@ fn instant_value(w: &Window<'_>, is_rate: bool) -> Option<f64> {
     let n = s.len();
     let (prev, last) = (s[n - 2], s[n - 1]);
     let st_reset = is_rate && w.sts.len() == n && is_st_reset(w.sts[n - 2], prev.t, w.sts[n - 1], last.t);
+    instant_from(prev, last, st_reset, is_rate)
+}
+
+/// The end of upstream `instantValue` over the last two samples (`st_reset`: a start-timestamp reset
+/// between them, which counts like a value drop for irate). Shared with the downsampling tiers.
+pub fn instant_from(prev: Sample, last: Sample, st_reset: bool, is_rate: bool) -> Option<f64> {
     let mut r = if is_rate && (last.v < prev.v || st_reset) { last.v } else { last.v - prev.v };
     let dt = last.t - prev.t;
     if dt == 0 {

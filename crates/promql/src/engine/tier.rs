@@ -24,7 +24,7 @@
 //! those read the raw data.
 
 use super::eval::{Grid, QueryCtx, Series, Val};
-use super::functions::{extrapolate, range_kernel, Window};
+use super::functions::{extrapolate, instant_from, range_kernel, Window};
 use super::EngineError;
 use crate::parser::{MatrixSelector, VectorSelector};
 use rayon::prelude::*;
@@ -255,16 +255,7 @@ fn agg_kernel(name: &str, a: &Agg, range_start: i64, range_end: i64, range_ms: i
         if n < 2 {
             return None;
         }
-        let prev = Sample { t: a.penult_t, v: a.penult_v };
-        let mut r = if is_rate && last.v < prev.v { last.v } else { last.v - prev.v };
-        let dt = last.t - prev.t;
-        if dt == 0 {
-            return None;
-        }
-        if is_rate {
-            r /= dt as f64 / 1000.0;
-        }
-        Some(r)
+        instant_from(Sample { t: a.penult_t, v: a.penult_v }, last, false, is_rate)
     };
     match name {
         "rate" | "increase" => {
