@@ -499,12 +499,10 @@ impl Queryable for Db {
     fn tier_querier(&self, resolution_ms: i64, mint_ms: i64, maxt_ms: i64) -> std::result::Result<Option<Arc<dyn Querier>>, StorageError> {
         let Some(tier) = self.opts.tiers.iter().position(|t| t.resolution_ms == resolution_ms) else { return Ok(None) };
         Ok(Some(Arc::new(crate::tiers::TierQuerier {
-            shards: self.shards.clone(),
+            raw: DbQuerier { shards: self.shards.clone(), mint: mint_ms, maxt: maxt_ms },
             tiers: self.tiers.clone(),
             tier,
             res: resolution_ms,
-            mint: mint_ms,
-            maxt: maxt_ms,
         })))
     }
 }

@@ -47,7 +47,7 @@ use crate::compact::delete_block_dir;
 use crate::error::{Error, Result};
 use crate::index::postings_for_matchers;
 use crate::options::{Options, TierOptions};
-use crate::querier::ShardSeries;
+use crate::querier::{DbQuerier, ShardSeries};
 use crate::shard::Shard;
 
 /// One tier of one shard.
@@ -162,8 +162,17 @@ fn current(t: &BlockMeta, raw: &[BlockMeta], head_min: i64) -> bool {
 }
 
 /// Buckets of one series' float samples in `[mint, maxt]` (chunks of any float encoding; histogram
-/// chunks are skipped), as one chunk, or `None` when it has no float sample there.
-fn bucket_chunk(chunks: &[ChunkRef], mint: i64, maxt: i64, res: i64, samples: &mut Vec<Sample>, buckets: &mut Vec<Bucket>) -> Result<Option<ChunkRef>> {
+/// chunks are skipped) that `keep` leaves (it drops deleted samples), as one chunk, or `None` when no
+/// float sample is left.
+fn bucket_chunk(
+    chunks: &[ChunkRef],
+    mint: i64,
+    maxt: i64,
+    res: i64,
+    keep: impl FnOnce(&mut Vec<Sample>),
+    samples: &mut Vec<Sample>,
+    buckets: &mut Vec<Bucket>,
+) -> Result<Option<ChunkRef>> {
     samples.clear();
     for c in chunks {
         if c.encoding.is_histogram() || c.encoding == ChunkEncoding::Buckets {
@@ -172,6 +181,7 @@ fn bucket_chunk(chunks: &[ChunkRef], mint: i64, maxt: i64, res: i64, samples: &m
         tessera_encoding::decode_chunk_range_into(c, mint, maxt, samples)
             .map_err(|e| Error::Other(format!("chunk [{}, {}]: {e}", c.mint_ms, c.maxt_ms)))?;
     }
+    keep(samples);
     if samples.is_empty() {
         return Ok(None);
     }
@@ -197,21 +207,11 @@ fn derive(src: &Block, res: i64, dir: &Path) -> Result<Option<BlockMeta>> {
     let res_w = (|| -> Result<()> {
         for r in src.all_series()? {
             let (labels, chunks) = src.series(r)?;
-            let Some(mut c) = bucket_chunk(&chunks, meta.mint_ms, meta.maxt_ms - 1, res, &mut samples, &mut buckets)? else {
+            // Deleted samples go before bucketing.
+            let deleted = |v: &mut Vec<Sample>| ts.apply(r, v);
+            let Some(c) = bucket_chunk(&chunks, meta.mint_ms, meta.maxt_ms - 1, res, deleted, &mut samples, &mut buckets)? else {
                 continue;
             };
-            if !ts.get(r).is_empty() {
-                // Deleted samples go before bucketing.
-                ts.apply(r, &mut samples);
-                if samples.is_empty() {
-                    continue;
-                }
-                buckets.clear();
-                bucketize(&samples, res, &mut buckets);
-                c.mint_ms = buckets[0].k * res;
-                c.maxt_ms = (buckets[buckets.len() - 1].k + 1) * res - 1;
-                c.data = encode_buckets(res, &buckets).into();
-            }
             w.start_series(labels)?;
             w.add_chunk(&c)?;
             w.end_series()?;
@@ -242,15 +242,14 @@ pub(crate) fn maintain(shard: &Shard, tiers: &ShardTiers) -> Result<usize> {
     let mut written = 0;
     for set in &tiers.sets {
         let res = set.opts.resolution_ms;
+        // What the tier blocks were computed from: (source id, its tombstones then).
+        let have: HashSet<(String, u64)> =
+            set.blocks.read().iter().filter_map(|t| t.meta().derived).map(|d| (d.source, d.source_tombstones)).collect();
         for (b, m) in raw.iter().zip(&raw_meta) {
             if !sealed(m, &raw_meta, hmin) || m.mint_ms.rem_euclid(res) != 0 || m.maxt_ms.rem_euclid(res) != 0 {
                 continue;
             }
-            let have = set.blocks.read().iter().any(|t| {
-                let tm = t.meta();
-                tm.derived.as_ref().is_some_and(|d| d.source == m.id && d.source_tombstones == m.stats.num_tombstones)
-            });
-            if have || set.failed.lock().contains(&m.id) {
+            if have.contains(&(m.id.clone(), m.stats.num_tombstones)) || set.failed.lock().contains(&m.id) {
                 continue;
             }
             match derive(b, res, &set.dir) {
@@ -307,12 +306,11 @@ fn retain(set: &TierSet, raw: &[BlockMeta]) {
 
 /// A view of `[mint, maxt]` at one tier over every shard (see the module docs).
 pub struct TierQuerier {
-    pub(crate) shards: Vec<Arc<Shard>>,
+    /// The raw view of the same range: its shards, and the gaps and metadata calls read through it.
+    pub(crate) raw: DbQuerier,
     pub(crate) tiers: Vec<Arc<ShardTiers>>,
     pub(crate) tier: usize,
     pub(crate) res: i64,
-    pub(crate) mint: i64,
-    pub(crate) maxt: i64,
 }
 
 /// One source's next series: its labels and chunks.
@@ -321,11 +319,11 @@ type Source = Box<dyn Iterator<Item = Item> + Send>;
 
 impl TierQuerier {
     fn sources(&self, shard: usize, matchers: &[Matcher]) -> Result<Vec<Source>> {
-        let sh = self.shards.get(shard).ok_or_else(|| Error::Other(format!("no shard {shard}")))?;
+        let sh = self.raw.shards.get(shard).ok_or_else(|| Error::Other(format!("no shard {shard}")))?;
         let res = self.res;
         // Whole buckets: [a, b).
-        let a = bucket_of(self.mint, res).saturating_mul(res);
-        let b = bucket_of(self.maxt, res).saturating_add(1).saturating_mul(res);
+        let a = bucket_of(self.raw.mint, res).saturating_mul(res);
+        let b = bucket_of(self.raw.maxt, res).saturating_add(1).saturating_mul(res);
         let raw_meta: Vec<BlockMeta> = sh.blocks().iter().map(|b| b.meta()).collect();
         let hmin = head_min(sh);
         let mut use_blocks: Vec<Arc<Block>> = Vec::new();
@@ -363,7 +361,7 @@ impl TierQuerier {
             let (mut samples, mut buckets) = (Vec::new(), Vec::new());
             out.push(Box::new(it.filter_map(move |s| match s {
                 Err(e) => Some(Err(e)),
-                Ok(s) => match bucket_chunk(&s.chunks, g0, g1 - 1, res, &mut samples, &mut buckets) {
+                Ok(s) => match bucket_chunk(&s.chunks, g0, g1 - 1, res, |_| {}, &mut samples, &mut buckets) {
                     Err(e) => Some(Err(e.into())),
                     Ok(None) => None,
                     Ok(Some(c)) => Some(Ok((s.labels, vec![c]))),
@@ -424,15 +422,15 @@ impl Iterator for MergeSources {
 
 impl Querier for TierQuerier {
     fn mint_ms(&self) -> i64 {
-        self.mint
+        self.raw.mint_ms()
     }
 
     fn maxt_ms(&self) -> i64 {
-        self.maxt
+        self.raw.maxt_ms()
     }
 
     fn shard_count(&self) -> usize {
-        self.shards.len()
+        self.raw.shard_count()
     }
 
     fn select_shard(&self, shard: usize, matchers: &[Matcher], _hints: &SelectHints) -> std::result::Result<SeriesSet, StorageError> {
@@ -444,10 +442,10 @@ impl Querier for TierQuerier {
     }
 
     fn label_names(&self, matchers: &[Matcher]) -> std::result::Result<Vec<String>, StorageError> {
-        crate::querier::DbQuerier { shards: self.shards.clone(), mint: self.mint, maxt: self.maxt }.label_names(matchers)
+        self.raw.label_names(matchers)
     }
 
     fn label_values(&self, name: &str, matchers: &[Matcher]) -> std::result::Result<Vec<String>, StorageError> {
-        crate::querier::DbQuerier { shards: self.shards.clone(), mint: self.mint, maxt: self.maxt }.label_values(name, matchers)
+        self.raw.label_values(name, matchers)
     }
 }
