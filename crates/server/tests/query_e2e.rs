@@ -281,6 +281,9 @@ fn long_range_queries_read_downsampling_tiers() {
     assert_eq!(ask(q, "&raw=2").0, 400);
     assert_eq!(ask(q, "&raw=1&tier=1h").0, 400);
     assert_eq!(ask(q, "&tier=-1h").0, 400);
+    for huge in ["1e300", "9223372036854775807", "999999999999999999y", "NaN", "%00"] {
+        assert_eq!(ask(q, &format!("&tier={huge}")).0, 400, "tier={huge}");
+    }
     // The background computes tier blocks from the blocks cut from the head.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
