@@ -15,6 +15,7 @@
 //!   [`FloatHistogramEncoder`], [`AppendDecision`], [`HistogramIter`], [`FloatHistogramIter`]);
 //!   [`histogram_meta`] holds what both share (header bits, layout block, bucket-layout arithmetic);
 //!   [`histogram_st`] wraps them with a start-timestamp column (`HistogramSt`, `FloatHistogramSt`).
+//! - [`hbuckets`]: the same for native histograms (`ChunkEncoding::HistBuckets`).
 //! - [`buckets`]: downsampling buckets (`ChunkEncoding::Buckets`, Tessera's own): per series and bucket of a
 //!   tier's resolution, count, sum, min, max, first, last, counter correction, resets and changes.
 //! - [`decode_chunk_range_into`]: decode any [`tessera_model::ChunkRef`] by its encoding byte;
@@ -34,6 +35,7 @@ pub mod crc;
 pub mod dense;
 mod error;
 pub mod float_histogram;
+pub mod hbuckets;
 pub mod histogram;
 pub mod histogram_meta;
 pub mod histogram_st;

@@ -41,6 +41,8 @@ pub enum ChunkEncoding {
     /// A downsampling tier's buckets of one series (`tessera_encoding::buckets`): aggregates, not samples.
     /// Only tier blocks hold them; they never leave through remote read.
     Buckets = 0x50,
+    /// The same for native-histogram series (`tessera_encoding::hbuckets`).
+    HistBuckets = 0x51,
 }
 
 impl ChunkEncoding {
@@ -54,6 +56,7 @@ impl ChunkEncoding {
             0x42 => Some(Self::HistogramSt),
             0x43 => Some(Self::FloatHistogramSt),
             0x50 => Some(Self::Buckets),
+            0x51 => Some(Self::HistBuckets),
             _ => None,
         }
     }

@@ -28,8 +28,10 @@
 //! is bucketed from the raw samples on the fly, with the same function. So a tier is a pure cache of
 //! the raw data while the raw data exists: answers do not depend on how far the background got.
 //!
-//! Not yet: native-histogram series are not downsampled (their float samples only, none for them);
-//! deletions after the raw data is gone do not reach tier blocks.
+//! A series with native histograms gets a second chunk per tier block, `ChunkEncoding::HistBuckets`
+//! (`tessera_encoding::hbuckets`), beside the `Buckets` chunk of its float samples (if any).
+//!
+//! Not yet: deletions after the raw data is gone do not reach tier blocks.
 
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -38,7 +40,11 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use tessera_encoding::buckets::{bucket_of, bucketize, encode_buckets, Bucket};
-use tessera_model::{ChunkEncoding, ChunkRef, Labels, Matcher, Querier, Sample, SelectHints, Series, SeriesSet, StorageError};
+use tessera_encoding::hbuckets::{encode_hbuckets, hbucketize, HBucket};
+use tessera_model::{
+    ChunkEncoding, ChunkRef, FloatHistogram, HistogramSample, Labels, Matcher, Querier, Sample, SelectHints, Series, SeriesSet,
+    StorageError,
+};
 
 use crate::block::meta::Derived;
 use crate::block::writer::BlockWriter;
@@ -161,40 +167,76 @@ fn current(t: &BlockMeta, raw: &[BlockMeta], head_min: i64) -> bool {
     }
 }
 
-/// Buckets of one series' float samples in `[mint, maxt]` (chunks of any float encoding; histogram
-/// chunks are skipped) that `keep` leaves (it drops deleted samples), as one chunk, or `None` when no
-/// float sample is left.
-fn bucket_chunk(
+/// Reusable buffers of [`bucket_chunks`].
+#[derive(Default)]
+pub(crate) struct BucketBufs {
+    samples: Vec<Sample>,
+    hists: Vec<(i64, FloatHistogram)>,
+    hs: Vec<HistogramSample>,
+    buckets: Vec<Bucket>,
+    hbuckets: Vec<HBucket>,
+}
+
+/// Buckets of one series' samples in `[mint, maxt]` that `deleted` leaves (it tells deleted sample
+/// times), as chunks: a `Buckets` chunk of its float samples, and for a series with native histograms a
+/// `HistBuckets` chunk of them (which also notes where its float samples were, stale markers included).
+/// Empty when nothing is left.
+pub(crate) fn bucket_chunks(
     chunks: &[ChunkRef],
     mint: i64,
     maxt: i64,
     res: i64,
-    keep: impl FnOnce(&mut Vec<Sample>),
-    samples: &mut Vec<Sample>,
-    buckets: &mut Vec<Bucket>,
-) -> Result<Option<ChunkRef>> {
+    deleted: impl Fn(i64) -> bool,
+    bufs: &mut BucketBufs,
+) -> Result<Vec<ChunkRef>> {
+    let BucketBufs { samples, hists, hs, buckets, hbuckets } = bufs;
     samples.clear();
+    hists.clear();
     for c in chunks {
-        if c.encoding.is_histogram() || c.encoding == ChunkEncoding::Buckets {
+        if c.encoding == ChunkEncoding::Buckets || c.encoding == ChunkEncoding::HistBuckets {
             continue;
         }
-        tessera_encoding::decode_chunk_range_into(c, mint, maxt, samples)
-            .map_err(|e| Error::Other(format!("chunk [{}, {}]: {e}", c.mint_ms, c.maxt_ms)))?;
+        let err = |e: tessera_encoding::ChunkError| Error::Other(format!("chunk [{}, {}]: {e}", c.mint_ms, c.maxt_ms));
+        if c.encoding.is_histogram() {
+            if c.maxt_ms < mint || c.mint_ms > maxt {
+                continue;
+            }
+            hs.clear();
+            tessera_encoding::decode_histogram_samples_into(c, hs).map_err(err)?;
+            // As the query path reads them: integer histograms as float ones (upstream `AtFloatHistogram`).
+            hists.extend(hs.drain(..).filter(|s| s.t >= mint && s.t <= maxt).map(|s| (s.t, s.h.to_float())));
+        } else {
+            tessera_encoding::decode_chunk_range_into(c, mint, maxt, samples).map_err(err)?;
+        }
     }
-    keep(samples);
-    if samples.is_empty() {
-        return Ok(None);
+    samples.retain(|s| !deleted(s.t));
+    hists.retain(|(t, _)| !deleted(*t));
+    let mut out = Vec::new();
+    if !samples.is_empty() {
+        buckets.clear();
+        bucketize(samples, res, buckets);
+        let (first, last) = (buckets[0].k, buckets[buckets.len() - 1].k);
+        out.push(ChunkRef {
+            mint_ms: first.saturating_mul(res),
+            maxt_ms: last.saturating_add(1).saturating_mul(res) - 1,
+            encoding: ChunkEncoding::Buckets,
+            data: encode_buckets(res, buckets).into(),
+        });
     }
-    buckets.clear();
-    bucketize(samples, res, buckets);
-    let (first, last) = (buckets[0].k, buckets[buckets.len() - 1].k);
-    let data = encode_buckets(res, buckets);
-    Ok(Some(ChunkRef {
-        mint_ms: first.saturating_mul(res),
-        maxt_ms: last.saturating_add(1).saturating_mul(res) - 1,
-        encoding: ChunkEncoding::Buckets,
-        data: data.into(),
-    }))
+    if !hists.is_empty() {
+        hbuckets.clear();
+        hbucketize(samples, hists, res, hbuckets);
+        let (first, last) = (hbuckets[0].k, hbuckets[hbuckets.len() - 1].k);
+        out.push(ChunkRef {
+            mint_ms: first.saturating_mul(res),
+            maxt_ms: last.saturating_add(1).saturating_mul(res) - 1,
+            encoding: ChunkEncoding::HistBuckets,
+            data: encode_hbuckets(res, hbuckets).into(),
+        });
+    }
+    // Blocks keep a series' chunks ordered by their start.
+    out.sort_by_key(|c| c.mint_ms);
+    Ok(out)
 }
 
 /// Computes the tier block of raw block `src` at resolution `res` under `dir`.
@@ -203,17 +245,19 @@ fn derive(src: &Block, res: i64, dir: &Path) -> Result<Option<BlockMeta>> {
     let ts = src.tombstones();
     let mut w = BlockWriter::new(dir, meta.mint_ms, meta.maxt_ms, &WriteOptions::default())?;
     w.set_derived(Derived { resolution_ms: res, source: meta.id.clone(), source_tombstones: meta.stats.num_tombstones });
-    let (mut samples, mut buckets) = (Vec::new(), Vec::new());
+    let mut bufs = BucketBufs::default();
     let res_w = (|| -> Result<()> {
         for r in src.all_series()? {
             let (labels, chunks) = src.series(r)?;
             // Deleted samples go before bucketing.
-            let deleted = |v: &mut Vec<Sample>| ts.apply(r, v);
-            let Some(c) = bucket_chunk(&chunks, meta.mint_ms, meta.maxt_ms - 1, res, deleted, &mut samples, &mut buckets)? else {
+            let cs = bucket_chunks(&chunks, meta.mint_ms, meta.maxt_ms - 1, res, |t| ts.is_deleted(r, t), &mut bufs)?;
+            if cs.is_empty() {
                 continue;
-            };
+            }
             w.start_series(labels)?;
-            w.add_chunk(&c)?;
+            for c in &cs {
+                w.add_chunk(c)?;
+            }
             w.end_series()?;
         }
         Ok(())
@@ -358,13 +402,13 @@ impl TierQuerier {
         }
         for (g0, g1) in gaps {
             let it = ShardSeries::new(sh.clone(), matchers, g0, g1 - 1, false)?;
-            let (mut samples, mut buckets) = (Vec::new(), Vec::new());
+            let mut bufs = BucketBufs::default();
             out.push(Box::new(it.filter_map(move |s| match s {
                 Err(e) => Some(Err(e)),
-                Ok(s) => match bucket_chunk(&s.chunks, g0, g1 - 1, res, |_| {}, &mut samples, &mut buckets) {
+                Ok(s) => match bucket_chunks(&s.chunks, g0, g1 - 1, res, |_| false, &mut bufs) {
                     Err(e) => Some(Err(e.into())),
-                    Ok(None) => None,
-                    Ok(Some(c)) => Some(Ok((s.labels, vec![c]))),
+                    Ok(cs) if cs.is_empty() => None,
+                    Ok(cs) => Some(Ok((s.labels, cs))),
                 },
             })));
         }

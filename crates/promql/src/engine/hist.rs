@@ -310,43 +310,62 @@ fn histogram_extrapolated_rate(
         }
     }
     let (first_t, last_t) = (h[0].t, h[n1].t);
-    let mut to_start = (first_t - win.range_start) as f64 / 1000.0;
-    let mut to_end = (win.range_end - last_t) as f64 / 1000.0;
-    let mut sampled = (last_t - first_t) as f64 / 1000.0;
-    let avg = if n1 > 0 { sampled / n1 as f64 } else { 0.0 };
-    let threshold = avg * 1.1;
     if is_counter && !sts.is_empty() && sts[0] != 0 && sts[0] > win.range_start && sts[0] < first_t {
         // A zero sample at the first sample's start time (the range start is exclusive).
-        to_start = 0.0;
-        sampled = (last_t - sts[0]) as f64 / 1000.0;
-        match &mut result {
-            None => result = Some((*h[0].h).clone()),
-            Some(r) => {
-                if !add_or_sub_annotated(ctx, r, &h[0].h, false, metric) {
+        let sampled = (last_t - sts[0]) as f64 / 1000.0;
+        let avg = if n1 > 0 { (last_t - first_t) as f64 / 1000.0 / n1 as f64 } else { 0.0 };
+        let result = match result {
+            None => (*h[0].h).clone(),
+            Some(mut r) => {
+                if !add_or_sub_annotated(ctx, &mut r, &h[0].h, false, metric) {
                     return HOut::None;
                 }
+                r
             }
-        }
-    } else if n1 == 0 {
+        };
+        return scale_rate(result, 0.0, sampled, avg, last_t, win, is_rate);
+    }
+    match result {
         // A single sample without a usable start time has no rate.
-        return HOut::None;
-    } else {
-        if to_start >= threshold {
-            to_start = avg / 2.0;
-        }
-        if let Some(r) = &result
-            && is_counter
-            && r.count > 0.0
-            && h[0].h.count >= 0.0
-        {
-            let to_zero = sampled * (h[0].h.count / r.count);
-            if to_zero < to_start {
-                to_start = to_zero;
-            }
+        None => HOut::None,
+        Some(r) => extrapolate_histogram(r, first_t, h[0].h.count, last_t, n1, win, is_counter, is_rate),
+    }
+}
+
+/// The extrapolating tail of upstream `extrapolatedRate` for histograms: `result` (last minus first,
+/// resets corrected) of `n1 + 1 >= 2` samples from `first_t` (whose count is `first_count`) to `last_t`,
+/// extended towards the window's edges and, for `rate`, divided by its length.
+#[allow(clippy::too_many_arguments)]
+pub fn extrapolate_histogram(
+    result: FloatHistogram,
+    first_t: i64,
+    first_count: f64,
+    last_t: i64,
+    n1: usize,
+    win: &Window<'_>,
+    is_counter: bool,
+    is_rate: bool,
+) -> HOut {
+    let mut to_start = (first_t - win.range_start) as f64 / 1000.0;
+    let sampled = (last_t - first_t) as f64 / 1000.0;
+    let avg = sampled / n1 as f64;
+    if to_start >= avg * 1.1 {
+        to_start = avg / 2.0;
+    }
+    if is_counter && result.count > 0.0 && first_count >= 0.0 {
+        let to_zero = sampled * (first_count / result.count);
+        if to_zero < to_start {
+            to_start = to_zero;
         }
     }
-    let Some(mut result) = result else { return HOut::None };
-    if to_end >= threshold {
+    scale_rate(result, to_start, sampled, avg, last_t, win, is_rate)
+}
+
+/// Scales an increase over `sampled` seconds to the window: `to_start` seconds before, up to half an
+/// interval (or the distance to the window's end) after, per second for `rate`.
+fn scale_rate(mut result: FloatHistogram, to_start: f64, sampled: f64, avg: f64, last_t: i64, win: &Window<'_>, is_rate: bool) -> HOut {
+    let mut to_end = (win.range_end - last_t) as f64 / 1000.0;
+    if to_end >= avg * 1.1 {
         to_end = avg / 2.0;
     }
     let mut factor = if sampled != 0.0 { (sampled + to_start + to_end) / sampled } else { 1.0 };
@@ -443,6 +462,49 @@ fn histogram_rate(ctx: &QueryCtx<'_>, metric: &str, points: &[HPoint], sts: &[i6
             }
         }
     } else if first.counter_reset_hint != CounterResetHint::Gauge || last.counter_reset_hint != CounterResetHint::Gauge {
+        ctx.warn(not_gauge_warning(metric));
+    }
+    h.counter_reset_hint = CounterResetHint::Gauge;
+    math::compact(&mut h).ok()?;
+    Some(h)
+}
+
+/// [`histogram_rate`] from a window's aggregate (a downsampling tier's buckets) rather than its
+/// samples, for windows whose histograms all share one schema, zero threshold and custom bounds (so
+/// upstream's schema reduction and bound reconciliation do nothing): `last - first + corr`, or
+/// `last + corr` when the second sample is a reset (upstream then replaces the first sample by an empty
+/// histogram); `middle_gauge`: a sample other than the first and last has a gauge hint. The same
+/// warnings as upstream.
+#[allow(clippy::too_many_arguments)]
+pub fn histogram_rate_agg(
+    ctx: &QueryCtx<'_>,
+    metric: &str,
+    first: &FloatHistogram,
+    second_reset: bool,
+    last: &FloatHistogram,
+    corr: Option<&FloatHistogram>,
+    middle_gauge: bool,
+    is_counter: bool,
+) -> Option<FloatHistogram> {
+    let gauge = |h: &FloatHistogram| h.counter_reset_hint == CounterResetHint::Gauge;
+    if is_counter && (gauge(first) || gauge(last)) {
+        ctx.warn(not_counter_warning(metric));
+    }
+    if is_counter && middle_gauge {
+        ctx.warn(not_counter_warning(metric));
+    }
+    let mut h = last.clone();
+    if !(is_counter && second_reset) {
+        math::sub(&mut h, first).ok()?;
+    } else {
+        let empty = FloatHistogram { schema: first.schema, custom_values: first.custom_values.clone(), ..FloatHistogram::default() };
+        math::sub(&mut h, &empty).ok()?;
+    }
+    if is_counter {
+        if let Some(c) = corr {
+            math::add(&mut h, c).ok()?;
+        }
+    } else if !gauge(first) || !gauge(last) {
         ctx.warn(not_gauge_warning(metric));
     }
     h.counter_reset_hint = CounterResetHint::Gauge;
@@ -652,7 +714,7 @@ fn sum_over_time(ctx: &QueryCtx<'_>, metric: &str, h: &[HPoint], avg: bool) -> H
 /// Upstream `instantValue` (irate, idelta) over a window holding histograms: the last two samples of
 /// either kind.
 #[allow(clippy::too_many_arguments)]
-fn instant_value(
+pub(crate) fn instant_value(
     ctx: &QueryCtx<'_>,
     metric: &str,
     f: &[Sample],

@@ -19,17 +19,26 @@
 //! the other range functions (quantiles, deviations, regressions, smoothing) see two samples per bucket
 //! record (its first and last). Such answers carry an info annotation; exact ones say nothing.
 //!
-//! Not from tiers: start timestamps (`use-start-timestamps`), native histograms, anchored and smoothed
+//! Native histograms (`tessera_encoding::hbuckets`): the same functions and selectors, from each window's
+//! histogram aggregate beside its float one, mirroring `hist::range_window` (mixes of floats and
+//! histograms included), exact when the window's histograms share one layout ([`HAgg::clean`]);
+//! other windows are approximated from each record's first and last histogram, annotated.
+//!
+//! Not from tiers: start timestamps (`use-start-timestamps`), anchored and smoothed
 //! selectors, range vectors returned as such or handed to other functions (`absent_over_time`, …) —
 //! those read the raw data.
 
-use super::eval::{Grid, QueryCtx, Series, Val};
+use super::eval::{Grid, HPoint, HistCol, QueryCtx, Series, Val};
 use super::functions::{extrapolate, instant_from, range_kernel, Window};
+use super::hist::{self, HOut};
 use super::EngineError;
 use crate::parser::{MatrixSelector, VectorSelector};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tessera_encoding::buckets::{bucket_of, col, decode_bucket_cols_into, Agg, Bucket, Cols};
+use tessera_encoding::hbuckets::{decode_hbuckets_into, HAgg, HBucket};
+use tessera_model::histogram::CounterResetHint;
 use tessera_model::{ChunkEncoding, Labels, Queryable, Sample, SelectHints};
 
 /// What a request asks of the tiers.
@@ -136,7 +145,7 @@ fn select_buckets<T: Send>(
     maxt: i64,
     step_ms: i64,
     cols: Cols,
-    f: impl Fn(&Labels, &[Bucket]) -> Option<T> + Sync,
+    f: impl Fn(&Labels, &[Bucket], &[HBucket]) -> Option<T> + Sync,
 ) -> Result<Vec<(Labels, T)>, EngineError> {
     let storage = |e: tessera_model::StorageError| EngineError::Execution(e.to_string());
     let q = ctx
@@ -151,6 +160,7 @@ fn select_buckets<T: Send>(
         .map(|shard| {
             let mut out = Vec::new();
             let mut bs: Vec<Bucket> = Vec::new();
+            let mut hbs: Vec<HBucket> = Vec::new();
             for (i, s) in q.select_shard(shard, &vs.matchers, &hints).map_err(storage)?.enumerate() {
                 if i % 256 == 255 {
                     ctx.check()?;
@@ -159,18 +169,28 @@ fn select_buckets<T: Send>(
                 ctx.stats.series.fetch_add(1, Ordering::Relaxed);
                 ctx.stats.chunks.fetch_add(s.chunks.len(), Ordering::Relaxed);
                 bs.clear();
+                hbs.clear();
+                let bad = |e: tessera_encoding::ChunkError| EngineError::Execution(format!("tier chunk of {}: {e}", s.labels));
+                // A series with histograms compares float and histogram times: every float column.
+                let has_h = s.chunks.iter().any(|c| c.encoding == ChunkEncoding::HistBuckets);
                 for c in &s.chunks {
-                    if c.encoding != ChunkEncoding::Buckets {
-                        continue;
+                    match c.encoding {
+                        ChunkEncoding::Buckets => {
+                            decode_bucket_cols_into(&c.data, if has_h { col::ALL } else { cols }, &mut bs).map_err(bad)?;
+                        }
+                        ChunkEncoding::HistBuckets => {
+                            decode_hbuckets_into(&c.data, &mut hbs).map_err(bad)?;
+                        }
+                        _ => {}
                     }
-                    decode_bucket_cols_into(&c.data, cols, &mut bs).map_err(|e| EngineError::Execution(format!("tier chunk of {}: {e}", s.labels)))?;
                 }
                 bs.retain(|b| b.k >= k0 && b.k <= k1);
-                ctx.stats.read.fetch_add(bs.len(), Ordering::Relaxed);
-                if bs.is_empty() {
+                hbs.retain(|b| b.k >= k0 && b.k <= k1);
+                ctx.stats.read.fetch_add(bs.len() + hbs.len(), Ordering::Relaxed);
+                if bs.is_empty() && hbs.is_empty() {
                     continue;
                 }
-                if let Some(t) = f(&s.labels, &bs) {
+                if let Some(t) = f(&s.labels, &bs, &hbs) {
                     out.push((s.labels, t));
                 }
             }
@@ -196,32 +216,92 @@ fn bucket_window(a: i64, b: i64, r: i64) -> (i64, i64, bool) {
     (lo, hi, exact)
 }
 
+/// A bucket record of either kind, for [`fold`].
+trait Record {
+    type A: Default;
+    fn k(&self) -> i64;
+    fn edge(&self) -> &Self::A;
+    fn body(&self) -> &Self::A;
+    fn merge(acc: &mut Self::A, next: &Self::A);
+}
+
+impl Record for Bucket {
+    type A = Agg;
+    fn k(&self) -> i64 {
+        self.k
+    }
+    fn edge(&self) -> &Agg {
+        &self.edge
+    }
+    fn body(&self) -> &Agg {
+        &self.body
+    }
+    fn merge(acc: &mut Agg, next: &Agg) {
+        acc.merge(next);
+    }
+}
+
+impl Record for HBucket {
+    type A = HAgg;
+    fn k(&self) -> i64 {
+        self.k
+    }
+    fn edge(&self) -> &HAgg {
+        &self.edge
+    }
+    fn body(&self) -> &HAgg {
+        &self.body
+    }
+    fn merge(acc: &mut HAgg, next: &HAgg) {
+        acc.merge(next);
+    }
+}
+
 /// Folds the records of the window `(lo, hi)` (see [`bucket_window`]) of a series' buckets. `hint`
 /// carries the first bucket of the previous window across steps (windows move forward with the steps,
 /// so finding the next one costs O(1) amortised; a window further back searches again).
-fn fold(bs: &[Bucket], lo: i64, hi: i64, hint: &mut usize) -> Agg {
+fn fold<B: Record>(bs: &[B], lo: i64, hi: i64, hint: &mut usize) -> B::A {
     let mut from = (*hint).min(bs.len());
-    if from > 0 && bs[from - 1].k >= lo {
-        from = bs.partition_point(|b| b.k < lo);
+    if from > 0 && bs[from - 1].k() >= lo {
+        from = bs.partition_point(|b| b.k() < lo);
     } else {
-        while from < bs.len() && bs[from].k < lo {
+        while from < bs.len() && bs[from].k() < lo {
             from += 1;
         }
     }
     *hint = from;
-    let mut acc = Agg::default();
+    let mut acc = B::A::default();
     for b in &bs[from..] {
-        if b.k > hi {
+        if b.k() > hi {
             break;
         }
-        if b.k > lo {
-            acc.merge(&b.edge);
+        if b.k() > lo {
+            B::merge(&mut acc, b.edge());
         }
-        if b.k < hi {
-            acc.merge(&b.body);
+        if b.k() < hi {
+            B::merge(&mut acc, b.body());
         }
     }
     acc
+}
+
+/// The histograms an approximating kernel sees for a window: each record's first and last.
+fn synth_h(hbs: &[HBucket], lo: i64, hi: i64, out: &mut Vec<HPoint>) {
+    out.clear();
+    let from = hbs.partition_point(|b| b.k < lo);
+    for b in &hbs[from..] {
+        if b.k > hi {
+            break;
+        }
+        for (a, inc) in [(&b.edge, b.k > lo), (&b.body, b.k < hi)] {
+            if inc && a.count > 0 {
+                out.push(HPoint { t: a.first_t, h: Arc::new(a.first.clone()) });
+                if a.count > 1 {
+                    out.push(HPoint { t: a.last_t, h: Arc::new(a.last.clone()) });
+                }
+            }
+        }
+    }
 }
 
 /// The samples an approximating kernel sees for a window: each record's first and last.
@@ -284,6 +364,71 @@ fn note(ctx: &QueryCtx<'_>, r: i64, what: &str) {
     ctx.info(format!("PromQL info: answered from the {} downsampling tier, {what} approximated", fmt_res(r)));
 }
 
+/// `name` over a window of a histogram series (`ha.count > 0`) answered exactly from its aggregates
+/// (see `hist::range_window`, which this mirrors), or `None` when it cannot be: a window whose histograms
+/// do not share one layout, a mix of floats and histograms where the order of samples matters, a
+/// function without an exact kernel.
+#[allow(clippy::too_many_arguments)]
+fn hist_kernel(ctx: &QueryCtx<'_>, name: &str, metric: &str, fa: &Agg, ha: &HAgg, win: &Window<'_>, k: fn(&Window<'_>) -> Option<f64>) -> Option<HOut> {
+    let (fc, hc) = (fa.count, ha.count);
+    let secs = |t: i64| HOut::F(t as f64 / 1000.0);
+    Some(match name {
+        "count_over_time" => HOut::F(f64::from(fc) + f64::from(hc)),
+        "present_over_time" => HOut::F(1.0),
+        "last_over_time" if fc > 0 && fa.last_t > ha.last_t => HOut::F(fa.last_v),
+        "last_over_time" => HOut::H(Arc::new(ha.last.clone())),
+        "first_over_time" if fc > 0 && fa.first_t < ha.first_t => HOut::F(fa.first_v),
+        "first_over_time" => HOut::H(Arc::new(ha.first.clone())),
+        "ts_of_last_over_time" => secs(ha.last_t.max(if fc > 0 { fa.last_t } else { 0 })),
+        "ts_of_first_over_time" => secs(ha.first_t.min(if fc > 0 { fa.first_t } else { i64::MAX })),
+        "min_over_time" | "max_over_time" if fc == 0 => HOut::None,
+        "min_over_time" | "max_over_time" => {
+            ctx.info(hist::ignored_in_mixed_range_info(metric));
+            agg_kernel(name, fa, win.range_start, win.range_end, win.range_ms).map_or(HOut::None, HOut::F)
+        }
+        "rate" | "increase" | "delta" | "sum_over_time" | "avg_over_time" if fc > 0 => {
+            ctx.warn(hist::mixed_floats_histograms_warning(metric));
+            HOut::None
+        }
+        _ if !ha.clean => return None,
+        "rate" | "increase" | "delta" if hc < 2 => HOut::None,
+        "rate" | "increase" | "delta" => {
+            let is_counter = name != "delta";
+            let gauge = |h: &tessera_model::FloatHistogram| u32::from(h.counter_reset_hint == CounterResetHint::Gauge);
+            let middle_gauge = ha.gauges > gauge(&ha.first) + gauge(&ha.last);
+            let Some(r) = hist::histogram_rate_agg(ctx, metric, &ha.first, ha.second_reset, &ha.last, ha.corr.as_ref(), middle_gauge, is_counter)
+            else {
+                return Some(HOut::None);
+            };
+            hist::extrapolate_histogram(r, ha.first_t, ha.first.count, ha.last_t, hc as usize - 1, win, is_counter, name == "rate")
+        }
+        "sum_over_time" | "avg_over_time" => {
+            if ha.sum.has_overflow() {
+                return None;
+            }
+            if ha.hint_reset && ha.hint_not_reset {
+                ctx.warn(hist::counter_reset_collision_warning("aggregation"));
+            }
+            let mut sum = ha.sum.clone();
+            if name == "avg_over_time" {
+                sum.div(f64::from(hc));
+            }
+            HOut::H(Arc::new(sum))
+        }
+        "irate" | "idelta" if fc == 0 => {
+            let mut pts = Vec::with_capacity(2);
+            if hc >= 2 {
+                pts.push(HPoint { t: ha.penult_t, h: Arc::new(ha.penult.clone()) });
+            }
+            pts.push(HPoint { t: ha.last_t, h: Arc::new(ha.last.clone()) });
+            hist::instant_value(ctx, metric, &[], &pts, &[], name == "irate", win, k)
+        }
+        "changes" if fc == 0 => HOut::F(f64::from(ha.changes)),
+        "resets" if fc == 0 => HOut::F(f64::from(ha.resets)),
+        _ => return None,
+    })
+}
+
 /// `name(ms)` from tier `r`, or `None` when this call must read raw data (see the module docs).
 /// `params[j][i]`: the call's scalar parameters at step `i`; `keep_name` whether the output keeps the
 /// metric name.
@@ -308,12 +453,14 @@ pub fn range_call(
     let approx = AtomicBool::new(!exact_f);
     let n = grid.n;
     let cols = if exact_f { cols_for(name) } else { cols_for("") };
-    let out = select_buckets(ctx, r, vs, lo.saturating_sub(range).saturating_sub(r), hi, grid.step, cols, |_labels, bs| {
+    let out = select_buckets(ctx, r, vs, lo.saturating_sub(range).saturating_sub(r), hi, grid.step, cols, |labels, bs, hbs| {
         let mut vals = vec![None; n];
+        let mut hvals: Option<HistCol> = (!hbs.is_empty()).then(|| vec![None; n]);
+        let metric = labels.metric_name();
         let mut any = false;
-        let mut synth_buf = Vec::new();
+        let (mut synth_buf, mut hsynth) = (Vec::new(), Vec::new());
         let mut pbuf = vec![0.0; params.len()];
-        let mut hint = 0;
+        let (mut hint, mut hhint) = (0, 0);
         for (i, &e) in eff.iter().enumerate() {
             // A window of years over fine buckets costs per step: the deadline is checked between steps.
             if i % 256 == 255 && ctx.check().is_err() {
@@ -323,42 +470,73 @@ pub fn range_call(
             if !exact {
                 approx.store(true, Ordering::Relaxed);
             }
-            let v = if exact_f {
-                agg_kernel(name, &fold(bs, wlo, whi, &mut hint), e - range, e, range)
+            for (j, p) in params.iter().enumerate() {
+                pbuf[j] = p[i];
+            }
+            let fa = if exact_f || !hbs.is_empty() { fold(bs, wlo, whi, &mut hint) } else { Agg::default() };
+            let ha = if hbs.is_empty() { HAgg::default() } else { fold(hbs, wlo, whi, &mut hhint) };
+            let mut win = Window {
+                s: &[],
+                range_start: e - range,
+                range_end: e,
+                range_ms: range,
+                step_t: grid.t(i),
+                params: &pbuf,
+                sts: &[],
+                drops: None,
+            };
+            let exact_out = if ha.count > 0 {
+                hist_kernel(ctx, name, metric, &fa, &ha, &win, k)
+            } else if exact_f {
+                Some(agg_kernel(name, &fa, e - range, e, range).map_or(HOut::None, HOut::F))
             } else {
-                synth(bs, wlo, whi, &mut synth_buf);
-                if synth_buf.is_empty() {
-                    None
-                } else {
-                    for (j, p) in params.iter().enumerate() {
-                        pbuf[j] = p[i];
+                None
+            };
+            let v = match exact_out {
+                Some(v) => v,
+                None => {
+                    approx.store(true, Ordering::Relaxed);
+                    synth(bs, wlo, whi, &mut synth_buf);
+                    win.s = &synth_buf;
+                    if hbs.is_empty() {
+                        if synth_buf.is_empty() { HOut::None } else { k(&win).map_or(HOut::None, HOut::F) }
+                    } else {
+                        synth_h(hbs, wlo, whi, &mut hsynth);
+                        if synth_buf.is_empty() && hsynth.is_empty() {
+                            HOut::None
+                        } else {
+                            hist::range_window(ctx, name, metric, &synth_buf, &hsynth, &[], &win, k)
+                        }
                     }
-                    k(&Window {
-                        s: &synth_buf,
-                        range_start: e - range,
-                        range_end: e,
-                        range_ms: range,
-                        step_t: grid.t(i),
-                        params: &pbuf,
-                        sts: &[],
-                        drops: None,
-                    })
                 }
             };
-            if v.is_some() {
-                any = true;
+            match v {
+                HOut::None => {}
+                HOut::F(v) => {
+                    vals[i] = Some(v);
+                    any = true;
+                }
+                HOut::H(h) => {
+                    if let Some(hv) = &mut hvals {
+                        hv[i] = Some(h);
+                        any = true;
+                    }
+                }
             }
-            vals[i] = v;
         }
-        any.then_some(vals)
+        any.then_some((vals, hvals))
     })?;
     ctx.check()?;
     if approx.load(Ordering::Relaxed) && !out.is_empty() {
         note(ctx, r, &format!("{name} over windows of {} not on its buckets or not exact there", fmt_res(range)));
     }
-    Ok(Some(Val::Vector(
-        out.into_iter().map(|(labels, vals)| Series { labels, vals, hists: None, drop_name: !keep_name }).collect(),
-    )))
+    Ok(Some(Val::Vector(out.into_iter().map(|(labels, (vals, hists))| series(labels, vals, hists, !keep_name)).collect())))
+}
+
+fn series(labels: Labels, vals: Vec<Option<f64>>, hists: Option<HistCol>, drop_name: bool) -> Series {
+    let mut s = Series { labels, vals, hists, drop_name };
+    s.tidy();
+    s
 }
 
 /// An instant selector from tier `r`: at each step the last sample of the lookback window, widened to
@@ -373,10 +551,11 @@ pub fn vector_selector(ctx: &QueryCtx<'_>, r: i64, vs: &VectorSelector, grid: &G
     let approx = AtomicBool::new(false);
     let n = grid.n;
     let cols = col::BASE | col::V_LAST | if timestamps { col::T_FIRST | col::T_LAST } else { 0 };
-    let out = select_buckets(ctx, r, vs, lo.saturating_sub(lb).saturating_sub(r), hi, grid.step, cols, |_labels, bs| {
+    let out = select_buckets(ctx, r, vs, lo.saturating_sub(lb).saturating_sub(r), hi, grid.step, cols, |_labels, bs, hbs| {
         let mut vals = vec![None; n];
+        let mut hvals: Option<HistCol> = (!hbs.is_empty() && !timestamps).then(|| vec![None; n]);
         let mut any = false;
-        let mut hint = 0;
+        let (mut hint, mut hhint) = (0, 0);
         for (i, &e) in eff.iter().enumerate() {
             if i % 256 == 255 && ctx.check().is_err() {
                 return None;
@@ -386,19 +565,37 @@ pub fn vector_selector(ctx: &QueryCtx<'_>, r: i64, vs: &VectorSelector, grid: &G
                 approx.store(true, Ordering::Relaxed);
             }
             let a = fold(bs, wlo, whi, &mut hint);
+            if !hbs.is_empty() {
+                // The later of the last raw float and the last raw histogram decides (upstream's
+                // iterator sees one sample per timestamp, of either kind).
+                let h = fold(hbs, wlo, whi, &mut hhint);
+                let h_t = if h.raw { h.raw_t } else { i64::MIN };
+                if h.raw && h_t > h.float_raw_t {
+                    if h.count == 0 || h.tail_stale {
+                        continue;
+                    }
+                    if timestamps {
+                        vals[i] = Some(h.last_t as f64 / 1000.0);
+                    } else if let Some(hv) = &mut hvals {
+                        hv[i] = Some(Arc::new(h.last));
+                    }
+                    any = true;
+                    continue;
+                }
+            }
             if a.count == 0 || a.tail_stale {
                 continue;
             }
             vals[i] = Some(if timestamps { a.last_t as f64 / 1000.0 } else { a.last_v });
             any = true;
         }
-        any.then_some(vals)
+        any.then_some((vals, hvals))
     })?;
     ctx.check()?;
     if approx.load(Ordering::Relaxed) && !out.is_empty() {
         note(ctx, r, &format!("the lookback of {} at steps not on its buckets", fmt_res(lb)));
     }
-    Ok(Some(out.into_iter().map(|(labels, vals)| Series { labels, vals, hists: None, drop_name: false }).collect()))
+    Ok(Some(out.into_iter().map(|(labels, (vals, hists))| series(labels, vals, hists, false)).collect()))
 }
 
 #[cfg(test)]

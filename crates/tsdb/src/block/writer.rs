@@ -373,6 +373,9 @@ pub(crate) fn chunk_samples(encoding: ChunkEncoding, data: &[u8]) -> u64 {
         // A tier block counts buckets.
         return tessera_encoding::buckets::buckets_header(data).map_or(0, |(_, n)| n);
     }
+    if encoding == ChunkEncoding::HistBuckets {
+        return tessera_encoding::hbuckets::hbuckets_header(data).map_or(0, |(_, n)| n);
+    }
     match data {
         [a, b, ..] => u64::from(u16::from_be_bytes([*a, *b])),
         _ => 0,
