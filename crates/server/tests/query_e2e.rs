@@ -243,14 +243,31 @@ fn long_range_queries_read_downsampling_tiers() {
     let t0 = 472_222 * H;
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(dir.path(), &["--storage.tsdb.downsampling=5m,1h"]);
-    // 20 counters over 10 hours, one sample a minute, written in time order half an hour at a time.
+    // 20 counters over 10 hours, one sample a minute, written in time order half an hour at a time;
+    // and a native-histogram counter that resets every 7 hours' minute 401.
     for part in 0..20 {
-        let series: Vec<WriteSeries> = (0..20)
+        let mut series: Vec<WriteSeries> = (0..20)
             .map(|i| {
                 let pts = (part * 30..part * 30 + 30).map(|m| Sample::new(t0 + m * 60_000 + 5_000, (m * (i + 1) % 997) as f64)).collect();
                 WriteSeries::new(labels!("__name__" => "m", "i" => &i.to_string()), pts)
             })
             .collect();
+        let mut hm = WriteSeries::new(labels!("__name__" => "hm"), vec![]);
+        hm.histogram_samples = (part * 30..part * 30 + 30)
+            .map(|m| {
+                let c = (m % 401 + 1) as u64;
+                let h = tessera_model::histogram::Histogram {
+                    schema: 0,
+                    count: 3 * c,
+                    sum: c as f64 * 0.5,
+                    positive_spans: vec![tessera_model::histogram::Span::new(0, 2)],
+                    positive_buckets: vec![c as i64, c as i64],
+                    ..Default::default()
+                };
+                tessera_model::HistogramSample::new(t0 + m * 60_000 + 5_000, tessera_model::HistogramValue::Int(h))
+            })
+            .collect();
+        series.push(hm);
         assert_eq!(s.write_v1(&series, &[]).0, 204);
     }
     let range = format!("start={}&end={}&step=3600", (t0 + H) / 1000, (t0 + 9 * H) / 1000);
@@ -301,4 +318,16 @@ fn long_range_queries_read_downsampling_tiers() {
     }
     let (_, again) = ask(q, "");
     assert_eq!(again["data"], raw["data"], "the same answer once tier blocks exist");
+    // Native histograms come from the tier too, with the raw answer.
+    for hq in ["increase(hm%5B1h%5D)", "hm", "histogram_quantile(0.5%2C%20rate(hm%5B2h%5D))"] {
+        let (st, tiered) = ask(hq, "");
+        assert_eq!(st, 200, "{tiered}");
+        assert_eq!(tiered["trace"]["tier"], "1h", "{tiered}");
+        let (_, raw) = ask(hq, "&raw=1");
+        assert_eq!(tiered["data"], raw["data"], "{hq}");
+        // A 5m lookback on 1h buckets is widened (and said); the windows on buckets are exact.
+        assert_eq!(tiered.get("infos").is_none(), hq != "hm", "{hq}: {tiered}");
+        assert!(tiered["data"]["result"][0]["histograms"].as_array().is_some_and(|h| h.len() >= 7) || hq.starts_with("histogram_quantile"), "{hq}: {tiered}");
+        assert!(tiered["data"]["result"][0]["values"].as_array().is_some_and(|v| v.len() >= 7) || !hq.starts_with("histogram_quantile"), "{hq}: {tiered}");
+    }
 }
