@@ -21,11 +21,10 @@
 //! # Bytes
 //! A version byte (1), `uvarint R`, `uvarint n`, then per bucket `varint` the step from the previous
 //! bucket index (from 0 for the first), a presence byte (edge, body), and each present aggregate: a
-//! flag byte, counts as uvarints, times as varints, histograms as: hint byte, `varint` schema, zero
-//! threshold, zero count, count and sum as little-endian f64, then positive spans, negative spans
-//! (`uvarint` n, then `varint` offset and `uvarint` length each), positive and negative buckets and
-//! custom bounds (`uvarint` n, then f64s). Decoding is bounded by the data and checks every histogram
-//! with `FloatHistogram::validate`; bad bytes are a [`ChunkError`], never a panic.
+//! flag byte, counts as uvarints, times as varints, and its histograms, each coded against the previous
+//! histogram of its role (samples, sums, corrections): the layout only when it changed, integer counts
+//! as varint differences (see `docs/format/chunks.md`). Decoding is bounded by the data and checks every
+//! histogram with `FloatHistogram::validate`; bad bytes are a [`ChunkError`], never a panic.
 
 use crate::varint::{put_uvarint, put_varint, read_uvarint, read_varint};
 use crate::ChunkError;
@@ -265,20 +264,93 @@ fn put_f64s(out: &mut Vec<u8>, vs: &[f64]) {
     }
 }
 
-fn put_hist(out: &mut Vec<u8>, h: &FloatHistogram) {
-    out.push(h.counter_reset_hint as u8);
-    put_varint(out, i64::from(h.schema));
-    for v in [h.zero_threshold, h.zero_count, h.count, h.sum] {
-        put_f64(out, v);
-    }
-    put_spans(out, &h.positive_spans);
-    put_spans(out, &h.negative_spans);
-    put_f64s(out, &h.positive_buckets);
-    put_f64s(out, &h.negative_buckets);
-    put_f64s(out, &h.custom_values);
+/// The previous histogram of each role in a chunk, which the next one of that role is coded against.
+#[derive(Default)]
+struct Ctx {
+    /// First, last and penultimate samples, in the order written.
+    sample: Option<FloatHistogram>,
+    sum: Option<FloatHistogram>,
+    corr: Option<FloatHistogram>,
 }
 
-fn put_agg(out: &mut Vec<u8>, a: &HAgg) {
+#[derive(Clone, Copy)]
+enum Role {
+    Sample,
+    Sum,
+    Corr,
+}
+
+impl Ctx {
+    fn prev(&mut self, role: Role) -> &mut Option<FloatHistogram> {
+        match role {
+            Role::Sample => &mut self.sample,
+            Role::Sum => &mut self.sum,
+            Role::Corr => &mut self.corr,
+        }
+    }
+}
+
+const H_SAME_LAYOUT: u8 = 4;
+const H_INTEGRAL: u8 = 8;
+const H_DELTA: u8 = 16;
+
+/// Whether every count is an integer a varint carries exactly (and not −0).
+fn integral(h: &FloatHistogram) -> bool {
+    let ok = |v: f64| v.fract() == 0.0 && v.abs() <= 9_007_199_254_740_992.0 && v.to_bits() != (-0.0f64).to_bits();
+    ok(h.zero_count) && ok(h.count) && h.positive_buckets.iter().all(|v| ok(*v)) && h.negative_buckets.iter().all(|v| ok(*v))
+}
+
+fn layout_eq(a: &FloatHistogram, b: &FloatHistogram) -> bool {
+    same_layout(a, b) && a.positive_spans == b.positive_spans && a.negative_spans == b.negative_spans
+}
+
+fn counts(h: &FloatHistogram) -> impl Iterator<Item = f64> + '_ {
+    [h.zero_count, h.count].into_iter().chain(h.positive_buckets.iter().copied()).chain(h.negative_buckets.iter().copied())
+}
+
+/// A histogram, coded against the previous one of its role: its layout only when it changed, integer
+/// counts as (zigzag) varints, as differences from the previous counts when both are integers of one
+/// layout (a counter's next histogram costs about a byte per bucket).
+fn put_hist(out: &mut Vec<u8>, h: &FloatHistogram, ctx: &mut Ctx, role: Role) {
+    let prev = ctx.prev(role);
+    let same = prev.as_ref().is_some_and(|p| layout_eq(p, h));
+    let int = integral(h);
+    let delta = same && int && prev.as_ref().is_some_and(integral);
+    let mut f = h.counter_reset_hint as u8;
+    for (on, bit) in [(same, H_SAME_LAYOUT), (int, H_INTEGRAL), (delta, H_DELTA)] {
+        if on {
+            f |= bit;
+        }
+    }
+    out.push(f);
+    if !same {
+        put_varint(out, i64::from(h.schema));
+        put_f64(out, h.zero_threshold);
+        put_spans(out, &h.positive_spans);
+        put_spans(out, &h.negative_spans);
+        put_f64s(out, &h.custom_values);
+        put_uvarint(out, h.positive_buckets.len() as u64);
+        put_uvarint(out, h.negative_buckets.len() as u64);
+    }
+    put_f64(out, h.sum);
+    if delta {
+        let p = prev.as_ref().expect("delta has a previous histogram");
+        for (v, pv) in counts(h).zip(counts(p)) {
+            put_varint(out, v as i64 - pv as i64);
+        }
+    } else if int {
+        for v in counts(h) {
+            put_varint(out, v as i64);
+        }
+    } else {
+        for v in counts(h) {
+            put_f64(out, v);
+        }
+    }
+    *prev = Some(h.clone());
+}
+
+fn put_agg(out: &mut Vec<u8>, a: &HAgg, ctx: &mut Ctx) {
     let mut f = 0;
     for (on, bit) in [
         (a.second_reset, F_SECOND_RESET),
@@ -309,18 +381,18 @@ fn put_agg(out: &mut Vec<u8>, a: &HAgg) {
         put_uvarint(out, u64::from(v));
     }
     put_varint(out, a.first_t);
-    put_hist(out, &a.first);
+    put_hist(out, &a.first, ctx, Role::Sample);
     if a.count >= 2 {
         put_varint(out, a.last_t.wrapping_sub(a.first_t));
-        put_hist(out, &a.last);
-        put_hist(out, &a.sum);
+        put_hist(out, &a.last, ctx, Role::Sample);
+        put_hist(out, &a.sum, ctx, Role::Sum);
     }
     if a.count >= 3 {
         put_varint(out, a.penult_t.wrapping_sub(a.first_t));
-        put_hist(out, &a.penult);
+        put_hist(out, &a.penult, ctx, Role::Sample);
     }
     if let Some(c) = &a.corr {
-        put_hist(out, c);
+        put_hist(out, c, ctx, Role::Corr);
     }
 }
 
@@ -330,16 +402,17 @@ pub fn encode_hbuckets(r_ms: i64, buckets: &[HBucket]) -> Vec<u8> {
     put_uvarint(&mut out, r_ms as u64);
     put_uvarint(&mut out, buckets.len() as u64);
     let mut prev = 0i64;
+    let mut ctx = Ctx::default();
     for b in buckets {
         put_varint(&mut out, b.k.wrapping_sub(prev));
         prev = b.k;
         let (e, bo) = (b.edge.raw || b.edge.float_raw_t != i64::MIN, b.body.raw || b.body.float_raw_t != i64::MIN);
         out.push(u8::from(e) | (u8::from(bo) << 1));
         if e {
-            put_agg(&mut out, &b.edge);
+            put_agg(&mut out, &b.edge, &mut ctx);
         }
         if bo {
-            put_agg(&mut out, &b.body);
+            put_agg(&mut out, &b.body, &mut ctx);
         }
     }
     out
@@ -405,34 +478,85 @@ impl Rd<'_> {
         let n = self.len(8)?;
         (0..n).map(|_| self.f64()).collect()
     }
-    fn hist(&mut self) -> Result<FloatHistogram, ChunkError> {
+    fn hist(&mut self, ctx: &mut Ctx, role: Role) -> Result<FloatHistogram, ChunkError> {
         let off = self.off;
-        let counter_reset_hint = match self.u8()? {
+        let f = self.u8()?;
+        if f >> 5 != 0 {
+            return Err(corrupt(off, "unknown histogram flags"));
+        }
+        let counter_reset_hint = match f & 3 {
             0 => CounterResetHint::Unknown,
             1 => CounterResetHint::CounterReset,
             2 => CounterResetHint::NotCounterReset,
-            3 => CounterResetHint::Gauge,
-            _ => return Err(corrupt(off, "unknown counter reset hint")),
+            _ => CounterResetHint::Gauge,
         };
-        let schema = i32::try_from(self.v()?).map_err(|_| corrupt(off, "schema out of range"))?;
-        let (zero_threshold, zero_count, count, sum) = (self.f64()?, self.f64()?, self.f64()?, self.f64()?);
-        let h = FloatHistogram {
-            counter_reset_hint,
-            schema,
-            zero_threshold,
-            zero_count,
-            count,
-            sum,
-            positive_spans: self.spans()?,
-            negative_spans: self.spans()?,
-            positive_buckets: self.f64s()?,
-            negative_buckets: self.f64s()?,
-            custom_values: self.f64s()?,
+        let (same, int, delta) = (f & H_SAME_LAYOUT != 0, f & H_INTEGRAL != 0, f & H_DELTA != 0);
+        let prev = ctx.prev(role);
+        if (same && prev.is_none()) || (delta && !(same && int)) || (delta && !prev.as_ref().is_some_and(integral)) {
+            return Err(corrupt(off, "histogram coded against nothing"));
+        }
+        let mut h = match (same, prev.as_ref()) {
+            (true, Some(p)) => FloatHistogram {
+                schema: p.schema,
+                zero_threshold: p.zero_threshold,
+                positive_spans: p.positive_spans.clone(),
+                negative_spans: p.negative_spans.clone(),
+                custom_values: p.custom_values.clone(),
+                positive_buckets: vec![0.0; p.positive_buckets.len()],
+                negative_buckets: vec![0.0; p.negative_buckets.len()],
+                ..FloatHistogram::default()
+            },
+            _ => {
+                let schema = i32::try_from(self.v()?).map_err(|_| corrupt(off, "schema out of range"))?;
+                let zero_threshold = self.f64()?;
+                let positive_spans = self.spans()?;
+                let negative_spans = self.spans()?;
+                let custom_values = self.f64s()?;
+                // Each count takes at least a byte.
+                let np = self.len(1)?;
+                let nn = self.len(1)?;
+                FloatHistogram {
+                    schema,
+                    zero_threshold,
+                    positive_spans,
+                    negative_spans,
+                    custom_values,
+                    positive_buckets: vec![0.0; np],
+                    negative_buckets: vec![0.0; nn],
+                    ..FloatHistogram::default()
+                }
+            }
         };
+        h.counter_reset_hint = counter_reset_hint;
+        h.sum = self.f64()?;
+        let n = 2 + h.positive_buckets.len() + h.negative_buckets.len();
+        let mut vals = Vec::with_capacity(n);
+        let prev_counts: Vec<f64> = if delta { prev.as_ref().map(|p| counts(p).collect()).unwrap_or_default() } else { Vec::new() };
+        for i in 0..n {
+            let off = self.off;
+            let v = if int {
+                let d = self.v()?;
+                let base = if delta { prev_counts[i] as i64 } else { 0 };
+                let v = base.checked_add(d).ok_or(corrupt(off, "count out of range"))?;
+                if v.unsigned_abs() > 1 << 53 {
+                    return Err(corrupt(off, "count out of range"));
+                }
+                v as f64
+            } else {
+                self.f64()?
+            };
+            vals.push(v);
+        }
+        h.zero_count = vals[0];
+        h.count = vals[1];
+        let np = h.positive_buckets.len();
+        h.positive_buckets.copy_from_slice(&vals[2..2 + np]);
+        h.negative_buckets.copy_from_slice(&vals[2 + np..]);
         h.validate().map_err(|_| corrupt(off, "invalid histogram"))?;
+        *prev = Some(h.clone());
         Ok(h)
     }
-    fn agg(&mut self) -> Result<HAgg, ChunkError> {
+    fn agg(&mut self, ctx: &mut Ctx) -> Result<HAgg, ChunkError> {
         let f = self.u8()?;
         let mut a = HAgg {
             second_reset: f & F_SECOND_RESET != 0,
@@ -464,20 +588,20 @@ impl Rd<'_> {
         a.changes = self.u32()?;
         a.gauges = self.u32()?;
         a.first_t = self.v()?;
-        a.first = self.hist()?;
+        a.first = self.hist(ctx, Role::Sample)?;
         (a.last_t, a.last, a.sum) = (a.first_t, a.first.clone(), a.first.clone());
         if a.count >= 2 {
             a.last_t = a.first_t.wrapping_add(self.v()?);
-            a.last = self.hist()?;
-            a.sum = self.hist()?;
+            a.last = self.hist(ctx, Role::Sample)?;
+            a.sum = self.hist(ctx, Role::Sum)?;
             (a.penult_t, a.penult) = (a.first_t, a.first.clone());
         }
         if a.count >= 3 {
             a.penult_t = a.first_t.wrapping_add(self.v()?);
-            a.penult = self.hist()?;
+            a.penult = self.hist(ctx, Role::Sample)?;
         }
         if f & F_CORR != 0 {
-            a.corr = Some(self.hist()?);
+            a.corr = Some(self.hist(ctx, Role::Corr)?);
         }
         Ok(a)
     }
@@ -511,6 +635,7 @@ pub fn decode_hbuckets_into(data: &[u8], out: &mut Vec<HBucket>) -> Result<i64, 
     r.uv()?;
     let mut got = Vec::with_capacity(n as usize);
     let mut k = 0i64;
+    let mut ctx = Ctx::default();
     for i in 0..n {
         let off = r.off;
         let dk = r.v()?;
@@ -526,8 +651,8 @@ pub fn decode_hbuckets_into(data: &[u8], out: &mut Vec<HBucket>) -> Result<i64, 
         if p == 0 || p > 3 {
             return Err(corrupt(off, "bad presence byte"));
         }
-        let edge = if p & 1 != 0 { r.agg()? } else { HAgg::default() };
-        let body = if p & 2 != 0 { r.agg()? } else { HAgg::default() };
+        let edge = if p & 1 != 0 { r.agg(&mut ctx)? } else { HAgg::default() };
+        let body = if p & 2 != 0 { r.agg(&mut ctx)? } else { HAgg::default() };
         got.push(HBucket { k, edge, body });
     }
     if r.off != data.len() {
