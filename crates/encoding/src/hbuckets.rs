@@ -716,7 +716,9 @@ mod tests {
                 _ => CounterResetHint::Unknown,
             };
             let schema = if rnd() % 50 == 0 { 1 } else { 0 };
-            hists.push((t, hist(c, hint, schema)));
+            // Some series have fractional counts (float histograms): coded as f64s.
+            let scale = if seed % 3 == 0 { 0.37 } else { 1.0 };
+            hists.push((t, hist(c * scale, hint, schema)));
         }
         (floats, hists)
     }
