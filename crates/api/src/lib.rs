@@ -18,6 +18,7 @@
 //! reads) runs on tokio's blocking pool, never on the async workers.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod exemplars;
 pub mod metadata;
 pub mod metrics;
@@ -191,6 +192,8 @@ pub struct AppState {
     /// Metric families kept with `prometheus-client` (new families go here; the older hand-rolled ones
     /// are in `metrics`).
     pub registry: prometheus_client::registry::Registry,
+    /// The web configuration's access rules (`--web.config.file`); `None`: open.
+    access: parking_lot::RwLock<Option<Arc<access::Access>>>,
 }
 
 impl AppState {
@@ -221,7 +224,18 @@ impl AppState {
             start_time_ms: now_ms(),
             flags,
             build: BuildInfo::default(),
+            access: parking_lot::RwLock::new(None),
         })
+    }
+
+    /// The access rules in force (`None`: open).
+    pub fn access(&self) -> Option<Arc<access::Access>> {
+        self.access.read().clone()
+    }
+
+    /// Replaces the access rules (at start, and when the web configuration file changes).
+    pub fn set_access(&self, a: Option<Arc<access::Access>>) {
+        *self.access.write() = a;
     }
 
     /// Publishes the opened database: from now on the server is ready.
@@ -275,6 +289,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/status/runtimeinfo", get(status::runtimeinfo))
         .route("/api/v1/status/flags", get(status::flags))
         .route("/api/v1/status/tsdb", get(status::tsdb))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), access::guard))
         .layer(axum::middleware::from_fn_with_state(state.clone(), ops::track))
         .with_state(state)
 }
