@@ -295,10 +295,7 @@ impl Access {
         let mut tokens = Vec::new();
         for t in &auth.bearer_tokens {
             let digest = match (&t.token_sha256, &t.token_file) {
-                (Some(h), None) => {
-                    let b = hex_32(h).ok_or_else(|| format!("bearer token {:?}: token_sha256 must be 64 hex digits", t.name))?;
-                    b
-                }
+                (Some(h), None) => hex_32(h).ok_or_else(|| format!("bearer token {:?}: token_sha256 must be 64 hex digits", t.name))?,
                 (None, Some(file)) => {
                     let p = resolve(file);
                     let tok = std::fs::read_to_string(&p).map_err(|e| format!("bearer token {:?}: reading {}: {e}", t.name, p.display()))?;

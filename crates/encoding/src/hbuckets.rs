@@ -536,7 +536,7 @@ impl Rd<'_> {
             let off = self.off;
             let v = if int {
                 let d = self.v()?;
-                let base = if delta { prev_counts[i] as i64 } else { 0 };
+                let base = if delta { prev_counts.get(i).map_or(0, |p| *p as i64) } else { 0 };
                 let v = base.checked_add(d).ok_or(corrupt(off, "count out of range"))?;
                 if v.unsigned_abs() > 1 << 53 {
                     return Err(corrupt(off, "count out of range"));
@@ -717,7 +717,7 @@ mod tests {
             };
             let schema = if rnd() % 50 == 0 { 1 } else { 0 };
             // Some series have fractional counts (float histograms): coded as f64s.
-            let scale = if seed % 3 == 0 { 0.37 } else { 1.0 };
+            let scale = if seed.is_multiple_of(3) { 0.37 } else { 1.0 };
             hists.push((t, hist(c * scale, hint, schema)));
         }
         (floats, hists)

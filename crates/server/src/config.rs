@@ -34,6 +34,13 @@ pub struct ServeArgs {
     #[arg(long = "web.listen-address", value_name = "ADDR")]
     pub web_listen_address: Option<String>,
 
+    /// Prometheus' web configuration file (YAML): TLS (`tls_server_config`), basic auth
+    /// (`basic_auth_users`, bcrypt), response headers, rate limit, and Tessera's `authorization`
+    /// (bearer tokens and users granted read/write/admin). Re-read when it changes. [default: none: plain
+    /// HTTP, no authentication]
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config_file: Option<String>,
+
     /// How long to keep data, as a Prometheus duration (15d, 2h30m, 1y); 0 disables time-based
     /// retention. [default: 15d]
     #[arg(long = "storage.tsdb.retention.time", value_name = "DURATION")]
@@ -197,6 +204,7 @@ pub struct ServeArgs {
 const DEFAULTS: &[(&str, &str)] = &[
     ("storage.tsdb.path", "data"),
     ("web.listen-address", "0.0.0.0:9090"),
+    ("web.config.file", ""),
     ("storage.tsdb.retention.time", "15d"),
     ("storage.tsdb.retention.size", "0"),
     ("storage.tsdb.out-of-order-time-window", "0s"),
@@ -235,7 +243,8 @@ impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
         let features = (!self.enable_feature.is_empty()).then(|| self.enable_feature.join(","));
-        let pairs: [(&str, &Option<String>); 33] = [
+        let pairs: [(&str, &Option<String>); 34] = [
+            ("web.config.file", &self.web_config_file),
             ("storage.tsdb.downsampling", &self.storage_tsdb_downsampling),
             ("storage.tsdb.path", &self.storage_tsdb_path),
             ("web.listen-address", &self.web_listen_address),
@@ -291,6 +300,8 @@ pub enum LogFormat {
 pub struct Settings {
     pub data_dir: PathBuf,
     pub listen_address: String,
+    /// `--web.config.file`.
+    pub web_config_file: Option<PathBuf>,
     pub retention_ms: i64,
     pub retention_bytes: u64,
     pub ooo_window_ms: i64,
@@ -382,6 +393,7 @@ impl Settings {
         let s = Settings {
             data_dir: PathBuf::from(get("storage.tsdb.path")),
             listen_address: get("web.listen-address").to_string(),
+            web_config_file: Some(get("web.config.file").trim()).filter(|f| !f.is_empty()).map(PathBuf::from),
             retention_ms: dur("storage.tsdb.retention.time")?,
             retention_bytes: bytes("storage.tsdb.retention.size")?,
             ooo_window_ms: dur("storage.tsdb.out-of-order-time-window")?,

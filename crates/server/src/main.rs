@@ -7,6 +7,7 @@
 
 mod config;
 mod serve;
+mod tls;
 
 use clap::{Parser, Subcommand};
 

@@ -8,7 +8,10 @@
 
 use crate::config::{LogFormat, Settings};
 use anyhow::Context;
+use parking_lot::RwLock;
+use std::sync::Arc;
 use std::time::Duration;
+use tessera_api::access::Access;
 use tessera_api::{AppState, ApiOptions};
 use tessera_tsdb::{Db, Options};
 use tokio::sync::watch;
@@ -17,6 +20,8 @@ use tokio::sync::watch;
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often the metadata store is written to disk (if it changed).
 const METADATA_SAVE_INTERVAL: Duration = Duration::from_secs(60);
+/// How often the web configuration file is checked for changes.
+const WEB_CONFIG_POLL: Duration = Duration::from_secs(2);
 
 pub fn init_logging(s: &Settings) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -89,11 +94,25 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     };
     s.features.log_notes();
     let state = AppState::new(api_opts, s.flags.clone());
+    let mut tls = None;
+    if let Some(path) = &s.web_config_file {
+        let p = path.clone();
+        let (a, cfg) = tokio::task::spawn_blocking(move || load_web_config(&p)).await.context("loading the web configuration")??;
+        tls = cfg.map(|c| Arc::new(RwLock::new(c)));
+        state.set_access(Some(a));
+        watch_web_config(path.clone(), state.clone(), tls.clone());
+    }
     let listener = tokio::net::TcpListener::bind(&s.listen_address)
         .await
         .with_context(|| format!("listening on {}", s.listen_address))?;
     let local = listener.local_addr().context("reading the bound address")?;
-    tracing::info!(address = %local, version = env!("CARGO_PKG_VERSION"), "listening; opening the data directory");
+    if !local.ip().is_loopback() && !state.access().is_some_and(|a| a.has_credentials()) {
+        tracing::warn!(
+            address = %local,
+            "no credentials configured (--web.config.file): anyone who can reach this address can write, read and delete data"
+        );
+    }
+    tracing::info!(address = %local, tls = tls.is_some(), version = env!("CARGO_PKG_VERSION"), "listening; opening the data directory");
 
     // `fatal` carries an error that must stop the server (the data directory could not be opened).
     let (fatal_tx, mut fatal_rx) = watch::channel::<Option<String>>(None);
@@ -186,18 +205,10 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         }
         let _ = stop_tx.send(true);
     });
-    let mut stop_wait = stop_rx.clone();
     let app = tessera_api::router(state.clone());
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = stop_wait.wait_for(|s| *s).await;
-    });
-    let mut stop_deadline = stop_rx;
-    tokio::select! {
-        r = server => r.context("HTTP server")?,
-        _ = async {
-            let _ = stop_deadline.wait_for(|s| *s).await;
-            tokio::time::sleep(DRAIN_TIMEOUT).await;
-        } => tracing::warn!(timeout_s = DRAIN_TIMEOUT.as_secs(), "in-flight requests did not finish in time; closing anyway"),
+    match tls {
+        Some(cfg) => serve_until(crate::tls::TlsListener::new(listener, cfg).context("TLS listener")?, app, stop_rx).await?,
+        None => serve_until(listener, app, stop_rx).await?,
     }
 
     if let Some(err) = fatal_rx.borrow_and_update().clone() {
@@ -220,6 +231,69 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         tracing::info!("stopped before the data directory finished opening");
     }
     Ok(())
+}
+
+/// Serves `app` on `listener` until `stop`, then lets in-flight requests finish for [`DRAIN_TIMEOUT`].
+async fn serve_until<L>(listener: L, app: axum::Router, stop: watch::Receiver<bool>) -> anyhow::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    let mut stop_wait = stop.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stop_wait.wait_for(|s| *s).await;
+    });
+    let mut stop_deadline = stop;
+    tokio::select! {
+        r = server => r.context("HTTP server")?,
+        _ = async {
+            let _ = stop_deadline.wait_for(|s| *s).await;
+            tokio::time::sleep(DRAIN_TIMEOUT).await;
+        } => tracing::warn!(timeout_s = DRAIN_TIMEOUT.as_secs(), "in-flight requests did not finish in time; closing anyway"),
+    }
+    Ok(())
+}
+
+/// The web configuration file's rules and TLS settings (see `tessera_api::access`).
+fn load_web_config(path: &std::path::Path) -> anyhow::Result<(Arc<Access>, Option<Arc<rustls::ServerConfig>>)> {
+    let a = Access::load(path).map_err(|e| anyhow::anyhow!("--web.config.file: {e}"))?;
+    let tls = match &a.tls {
+        Some(t) => Some(Arc::new(crate::tls::server_config(t, a.http2).with_context(|| format!("--web.config.file: {}", path.display()))?)),
+        None => None,
+    };
+    Ok((Arc::new(a), tls))
+}
+
+/// Re-reads the web configuration file when its contents change (as Prometheus does, the next
+/// request and the next TLS handshake see the new rules); a file that no longer loads keeps the old
+/// rules and is logged. TLS cannot be switched on or off without a restart.
+fn watch_web_config(path: std::path::PathBuf, state: Arc<AppState>, tls: Option<Arc<RwLock<Arc<rustls::ServerConfig>>>>) {
+    tokio::spawn(async move {
+        let mut last = std::fs::read(&path).ok();
+        let mut t = tokio::time::interval(WEB_CONFIG_POLL);
+        loop {
+            t.tick().await;
+            let now = std::fs::read(&path).ok();
+            if now == last {
+                continue;
+            }
+            last = now;
+            let p = path.clone();
+            match tokio::task::spawn_blocking(move || load_web_config(&p)).await {
+                Ok(Ok((a, cfg))) => {
+                    match (&tls, cfg) {
+                        (Some(slot), Some(cfg)) => *slot.write() = cfg,
+                        (None, None) => {}
+                        _ => tracing::warn!(file = %path.display(), "TLS switched on or off in the web configuration: needs a restart"),
+                    }
+                    state.set_access(Some(a));
+                    tracing::info!(file = %path.display(), "web configuration reloaded");
+                }
+                Ok(Err(e)) => tracing::error!(error = %e, "web configuration not reloaded; keeping the previous one"),
+                Err(e) => tracing::error!(error = %e, "web configuration reload: task failed"),
+            }
+        }
+    });
 }
 
 async fn shutdown_signal() -> &'static str {
