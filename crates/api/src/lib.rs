@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod access;
+pub mod admin;
 pub mod exemplars;
 pub mod metadata;
 pub mod metrics;
@@ -82,6 +83,8 @@ pub struct ApiOptions {
     /// (`--query.align-to-step`; a request can ask with `align_to_step=1`). Off by default: it shifts the
     /// user's timestamps.
     pub align_to_step: bool,
+    /// `--web.enable-admin-api`: `/api/v1/admin/tsdb/*` (otherwise 503, as upstream).
+    pub enable_admin_api: bool,
 }
 
 impl Default for ApiOptions {
@@ -104,6 +107,7 @@ impl Default for ApiOptions {
             api_result_limit: 1_000_000,
             results_cache: Default::default(),
             align_to_step: false,
+            enable_admin_api: false,
         }
     }
 }
@@ -289,6 +293,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/status/runtimeinfo", get(status::runtimeinfo))
         .route("/api/v1/status/flags", get(status::flags))
         .route("/api/v1/status/tsdb", get(status::tsdb))
+        .route("/api/v1/admin/tsdb/delete_series", post(admin::delete_series).put(admin::delete_series))
+        .route("/api/v1/admin/tsdb/clean_tombstones", post(admin::clean_tombstones).put(admin::clean_tombstones))
+        .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot))
         .layer(axum::middleware::from_fn_with_state(state.clone(), access::guard))
         .layer(axum::middleware::from_fn_with_state(state.clone(), ops::track))
         .with_state(state)

@@ -40,7 +40,8 @@ fn truncate_to_limit<T>(v: &mut Vec<T>, limit: usize, warnings: &mut Vec<String>
 /// Reads the parameters like Go's `r.ParseForm`: the URL query, plus the body of a urlencoded POST.
 pub async fn form(req: Request) -> Result<Params, ApiError> {
     let query = req.uri().query().map(str::to_string);
-    let is_form = req.method() == Method::POST
+    // Go reads the body of POST, PUT and PATCH requests.
+    let is_form = matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH)
         && req
             .headers()
             .get(header::CONTENT_TYPE)

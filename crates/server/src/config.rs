@@ -41,6 +41,11 @@ pub struct ServeArgs {
     #[arg(long = "web.config.file", value_name = "FILE")]
     pub web_config_file: Option<String>,
 
+    /// Enable the admin API (`/api/v1/admin/tsdb/delete_series`, `clean_tombstones`, `snapshot`), as
+    /// Prometheus' flag of the same name. [default: false]
+    #[arg(long = "web.enable-admin-api", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub web_enable_admin_api: Option<String>,
+
     /// How long to keep data, as a Prometheus duration (15d, 2h30m, 1y); 0 disables time-based
     /// retention. [default: 15d]
     #[arg(long = "storage.tsdb.retention.time", value_name = "DURATION")]
@@ -205,6 +210,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("storage.tsdb.path", "data"),
     ("web.listen-address", "0.0.0.0:9090"),
     ("web.config.file", ""),
+    ("web.enable-admin-api", "false"),
     ("storage.tsdb.retention.time", "15d"),
     ("storage.tsdb.retention.size", "0"),
     ("storage.tsdb.out-of-order-time-window", "0s"),
@@ -243,8 +249,9 @@ impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
         let features = (!self.enable_feature.is_empty()).then(|| self.enable_feature.join(","));
-        let pairs: [(&str, &Option<String>); 34] = [
+        let pairs: [(&str, &Option<String>); 35] = [
             ("web.config.file", &self.web_config_file),
+            ("web.enable-admin-api", &self.web_enable_admin_api),
             ("storage.tsdb.downsampling", &self.storage_tsdb_downsampling),
             ("storage.tsdb.path", &self.storage_tsdb_path),
             ("web.listen-address", &self.web_listen_address),
@@ -302,6 +309,8 @@ pub struct Settings {
     pub listen_address: String,
     /// `--web.config.file`.
     pub web_config_file: Option<PathBuf>,
+    /// `--web.enable-admin-api`.
+    pub enable_admin_api: bool,
     pub retention_ms: i64,
     pub retention_bytes: u64,
     pub ooo_window_ms: i64,
@@ -394,6 +403,11 @@ impl Settings {
             data_dir: PathBuf::from(get("storage.tsdb.path")),
             listen_address: get("web.listen-address").to_string(),
             web_config_file: Some(get("web.config.file").trim()).filter(|f| !f.is_empty()).map(PathBuf::from),
+            enable_admin_api: match get("web.enable-admin-api").trim() {
+                "true" | "1" => true,
+                "false" | "0" | "" => false,
+                other => bail!("--web.enable-admin-api: {other:?} is not true or false"),
+            },
             retention_ms: dur("storage.tsdb.retention.time")?,
             retention_bytes: bytes("storage.tsdb.retention.size")?,
             ooo_window_ms: dur("storage.tsdb.out-of-order-time-window")?,

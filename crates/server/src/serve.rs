@@ -91,6 +91,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
             freshness_ms: s.results_cache_freshness_ms.max(s.ooo_window_ms),
         },
         align_to_step: s.align_to_step,
+        enable_admin_api: s.enable_admin_api,
     };
     s.features.log_notes();
     let state = AppState::new(api_opts, s.flags.clone());

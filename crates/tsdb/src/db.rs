@@ -298,9 +298,39 @@ impl Db {
             return Ok(());
         }
         let res = self.shards.iter().try_for_each(|s| s.delete(mint_ms, maxt_ms, matchers));
+        // Tier blocks too: those whose raw block is gone answer alone (bucket by bucket, see `tiers`).
+        let res = res.and_then(|()| {
+            self.tiers.iter().flat_map(|t| &t.sets).try_for_each(|set| {
+                set.blocks.read().iter().try_for_each(|b| b.delete_matching(matchers, mint_ms, maxt_ms).map(|_| ()))
+            })
+        });
         // Recorded even after a failure: earlier shards may already hide the deleted samples.
         self.changes.record(mint_ms, maxt_ms);
         res
+    }
+
+    /// A snapshot of the database under `dir` (Prometheus' `DB.Snapshot`): its identity file, hard links of
+    /// every block and tier block, and with `with_head` a block per shard of what the heads hold now.
+    /// The result is a data directory of its own (no WAL): `tessera serve --storage.tsdb.path=<dir>`
+    /// opens it. Compaction and retention wait meanwhile.
+    pub fn snapshot(&self, dir: &Path, with_head: bool) -> Result<()> {
+        let _g = self.compact_lock.lock();
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let meta = self.dir.join(META_FILE);
+        std::fs::copy(&meta, dir.join(META_FILE)).map_err(|e| Error::io(&meta, e))?;
+        for (i, (s, t)) in self.shards.iter().zip(&self.tiers).enumerate() {
+            let d = dir.join(format!("shard-{i:03}"));
+            s.snapshot(&d, with_head)?;
+            for set in &t.sets {
+                for b in set.blocks.read().iter() {
+                    let name = b.dir().file_name().map(|n| n.to_os_string()).unwrap_or_default();
+                    let td = d.join("tiers").join(set.opts.resolution_ms.to_string()).join(name);
+                    crate::compact::link_dir(b.dir(), &td)?;
+                }
+            }
+        }
+        crate::block::meta::sync_dir(dir)?;
+        Ok(())
     }
 
     /// Rewrites blocks that carry tombstones without the deleted data (Prometheus' `CleanTombstones`).

@@ -31,7 +31,9 @@
 //! A series with native histograms gets a second chunk per tier block, `ChunkEncoding::HistBuckets`
 //! (`tessera_encoding::hbuckets`), beside the `Buckets` chunk of its float samples (if any).
 //!
-//! Not yet: deletions after the raw data is gone do not reach tier blocks.
+//! Deletions reach tier blocks as tombstones: while the raw block exists its tier block is recomputed
+//! without the deleted samples; once it is gone, the tier block answers without every bucket a deleted
+//! interval touches (buckets cannot be split).
 
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -39,8 +41,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use tessera_encoding::buckets::{bucket_of, bucketize, encode_buckets, Bucket};
-use tessera_encoding::hbuckets::{encode_hbuckets, hbucketize, HBucket};
+use tessera_encoding::buckets::{bucket_of, bucketize, decode_buckets_into, encode_buckets, Bucket};
+use tessera_encoding::hbuckets::{decode_hbuckets_into, encode_hbuckets, hbucketize, HBucket};
 use tessera_model::{
     ChunkEncoding, ChunkRef, FloatHistogram, HistogramSample, Labels, Matcher, Querier, Sample, SelectHints, Series, SeriesSet,
     StorageError,
@@ -54,6 +56,7 @@ use crate::error::{Error, Result};
 use crate::index::postings_for_matchers;
 use crate::options::{Options, TierOptions};
 use crate::querier::{DbQuerier, ShardSeries};
+use crate::tombstones::Interval;
 use crate::shard::Shard;
 
 /// One tier of one shard.
@@ -392,9 +395,15 @@ impl TierQuerier {
             at = at.max(m.maxt_ms);
             let refs = postings_for_matchers(t.index(), matchers)?;
             let blk = t.clone();
+            let ts = t.tombstones();
             let (lo, hi) = (a.max(m.mint_ms), (b - 1).min(m.maxt_ms - 1));
             out.push(Box::new(refs.into_iter().map(move |r| {
-                Ok(blk.series_in_range(r, lo, hi)?)
+                let (labels, chunks) = blk.series_in_range(r, lo, hi)?;
+                let ivs = ts.get(r);
+                if ivs.is_empty() {
+                    return Ok((labels, chunks));
+                }
+                Ok((labels, drop_deleted_buckets(chunks, ivs, res)?))
             })));
         }
         if at < b {
@@ -414,6 +423,42 @@ impl TierQuerier {
         }
         Ok(out)
     }
+}
+
+/// A tier block's chunks without the buckets a deletion touches (a tier block answers alone only where its
+/// raw block is gone; buckets cannot be split, so a deletion there removes the whole buckets it reaches).
+fn drop_deleted_buckets(chunks: Vec<ChunkRef>, ivs: &[Interval], res: i64) -> Result<Vec<ChunkRef>> {
+    let hit = |k: i64| {
+        let (a, b) = (k.saturating_mul(res), k.saturating_add(1).saturating_mul(res).saturating_sub(1));
+        ivs.iter().any(|iv| iv.overlaps(a, b))
+    };
+    let bad = |c: &ChunkRef, e: tessera_encoding::ChunkError| Error::Other(format!("tier chunk [{}, {}]: {e}", c.mint_ms, c.maxt_ms));
+    let span = |first: i64, last: i64| (first.saturating_mul(res), last.saturating_add(1).saturating_mul(res) - 1);
+    let mut out = Vec::with_capacity(chunks.len());
+    for c in chunks {
+        match c.encoding {
+            ChunkEncoding::Buckets => {
+                let mut bs = Vec::new();
+                decode_buckets_into(&c.data, &mut bs).map_err(|e| bad(&c, e))?;
+                bs.retain(|b| !hit(b.k));
+                if let (Some(f), Some(l)) = (bs.first(), bs.last()) {
+                    let (mint_ms, maxt_ms) = span(f.k, l.k);
+                    out.push(ChunkRef { mint_ms, maxt_ms, encoding: c.encoding, data: encode_buckets(res, &bs).into() });
+                }
+            }
+            ChunkEncoding::HistBuckets => {
+                let mut bs = Vec::new();
+                decode_hbuckets_into(&c.data, &mut bs).map_err(|e| bad(&c, e))?;
+                bs.retain(|b| !hit(b.k));
+                if let (Some(f), Some(l)) = (bs.first(), bs.last()) {
+                    let (mint_ms, maxt_ms) = span(f.k, l.k);
+                    out.push(ChunkRef { mint_ms, maxt_ms, encoding: c.encoding, data: encode_hbuckets(res, &bs).into() });
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    Ok(out)
 }
 
 /// Merges label-sorted sources whose chunks are disjoint in time into one label-sorted stream.

@@ -163,6 +163,35 @@ fn tiers_outlive_raw_retention() {
     for (i, &r) in RES.iter().enumerate() {
         assert_eq!(tier_view(&db, r, 0, 59_999), before[i], "tier {r} after raw retention");
     }
+    // A deletion there reaches the tier blocks: the whole buckets it touches go, the rest stay, also
+    // after a restart.
+    db.delete(10_500, 12_200, &[eq("i", "4")]).expect("delete");
+    let check = |db: &Db| {
+        for (i, &r) in RES.iter().enumerate() {
+            let after = tier_view(db, r, 0, 59_999);
+            assert_eq!(after.len(), 10);
+            for ((l, a), (_, b)) in after.iter().zip(&before[i]) {
+                let dec = |d: &[u8]| {
+                    let mut v = Vec::new();
+                    decode_buckets_into(d, &mut v).expect("decodes");
+                    v
+                };
+                let (a, b) = (dec(a), dec(b));
+                // Compared encoded: NaN values are not equal to themselves.
+                if l.get("i") != "4" {
+                    assert!(encode_buckets(r, &a) == encode_buckets(r, &b), "{l} untouched at {r}");
+                    continue;
+                }
+                let hit = |k: i64| k * r <= 12_200 && (k + 1) * r > 10_500;
+                let want: Vec<Bucket> = b.into_iter().filter(|x| !hit(x.k)).collect();
+                assert!(encode_buckets(r, &a) == encode_buckets(r, &want), "{l} at {r}: the buckets the deletion touches are gone");
+                assert!(a.iter().any(|x| x.k * r > 12_200) && a.iter().any(|x| x.k * r < 10_000));
+            }
+        }
+    };
+    check(&db);
+    drop(db);
+    check(&Db::open(dir.path(), tiered(20_000)).expect("reopen"));
 }
 
 #[test]
@@ -172,4 +201,37 @@ fn tier_options_are_validated() {
         let o = Options { tiers: bad.iter().map(|&(r, k)| TierOptions { resolution_ms: r, retention_ms: k }).collect(), ..tiered(0) };
         assert!(Db::open(dir.path(), o).is_err(), "{bad:?} accepted");
     }
+}
+
+#[test]
+fn a_snapshot_is_a_data_directory_with_the_same_data() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), tiered(0)).expect("open");
+    fill(&db, 40_000, 11);
+    db.compact().expect("compact");
+    // Values as bits: NaN values are not equal to themselves.
+    let bits = |v: Vec<(Labels, Vec<Sample>)>| -> Vec<(Labels, Vec<(i64, u64)>)> {
+        v.into_iter().map(|(l, s)| (l, s.into_iter().map(|x| (x.t, x.v.to_bits())).collect())).collect()
+    };
+    let before = bits(common::query(&db, &[eq("__name__", "m")], 0, 40_000));
+    assert!(db.stats().blocks > 0 && db.stats().head_series > 0, "blocks and a head: {:?}", db.stats());
+    let snap = dir.path().join("snapshots").join("s1");
+    db.snapshot(&snap, true).expect("snapshot");
+    let skip = dir.path().join("snapshots").join("s2");
+    db.snapshot(&skip, false).expect("snapshot without the head");
+    let tiers_before: Vec<_> = RES.iter().map(|&r| tier_view(&db, r, 0, 39_999)).collect();
+    // Changes after the snapshot do not reach it.
+    db.delete(0, 40_000, &[eq("i", "1")]).expect("delete");
+    db.flush().expect("flush");
+    db.compact().expect("compact");
+    drop(db);
+    let s = Db::open(&snap, tiered(0)).expect("open the snapshot");
+    let got_s = bits(common::query(&s, &[eq("__name__", "m")], 0, 40_000));
+    assert!(got_s == before, "the snapshot's samples");
+    for (i, &r) in RES.iter().enumerate() {
+        assert_eq!(tier_view(&s, r, 0, 39_999), tiers_before[i], "tier {r} in the snapshot");
+    }
+    let s2 = Db::open(&skip, tiered(0)).expect("open the snapshot without head");
+    let got = bits(common::query(&s2, &[eq("__name__", "m")], 0, 40_000));
+    assert!(!got.is_empty() && got != before, "blocks only");
 }

@@ -620,8 +620,10 @@ impl Shard {
         }
     }
 
-    /// Writes the head's data in `[w_start, w_end)` as a block and drops it from the head.
-    fn cut_window(&self, w_start: i64, w_end: i64) -> Result<()> {
+    /// The head's series with their data before `w_end` as block chunks (out-of-order samples merged in,
+    /// deleted samples dropped), sorted by labels; with `open`, the open chunks copied too (a cut closes
+    /// those before its window's end first).
+    fn head_series_before(&self, w_end: i64, open: bool) -> Result<Vec<(Labels, Vec<ChunkRef>)>> {
         let mut series: Vec<(Labels, Vec<ChunkRef>)> = Vec::new();
         {
             let st = self.state.read();
@@ -632,6 +634,14 @@ impl Shard {
                 let ms = head.series(r).expect("listed");
                 let mut chunks: Vec<ChunkRef> =
                     ms.chunks.iter().take_while(|c| c.maxt < w_end).map(|c| c.to_ref()).collect();
+                if open && ms.open_n > 0 && ms.last_t < w_end {
+                    chunks.push(ChunkRef {
+                        mint_ms: ms.open_mint,
+                        maxt_ms: ms.last_t,
+                        encoding: ms.open.encoding(),
+                        data: bytes::Bytes::copy_from_slice(ms.open.bytes()),
+                    });
+                }
                 extra.clear();
                 extra.extend(ms.ooo.iter().take_while(|s| s.t < w_end).copied());
                 extra_sts.clear();
@@ -656,6 +666,42 @@ impl Shard {
             }
         }
         series.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(series)
+    }
+
+    /// A snapshot of this shard under `dst` (Prometheus' `DB.Snapshot`): hard links of its blocks and,
+    /// with `with_head`, a block of what the head holds now. No cut runs meanwhile, so nothing moves
+    /// from the head into a block between the two.
+    pub(crate) fn snapshot(&self, dst: &Path, with_head: bool) -> Result<()> {
+        let _c = self.cut_lock.lock();
+        std::fs::create_dir_all(dst).map_err(|e| Error::io(dst, e))?;
+        for b in self.blocks() {
+            let name = b.dir().file_name().map(|n| n.to_os_string()).unwrap_or_default();
+            crate::compact::link_dir(b.dir(), &dst.join(name))?;
+        }
+        if with_head {
+            let (min, max) = {
+                let st = self.state.read();
+                (st.head.min_t, st.head.max_t)
+            };
+            if min <= max {
+                let series = self.head_series_before(i64::MAX, true)?;
+                block::writer::write_block_with(
+                    dst,
+                    min,
+                    max.saturating_add(1),
+                    series.into_iter().map(Ok),
+                    block::CompactionMeta { level: 1, ..Default::default() },
+                    &block::WriteOptions::from_db_options(&self.opts),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the head's data in `[w_start, w_end)` as a block and drops it from the head.
+    fn cut_window(&self, w_start: i64, w_end: i64) -> Result<()> {
+        let series = self.head_series_before(w_end, false)?;
         let meta = block::writer::write_block_with(
             &self.dir,
             w_start,
