@@ -21,7 +21,7 @@
 //!
 //! Rights: `write` is remote write; `admin` the admin APIs and lifecycle endpoints; `read` everything
 //! else (queries, metadata, remote read, status, `/metrics`, health). Grants name stores (`*`: all);
-//! until stores exist every request addresses `default`. With no credential configured the server is
+//! the request's store is the one `stores::resolve` found. With no credential configured the server is
 //! open, as Prometheus is. A request without valid credentials is a 401 with `WWW-Authenticate: Basic`,
 //! a credential without the right a 403 naming what was refused.
 //!
@@ -461,8 +461,10 @@ pub async fn guard(State(st): State<Arc<AppState>>, req: Request, next: Next) ->
         return plain(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n".into());
     }
     if a.has_credentials() {
-        let right = Right::of(req.method(), req.uri().path());
-        let store = "default";
+        let (_, path) = crate::stores::split_path(req.uri().path());
+        let right = Right::of(req.method(), path);
+        let name = req.extensions().get::<crate::stores::StoreName>().map(|s| s.0.clone());
+        let store = name.as_deref().unwrap_or(crate::stores::DEFAULT);
         match a.authenticate(req.headers().get(AUTHORIZATION)).await {
             None => {
                 let mut r = plain(StatusCode::UNAUTHORIZED, "Unauthorized\n".into());

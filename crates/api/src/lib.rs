@@ -30,6 +30,7 @@ pub mod read;
 pub mod remote_read;
 pub mod response;
 pub mod selector;
+pub mod stores;
 pub mod status;
 pub mod write;
 
@@ -37,7 +38,7 @@ use axum::Router;
 use axum::routing::{get, post};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use tessera_tsdb::Db;
 
 pub use response::{ApiError, ErrorType};
@@ -177,8 +178,10 @@ impl Default for BuildInfo {
 /// Shared state of every handler.
 pub struct AppState {
     pub options: ApiOptions,
-    db: OnceLock<Arc<Db>>,
-    pub metadata: metadata::MetadataStore,
+    /// The `default` store (the data directory itself).
+    default_store: Arc<stores::Store>,
+    /// Every store by name, `default` included (see [`stores`]).
+    stores: parking_lot::RwLock<BTreeMap<String, Arc<stores::Store>>>,
     pub metrics: metrics::ApiMetrics,
     /// Permits are bytes of request bodies being processed.
     pub(crate) write_budget: Arc<tokio::sync::Semaphore>,
@@ -215,12 +218,13 @@ impl AppState {
         let results_cache = Arc::new(tessera_promql::cache::ResultCache::new(options.results_cache));
         let mut registry = prometheus_client::registry::Registry::default();
         results_cache.metrics.register(&mut registry);
+        let default_store = Arc::new(stores::Store::new(stores::DEFAULT, options.data_dir.clone()));
         Arc::new(AppState {
             results_cache,
             registry,
+            default_store: default_store.clone(),
+            stores: parking_lot::RwLock::new(BTreeMap::from([(stores::DEFAULT.to_string(), default_store)])),
             options,
-            db: OnceLock::new(),
-            metadata: metadata::MetadataStore::new(),
             metrics: metrics::ApiMetrics::new(),
             write_budget: Arc::new(tokio::sync::Semaphore::new(budget)),
             remote_read_gate,
@@ -242,25 +246,53 @@ impl AppState {
         *self.access.write() = a;
     }
 
-    /// Publishes the opened database: from now on the server is ready.
+    /// Publishes the default store's opened database: from now on the server is ready.
     pub fn set_db(&self, db: Arc<Db>) {
-        if self.db.set(db).is_err() {
-            tracing::warn!("set_db called twice; keeping the first database");
-        }
+        self.default_store.set_db(db);
     }
 
-    /// The database, once open.
-    pub fn db(&self) -> Option<&Arc<Db>> {
-        self.db.get()
+    /// The store the request being served addresses (see [`stores::resolve`]); `default` outside one.
+    pub fn store(&self) -> Arc<stores::Store> {
+        stores::current().unwrap_or_else(|| self.default_store.clone())
     }
 
+    /// The `default` store.
+    pub fn default_store(&self) -> &Arc<stores::Store> {
+        &self.default_store
+    }
+
+    /// A store by name.
+    pub fn get_store(&self, name: &str) -> Option<Arc<stores::Store>> {
+        self.stores.read().get(name).cloned()
+    }
+
+    /// Every store, `default` first.
+    pub fn all_stores(&self) -> Vec<Arc<stores::Store>> {
+        let m = self.stores.read();
+        let mut v: Vec<_> = m.values().cloned().collect();
+        v.sort_by_key(|s| (s.name != stores::DEFAULT, s.name.clone()));
+        v
+    }
+
+    /// Adds a store (its database published later with [`stores::Store::set_db`]); an existing one of
+    /// that name is returned as it is.
+    pub fn add_store(&self, name: &str, dir: PathBuf) -> Arc<stores::Store> {
+        self.stores.write().entry(name.to_string()).or_insert_with(|| Arc::new(stores::Store::new(name, dir))).clone()
+    }
+
+    /// The current store's database, once open.
+    pub fn db(&self) -> Option<Arc<Db>> {
+        self.store().db().cloned()
+    }
+
+    /// Whether the default store's database is open (`/-/ready`).
     pub fn is_ready(&self) -> bool {
-        self.db.get().is_some()
+        self.default_store.db().is_some()
     }
 
-    /// The database or the 503 every data endpoint answers before it is open.
+    /// The current store's database or the 503 every data endpoint answers before it is open.
     pub fn ready_db(&self) -> Result<Arc<Db>, ApiError> {
-        self.db.get().cloned().ok_or_else(ApiError::unavailable)
+        self.db().ok_or_else(ApiError::unavailable)
     }
 }
 
@@ -274,7 +306,7 @@ pub fn now_ms() -> i64 {
 
 /// The route table. Prometheus' paths; GET and POST where Prometheus takes both.
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+    let api: Router<Arc<AppState>> = Router::new()
         .route("/-/healthy", get(ops::healthy).head(ops::healthy))
         .route("/-/ready", get(ops::ready).head(ops::ready))
         .route("/metrics", get(ops::metrics))
@@ -295,8 +327,13 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/status/tsdb", get(status::tsdb))
         .route("/api/v1/admin/tsdb/delete_series", post(admin::delete_series).put(admin::delete_series))
         .route("/api/v1/admin/tsdb/clean_tombstones", post(admin::clean_tombstones).put(admin::clean_tombstones))
-        .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot))
+        .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot));
+    // Every API also under `/store/<name>/` (see `stores`).
+    Router::new()
+        .merge(api.clone())
+        .nest("/store/{store}", api)
         .layer(axum::middleware::from_fn_with_state(state.clone(), access::guard))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), stores::resolve))
         .layer(axum::middleware::from_fn_with_state(state.clone(), ops::track))
         .with_state(state)
 }

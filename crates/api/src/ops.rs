@@ -13,9 +13,10 @@ pub async fn healthy() -> impl IntoResponse {
     (StatusCode::OK, "Tessera is Healthy.\n")
 }
 
-/// 200 once the data directory is open and its WAL replayed, 503 before (Prometheus' `/-/ready`).
+/// 200 once the data directory is open and its WAL replayed, 503 before (Prometheus' `/-/ready`); under
+/// `/store/<name>/`, that store's.
 pub async fn ready(State(st): State<Arc<AppState>>) -> impl IntoResponse {
-    if st.is_ready() {
+    if st.db().is_some() {
         (StatusCode::OK, "Tessera is Ready.\n")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable")
@@ -26,7 +27,8 @@ pub async fn ready(State(st): State<Arc<AppState>>) -> impl IntoResponse {
 pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     let mut out = String::with_capacity(16 << 10);
     st.metrics.encode_text(&mut out);
-    if let Some(db) = st.db() {
+    // The default store's storage metrics (the others' are not labelled apart yet).
+    if let Some(db) = st.default_store().db() {
         db.metrics().encode_text(&mut out);
     }
     out.push_str("# HELP tessera_ready Whether the data directory is open (1) or still being opened (0).\n");
@@ -34,7 +36,7 @@ pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     out.push_str(if st.is_ready() { "tessera_ready 1\n" } else { "tessera_ready 0\n" });
     out.push_str("# HELP tessera_metadata_families Metric families with metadata received through remote write.\n");
     out.push_str("# TYPE tessera_metadata_families gauge\n");
-    out.push_str(&format!("tessera_metadata_families {}\n", st.metadata.len()));
+    out.push_str(&format!("tessera_metadata_families {}\n", st.default_store().metadata.len()));
     crate::metrics::encode_registry_004(&st.registry, &mut out);
     crate::metrics::encode_process_metrics(&mut out);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], out).into_response()

@@ -257,7 +257,7 @@ pub async fn metadata(State(st): State<Arc<AppState>>, req: Request) -> Response
             "" => -1,
             s => s.parse::<i64>().map_err(|_| ApiError::bad_data("limit_per_metric must be a number"))?,
         };
-        Ok((st.metadata.query(p.get("metric"), limit, per), Vec::new()))
+        Ok((st.store().metadata.query(p.get("metric"), limit, per), Vec::new()))
     }
     .await;
     respond(r)

@@ -76,7 +76,7 @@ impl QueryError {
 
 /// The handler.
 pub async fn read(State(st): State<Arc<AppState>>, body: Body) -> Response {
-    let Some(db) = st.db().cloned() else {
+    let Some(db) = st.db() else {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "TSDB not ready");
     };
     // Upstream's remoteReadGate: wait for a slot. The permit lives as long as the response body.

@@ -89,7 +89,8 @@ fn closing(mut r: Response) -> Response {
 
 /// The handler.
 pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
-    let Some(db) = st.db().cloned() else {
+    let store = st.store();
+    let Some(db) = store.db().cloned() else {
         return closing(plain(503, "TSDB not ready: the data directory is still being opened"));
     };
     let hdr = |name: header::HeaderName| -> Result<Option<&str>, ()> {
@@ -144,7 +145,7 @@ pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, b
         }
     };
     let st2 = st.clone();
-    let outcome = tokio::task::spawn_blocking(move || process(&st2, &db, version, &bytes)).await;
+    let outcome = tokio::task::spawn_blocking(move || process(&st2, &store, &db, version, &bytes)).await;
     drop(permit);
     match outcome {
         Ok(o) => answer(Outcome { v2: version == ProtoVersion::V2, ..o }),
@@ -165,7 +166,7 @@ impl Drop for Release {
 }
 
 /// Decodes and writes one request body (blocking).
-fn process(st: &AppState, db: &Db, version: ProtoVersion, body: &[u8]) -> Outcome {
+fn process(st: &AppState, store: &crate::stores::Store, db: &Db, version: ProtoVersion, body: &[u8]) -> Outcome {
     let limits = &st.options.write_limits;
     let bad = |e: rw::DecodeError| Outcome {
         status: 400,
@@ -177,13 +178,13 @@ fn process(st: &AppState, db: &Db, version: ProtoVersion, body: &[u8]) -> Outcom
         Err(e) => return bad(e),
     };
     match rw::decode_ref(version, &buf, limits) {
-        Ok(dec) => write_decoded(st, db, &dec),
+        Ok(dec) => write_decoded(st, store, db, &dec),
         Err(e) => bad(e),
     }
 }
 
 /// Writes a decoded request and says what happened.
-fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
+fn write_decoded(st: &AppState, store: &crate::stores::Store, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
     let m = &st.metrics;
     let valid_samples = dec.valid_samples() as u64;
     let invalid_samples: u64 = dec.invalid.iter().map(|s| s.samples as u64).sum();
@@ -194,7 +195,7 @@ fn write_decoded(st: &AppState, db: &Db, dec: &WriteRequestRef<'_>) -> Outcome {
     m.add_rejected("invalid_series", invalid_samples);
 
     for md in &dec.metadata {
-        st.metadata.insert(
+        store.metadata.insert(
             &md.metric_family_name,
             MetricMetadata { kind: md.kind.as_str().to_string(), unit: md.unit.clone(), help: md.help.clone() },
         );

@@ -92,7 +92,7 @@ async fn start_timestamps_of_remote_write_2_are_stored_and_survive_a_reopen() {
         assert_eq!(pts, &vec![(T0, 0)]);
         assert_eq!(encodings, &vec![ChunkEncoding::Xor]);
     };
-    let db = st.db().cloned().expect("db");
+    let db = st.db().expect("db");
     check(&db);
     db.close().expect("close");
     drop(db);

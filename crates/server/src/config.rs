@@ -311,6 +311,8 @@ pub struct Settings {
     pub web_config_file: Option<PathBuf>,
     /// `--web.enable-admin-api`.
     pub enable_admin_api: bool,
+    /// The config file's stores beyond `default`, by name.
+    pub stores: Vec<StoreSettings>,
     pub retention_ms: i64,
     pub retention_bytes: u64,
     pub ooo_window_ms: i64,
@@ -366,7 +368,36 @@ impl Settings {
             let v = given.get(k).cloned().or_else(|| file.get(*k).cloned()).unwrap_or_else(|| d.to_string());
             eff.insert(k.to_string(), v);
         }
-        let s = Self::from_map(&eff)?;
+        let mut s = Self::from_map(&eff)?;
+        // Each store: the top-level settings, its table's over them.
+        let mut names: Vec<&str> = file.keys().filter_map(|k| k.strip_prefix("stores.")).map(|r| r.split_once('.').map_or(r, |x| x.0)).collect();
+        names.dedup();
+        for name in names {
+            let mut m = eff.clone();
+            for key in STORE_KEYS {
+                if let Some(v) = file.get(&format!("stores.{name}.{key}")) {
+                    m.insert(key.to_string(), v.clone());
+                }
+            }
+            let get = |k: &str| m.get(k).map(String::as_str).unwrap_or("");
+            let ctx = |k: &str| format!("[stores.{name}] {k}");
+            let retention_ms = parse_duration_ms(get("storage.tsdb.retention.time")).map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.retention.time")))?;
+            s.stores.push(StoreSettings {
+                name: name.to_string(),
+                retention_ms,
+                retention_bytes: parse_bytes(get("storage.tsdb.retention.size"))
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.retention.size")))?,
+                ooo_window_ms: parse_duration_ms(get("storage.tsdb.out-of-order-time-window"))
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.out-of-order-time-window")))?,
+                tiers: parse_tiers(get("storage.tsdb.downsampling"), retention_ms)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.downsampling")))?,
+                max_series: get("storage.tsdb.max-series").trim().parse().map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.max-series")))?,
+                max_exemplars: get("storage.exemplars.exemplars-limit")
+                    .trim()
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.exemplars.exemplars-limit")))?,
+            });
+        }
         let mut flags = eff;
         if let Some(p) = &args.config_file {
             flags.insert("config.file".into(), p.display().to_string());
@@ -403,6 +434,7 @@ impl Settings {
             data_dir: PathBuf::from(get("storage.tsdb.path")),
             listen_address: get("web.listen-address").to_string(),
             web_config_file: Some(get("web.config.file").trim()).filter(|f| !f.is_empty()).map(PathBuf::from),
+            stores: Vec::new(),
             enable_admin_api: match get("web.enable-admin-api").trim() {
                 "true" | "1" => true,
                 "false" | "0" | "" => false,
@@ -606,13 +638,57 @@ pub fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
     }
 }
 
+/// What a `[stores.<name>]` table may set; the rest is the top-level settings'.
+const STORE_KEYS: &[&str] = &[
+    "storage.tsdb.retention.time",
+    "storage.tsdb.retention.size",
+    "storage.tsdb.out-of-order-time-window",
+    "storage.tsdb.downsampling",
+    "storage.tsdb.max-series",
+    "storage.exemplars.exemplars-limit",
+];
+
+/// One store of the config file's `[stores.<name>]` tables (see `tessera_api::stores`), its settings
+/// resolved: those the table sets, the top-level ones for the rest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreSettings {
+    pub name: String,
+    pub retention_ms: i64,
+    pub retention_bytes: u64,
+    pub ooo_window_ms: i64,
+    pub tiers: Vec<TierOptions>,
+    pub max_series: u64,
+    pub max_exemplars: usize,
+}
+
 /// Reads a TOML config file into setting name → value string. Keys are dotted paths equal to the
 /// flag names; unknown keys are errors (a typo must not be silently ignored).
 pub fn parse_config_file(text: &str) -> anyhow::Result<BTreeMap<String, String>> {
     let table: toml::Table = text.parse().context("invalid TOML")?;
+    if let Some(stores) = table.get("stores") {
+        let Some(t) = stores.as_table() else { bail!("stores: expected [stores.<name>] tables") };
+        for name in t.keys() {
+            if !tessera_api::stores::valid_name(name) {
+                bail!("[stores.{name:?}]: a store name is 1 to 64 of A-Z a-z 0-9 _ -");
+            }
+        }
+    }
     let mut out = BTreeMap::new();
     flatten("", &toml::Value::Table(table), &mut out)?;
     for k in out.keys() {
+        if let Some(rest) = k.strip_prefix("stores.") {
+            let (name, key) = rest.split_once('.').unwrap_or((rest, ""));
+            if !tessera_api::stores::valid_name(name) {
+                bail!("[stores.{name}]: a store name is 1 to 64 of A-Z a-z 0-9 _ -");
+            }
+            if name == tessera_api::stores::DEFAULT {
+                bail!("[stores.default]: the default store's settings are the top-level ones");
+            }
+            if !STORE_KEYS.contains(&key) {
+                bail!("unknown store setting {key:?} in [stores.{name}]; known: {}", STORE_KEYS.join(", "));
+            }
+            continue;
+        }
         if !DEFAULTS.iter().any(|(d, _)| d == k) {
             let known: Vec<&str> = DEFAULTS.iter().map(|(d, _)| *d).collect();
             bail!("unknown setting {k:?}; known settings: {}", known.join(", "));
@@ -640,7 +716,7 @@ fn flatten(prefix: &str, v: &toml::Value, out: &mut BTreeMap<String, String>) ->
         }
         // Only list-valued setting: `enable-feature = ["use-start-timestamps", "st-storage"]`, the same
         // as the comma-separated string.
-        toml::Value::Array(items) if prefix == "enable-feature" || prefix == "storage.tsdb.downsampling" => {
+        toml::Value::Array(items) if prefix == "enable-feature" || prefix.ends_with("storage.tsdb.downsampling") => {
             let mut names = Vec::with_capacity(items.len());
             for i in items {
                 match i {

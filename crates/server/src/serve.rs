@@ -132,57 +132,54 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         tiers: s.tiers.clone(),
         ..Options::default()
     };
-    {
-        let state = state.clone();
-        let dir = s.data_dir.clone();
-        tokio::spawn(async move {
-            let started = std::time::Instant::now();
-            let d2 = dir.clone();
-            let opened = tokio::task::spawn_blocking(move || {
-                let db = Db::open(&d2, opts)?;
-                let md = tessera_api::metadata::MetadataStore::load(&d2);
-                Ok::<_, tessera_tsdb::Error>((db, md))
-            })
-            .await;
-            match opened {
-                Ok(Ok((db, md))) => {
-                    match md {
-                        Ok(md) => state.metadata.replace_with(md),
-                        Err(e) => tracing::warn!(error = %e, "metadata.json unreadable; starting with empty metadata"),
-                    }
-                    let st = db.stats();
-                    state.set_db(db);
-                    tracing::info!(
-                        dir = %dir.display(),
-                        shards = st.shards,
-                        head_series = st.head_series,
-                        blocks = st.blocks,
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        "data directory open; ready"
-                    );
-                }
-                Ok(Err(e)) => {
-                    let _ = fatal_tx.send(Some(format!("opening {}: {e}", dir.display())));
-                }
-                Err(e) => {
-                    let _ = fatal_tx.send(Some(format!("opening {}: task failed: {e}", dir.display())));
-                }
+    spawn_open(state.default_store().clone(), opts.clone(), Some(fatal_tx));
+    // The config file's other stores, each in `<data>/stores/<name>/`.
+    let mut configured = std::collections::HashSet::new();
+    for st in &s.stores {
+        let dir = s.data_dir.join("stores").join(&st.name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let shards = match s.shards {
+            Some(n) => n,
+            None => tessera_tsdb::db::recorded_shards(&dir)
+                .with_context(|| format!("checking {}", dir.display()))?
+                .unwrap_or(opts.shards),
+        };
+        let o = Options {
+            shards,
+            retention_ms: st.retention_ms,
+            retention_bytes: st.retention_bytes,
+            ooo_window_ms: st.ooo_window_ms,
+            max_series: st.max_series,
+            max_exemplars: st.max_exemplars,
+            tiers: st.tiers.clone(),
+            ..opts.clone()
+        };
+        configured.insert(st.name.clone());
+        spawn_open(state.add_store(&st.name, dir), o, None);
+    }
+    if let Ok(rd) = std::fs::read_dir(s.data_dir.join("stores")) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !configured.contains(&name) {
+                tracing::warn!(store = %name, dir = %e.path().display(), "a store directory not in the config file: not served, not deleted (add [stores.{name}] back to serve it, or remove the directory)");
             }
-        });
+        }
     }
     {
         let state = state.clone();
-        let dir = s.data_dir.clone();
         tokio::spawn(async move {
             let mut t = tokio::time::interval(METADATA_SAVE_INTERVAL);
             t.tick().await;
             loop {
                 t.tick().await;
-                if state.is_ready() {
-                    let (st, d) = (state.clone(), dir.clone());
-                    match tokio::task::spawn_blocking(move || st.metadata.save(&d)).await {
-                        Ok(Err(e)) => tracing::warn!(error = %e, "saving metadata.json failed"),
-                        Err(e) => tracing::warn!(error = %e, "saving metadata.json: task failed"),
+                for store in state.all_stores() {
+                    if store.db().is_none() {
+                        continue;
+                    }
+                    let name = store.name.clone();
+                    match tokio::task::spawn_blocking(move || store.metadata.save(&store.dir)).await {
+                        Ok(Err(e)) => tracing::warn!(store = %name, error = %e, "saving metadata.json failed"),
+                        Err(e) => tracing::warn!(store = %name, error = %e, "saving metadata.json: task failed"),
                         Ok(Ok(_)) => {}
                     }
                 }
@@ -215,23 +212,69 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     if let Some(err) = fatal_rx.borrow_and_update().clone() {
         anyhow::bail!(err);
     }
-    if let Some(db) = state.db().cloned() {
-        let st = state.clone();
-        let dir = s.data_dir.clone();
+    for store in state.all_stores() {
+        let Some(db) = store.db().cloned() else {
+            tracing::info!(store = %store.name, "stopped before the store finished opening");
+            continue;
+        };
+        let name = store.name.clone();
         tokio::task::spawn_blocking(move || {
-            if let Err(e) = st.metadata.save(&dir) {
-                tracing::warn!(error = %e, "saving metadata.json failed");
+            if let Err(e) = store.metadata.save(&store.dir) {
+                tracing::warn!(store = %store.name, error = %e, "saving metadata.json failed");
             }
             db.close()
         })
         .await
-        .context("closing the database: task failed")?
-        .context("closing the database")?;
-        tracing::info!("database closed; bye");
-    } else {
-        tracing::info!("stopped before the data directory finished opening");
+        .with_context(|| format!("closing store {name}: task failed"))?
+        .with_context(|| format!("closing store {name}"))?;
+        tracing::info!(store = %name, "database closed");
     }
+    tracing::info!("bye");
     Ok(())
+}
+
+/// Opens a store's database in the background and publishes it; `fatal`: a failure stops the server
+/// (the default store), otherwise the store answers 503 and the failure is logged.
+fn spawn_open(store: Arc<tessera_api::stores::Store>, opts: Options, fatal: Option<watch::Sender<Option<String>>>) {
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let dir = store.dir.clone();
+        let d2 = dir.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            let db = Db::open(&d2, opts)?;
+            let md = tessera_api::metadata::MetadataStore::load(&d2);
+            Ok::<_, tessera_tsdb::Error>((db, md))
+        })
+        .await;
+        let err = match opened {
+            Ok(Ok((db, md))) => {
+                match md {
+                    Ok(md) => store.metadata.replace_with(md),
+                    Err(e) => tracing::warn!(store = %store.name, error = %e, "metadata.json unreadable; starting with empty metadata"),
+                }
+                let st = db.stats();
+                store.set_db(db);
+                tracing::info!(
+                    store = %store.name,
+                    dir = %dir.display(),
+                    shards = st.shards,
+                    head_series = st.head_series,
+                    blocks = st.blocks,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "store open; ready"
+                );
+                return;
+            }
+            Ok(Err(e)) => format!("opening {}: {e}", dir.display()),
+            Err(e) => format!("opening {}: task failed: {e}", dir.display()),
+        };
+        match fatal {
+            Some(tx) => {
+                let _ = tx.send(Some(err));
+            }
+            None => tracing::error!(store = %store.name, error = %err, "store could not be opened; its requests answer 503"),
+        }
+    });
 }
 
 /// Serves `app` on `listener` until `stop`, then lets in-flight requests finish for [`DRAIN_TIMEOUT`].

@@ -21,6 +21,8 @@ pub struct Server {
     /// The flags given to [`Server::start`] beyond the harness' own, kept for [`Server::restart`].
     pub extra: Vec<String>,
     pub http: reqwest::blocking::Client,
+    /// An `Authorization` header readiness checks send (a server with credentials configured).
+    pub auth: Option<String>,
 }
 
 pub fn free_port() -> u16 {
@@ -30,10 +32,15 @@ pub fn free_port() -> u16 {
 
 impl Server {
     pub fn start(dir: &Path, extra: &[&str]) -> Server {
+        Self::start_auth(dir, extra, None)
+    }
+
+    /// [`Server::start`] for a server that wants credentials: readiness is asked with `auth`.
+    pub fn start_auth(dir: &Path, extra: &[&str], auth: Option<&str>) -> Server {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let (child, base) = spawn(dir, &extra);
         let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
-        let s = Server { child, base, dir: dir.to_path_buf(), extra, http };
+        let s = Server { child, base, dir: dir.to_path_buf(), extra, http, auth: auth.map(str::to_string) };
         s.wait_ready();
         s
     }
@@ -41,7 +48,11 @@ impl Server {
     pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Ok(r) = self.http.get(format!("{}/-/ready", self.base)).send()
+            let mut req = self.http.get(format!("{}/-/ready", self.base));
+            if let Some(a) = &self.auth {
+                req = req.header("Authorization", a);
+            }
+            if let Ok(r) = req.send()
                 && r.status() == 200
             {
                 return;

@@ -1,0 +1,134 @@
+//! Stores through the binary: `[stores.<name>]` tables in the config file; a store addressed by the
+//! `X-Scope-OrgID` header or the `/store/<name>/` path prefix; each store's series, metadata and
+//! queries apart from the others', `default` unchanged for clients that know nothing of stores;
+//! unknown stores 404, conflicting addresses 400; grants per store; data kept across restarts.
+
+mod common;
+
+use base64::Engine as _;
+use common::Server;
+use tessera_model::{labels, Sample};
+use tessera_protocol::remote_write::{self as rw, WriteSeries};
+
+fn series(name: &str, v: f64, t: i64) -> Vec<WriteSeries> {
+    vec![WriteSeries::new(labels!("__name__" => name, "job" => "x"), vec![Sample::new(t, v)])]
+}
+
+fn write_with(s: &Server, path: &str, header: Option<&str>, ws: &[WriteSeries], auth: Option<&str>) -> u16 {
+    let mut r = s
+        .http
+        .post(format!("{}{path}", s.base))
+        .header("Content-Type", common::CT_V1)
+        .header("Content-Encoding", "snappy")
+        .body(rw::compress(&rw::encode_v1(ws, &[])));
+    if let Some(h) = header {
+        r = r.header("X-Scope-OrgID", h);
+    }
+    if let Some(a) = auth {
+        r = r.header("Authorization", a);
+    }
+    r.send().expect("POST").status().as_u16()
+}
+
+fn query(s: &Server, prefix: &str, header: Option<&str>, q: &str, auth: Option<&str>) -> (u16, String) {
+    let mut r = s.http.get(format!("{}{prefix}/api/v1/query", s.base)).query(&[("query", q)]);
+    if let Some(h) = header {
+        r = r.header("X-Scope-OrgID", h);
+    }
+    if let Some(a) = auth {
+        r = r.header("Authorization", a);
+    }
+    let r = r.send().expect("GET");
+    (r.status().as_u16(), r.text().expect("body"))
+}
+
+#[test]
+fn stores_are_apart_and_addressed_both_ways() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = dir.path().join("tessera.toml");
+    let hash = bcrypt::hash("pw", 4).expect("bcrypt");
+    std::fs::write(&cfg, "[stores.team-a]\nstorage.tsdb.retention.time = \"30d\"\n\n[stores.team_b]\nstorage.tsdb.max-series = 1\n").expect("toml");
+    let web = dir.path().join("web.yml");
+    std::fs::write(
+        &web,
+        format!("basic_auth_users:\n  admin: {hash}\n  bob: {hash}\nauthorization:\n  users:\n    bob: {{ read: [team_b], write: [team_b] }}\n"),
+    )
+    .expect("web");
+    let data = dir.path().join("data");
+    let admin = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("admin:pw"));
+    let flags = [format!("--config.file={}", cfg.display()), format!("--web.config.file={}", web.display())];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let s = Server::start_auth(&data, &flags, Some(&admin));
+    let bob = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("bob:pw"));
+    let a = Some(admin.as_str());
+    let t = tessera_api::now_ms() - 10_000;
+    assert_eq!(write_with(&s, "/api/v1/write", None, &series("in_default", 1.0, t), a), 204);
+    assert_eq!(write_with(&s, "/api/v1/write", Some("team-a"), &series("in_a", 2.0, t), a), 204);
+    assert_eq!(write_with(&s, "/store/team_b/api/v1/write", None, &series("in_b", 3.0, t), a), 204);
+    // Each store sees its own series only.
+    assert_eq!(names(&s, &admin, "", None), r#"{"status":"success","data":["in_default"]}"#);
+    assert_eq!(names(&s, &admin, "", Some("team-a")), r#"{"status":"success","data":["in_a"]}"#);
+    assert_eq!(names(&s, &admin, "/store/team-a", None), r#"{"status":"success","data":["in_a"]}"#);
+    assert_eq!(names(&s, &admin, "/store/team_b", Some("team_b")), r#"{"status":"success","data":["in_b"]}"#);
+    let (st, body) = query(&s, "/store/team-a", None, "in_a", a);
+    assert_eq!(st, 200);
+    assert!(body.contains("\"2\""), "{body}");
+    assert!(query(&s, "", None, "in_a", a).1.contains(r#""result":[]"#));
+    // The per-store limit: team_b holds at most one series.
+    let st = write_with(&s, "/api/v1/write", Some("team_b"), &series("another", 1.0, t), a);
+    assert!(st >= 400, "over team_b's series limit: {st}");
+    // Unknown stores, conflicts, several stores at once, bad names.
+    let (st, body) = query(&s, "/store/nope", None, "up", a);
+    assert_eq!((st, body.as_str()), (404, r#"{"status":"error","errorType":"not_found","error":"unknown store \"nope\""}"#));
+    assert_eq!(query(&s, "", Some("nope"), "up", a).0, 404);
+    assert_eq!(write_with(&s, "/api/v1/write", Some("nope"), &series("x", 1.0, t), a), 404);
+    assert_eq!(query(&s, "/store/team-a", Some("team_b"), "up", a).0, 400);
+    assert_eq!(query(&s, "", Some("team-a|team_b"), "up", a).0, 400);
+    assert_eq!(query(&s, "", Some("../etc"), "up", a).0, 404);
+    assert_eq!(query(&s, "", Some(&"x".repeat(5000)), "up", a).0, 404);
+    // Grants per store: bob may read and write team_b only.
+    let b = Some(bob.as_str());
+    assert_eq!(query(&s, "/store/team_b", None, "in_b", b).0, 200);
+    assert_eq!(query(&s, "", Some("team-a"), "in_a", b).0, 403);
+    assert_eq!(query(&s, "", None, "in_default", b).0, 403);
+    assert_eq!(write_with(&s, "/store/team-a/api/v1/write", None, &series("x", 1.0, t), b), 403);
+    // Readiness and status per store.
+    let r = s.http.get(format!("{}/store/team-a/-/ready", s.base)).header("Authorization", &admin).send().expect("GET");
+    assert_eq!(r.status().as_u16(), 200);
+    // Restart: the stores keep their data apart.
+    s.terminate();
+    let s = Server::start_auth(&data, &flags, Some(&admin));
+    assert_eq!(names(&s, &admin, "", Some("team-a")), r#"{"status":"success","data":["in_a"]}"#);
+    assert_eq!(names(&s, &admin, "", None), r#"{"status":"success","data":["in_default"]}"#);
+    assert!(data.join("stores").join("team-a").join("tessera.json").exists());
+}
+
+fn names(s: &Server, auth: &str, prefix: &str, header: Option<&str>) -> String {
+    let mut r = s.http.get(format!("{}{prefix}/api/v1/label/__name__/values", s.base)).header("Authorization", auth);
+    if let Some(h) = header {
+        r = r.header("X-Scope-OrgID", h);
+    }
+    r.send().expect("GET").text().expect("body")
+}
+
+#[test]
+fn store_tables_are_checked() {
+    let dir = tempfile::tempdir().expect("tmp");
+    for (toml, why) in [
+        ("[stores.default]\nstorage.tsdb.retention.time = \"1d\"\n", "top-level"),
+        ("[stores.\"a.b\"]\nstorage.tsdb.retention.time = \"1d\"\n", "store name"),
+        ("[stores.a]\nquery.timeout = \"1m\"\n", "unknown store setting"),
+        ("[stores.a]\nstorage.tsdb.retention.time = \"soon\"\n", "[stores.a] storage.tsdb.retention.time"),
+    ] {
+        let cfg = dir.path().join("t.toml");
+        std::fs::write(&cfg, toml).expect("write");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["serve", &format!("--storage.tsdb.path={}", dir.path().join("d").display()), "--web.listen-address=127.0.0.1:0"])
+            .arg(format!("--config.file={}", cfg.display()))
+            .output()
+            .expect("run");
+        assert!(!out.status.success(), "{toml}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{toml}: {err}");
+    }
+}
