@@ -31,6 +31,7 @@ pub mod remote_read;
 pub mod response;
 pub mod selector;
 pub mod stores;
+pub mod union;
 pub mod status;
 pub mod write;
 
@@ -290,9 +291,26 @@ impl AppState {
         self.default_store.db().is_some()
     }
 
-    /// The current store's database or the 503 every data endpoint answers before it is open.
+    /// The current store's database or the 503 every data endpoint answers before it is open; a union
+    /// store has none (it is read through [`AppState::ready_queryable`]): 400.
     pub fn ready_db(&self) -> Result<Arc<Db>, ApiError> {
-        self.db().ok_or_else(ApiError::unavailable)
+        let s = self.store();
+        if s.is_union() {
+            return Err(ApiError::bad_data(format!("store {:?} is a union store: it can only be read (queries, series, labels, remote read)", s.name)));
+        }
+        s.db().cloned().ok_or_else(ApiError::unavailable)
+    }
+
+    /// What the current store reads from: its database, or its union's members together.
+    pub fn ready_queryable(&self) -> Result<Arc<dyn tessera_model::Queryable>, ApiError> {
+        self.store().queryable().ok_or_else(ApiError::unavailable)
+    }
+
+    /// Adds a union store over existing stores.
+    pub fn add_union(&self, name: &str, members: Vec<(Arc<stores::Store>, tessera_model::Labels)>) -> Arc<stores::Store> {
+        let u = Arc::new(stores::Store::union(name, members));
+        self.stores.write().insert(name.to_string(), u.clone());
+        u
     }
 }
 

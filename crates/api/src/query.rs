@@ -229,7 +229,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let p = form(req).await?;
     let mut r = parse_request(&p, range, crate::now_ms(), st.options.align_to_step)?;
     r.nocache |= no_cache_header;
-    let db = st.ready_db()?;
+    let db = st.ready_queryable()?;
     let features = st.options.promql;
     let engine = Engine::new(EngineOptions {
         lookback_delta_ms: st.options.lookback_delta_ms,

@@ -11,7 +11,7 @@ use axum::http::{header, Method};
 use axum::response::{IntoResponse, Response};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use tessera_model::{Labels, Matcher, Queryable, SelectHints};
+use tessera_model::{Labels, Matcher, SelectHints};
 
 /// Largest form body read from a POST (Prometheus relies on Go's 10 MiB `ParseForm` default).
 const MAX_FORM_BYTES: usize = 10 << 20;
@@ -108,7 +108,7 @@ async fn series_inner(st: Arc<AppState>, req: Request) -> Result<(Vec<Labels>, V
     let start = parse_time_param(&p, "start", MIN_TIME_MS).map_err(|e| ApiError::invalid_param("start", e))?;
     let end = parse_time_param(&p, "end", MAX_TIME_MS).map_err(|e| ApiError::invalid_param("end", e))?;
     let sets = parse_matchers_param(&matches).map_err(|e| ApiError::invalid_param("match[]", e))?;
-    let db = st.ready_db()?;
+    let db = st.ready_queryable()?;
     blocking(move || {
         let q = db.querier(start, end)?;
         // Not `series_only`: storage may then return series without samples in [start, end], and
@@ -157,7 +157,7 @@ async fn label_names_inner(st: Arc<AppState>, req: Request) -> Result<(Vec<Strin
     let start = parse_time_param(&p, "start", MIN_TIME_MS).map_err(|e| ApiError::invalid_param("start", e))?;
     let end = parse_time_param(&p, "end", MAX_TIME_MS).map_err(|e| ApiError::invalid_param("end", e))?;
     let sets = parse_matchers_param(&p.all("match[]")).map_err(ApiError::bad_data)?;
-    let db = st.ready_db()?;
+    let db = st.ready_queryable()?;
     blocking(move || {
         let q = db.querier(start, end)?;
         let mut names: Vec<String> = if sets.len() > 1 {
@@ -225,7 +225,7 @@ async fn label_values_inner(st: Arc<AppState>, name: String, req: Request) -> Re
     let start = parse_time_param(&p, "start", MIN_TIME_MS).map_err(|e| ApiError::invalid_param("start", e))?;
     let end = parse_time_param(&p, "end", MAX_TIME_MS).map_err(|e| ApiError::invalid_param("end", e))?;
     let sets = parse_matchers_param(&p.all("match[]")).map_err(ApiError::bad_data)?;
-    let db = st.ready_db()?;
+    let db = st.ready_queryable()?;
     blocking(move || {
         let q = db.querier(start, end)?;
         let mut vals: Vec<String> = if sets.len() > 1 {

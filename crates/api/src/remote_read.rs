@@ -38,14 +38,13 @@ use axum::response::{IntoResponse, Response};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tessera_model::{ChunkEncoding, Queryable, SelectHints};
+use tessera_model::{ChunkEncoding, SelectHints};
 use tessera_protocol::histogram_wire::to_prompb;
 use tessera_protocol::prompb;
 use tessera_protocol::remote_read::{
     self as rr, ReadQuery, ReadResponseType, SeriesFramer, CONTENT_TYPE_SAMPLES, CONTENT_TYPE_STREAMED,
     DEFAULT_MAX_REQUEST_BYTES,
 };
-use tessera_tsdb::Db;
 
 /// Frames buffered between the producer and the socket (plus the one being written and the one being
 /// built: at most ~3 frames in memory per request).
@@ -76,7 +75,7 @@ impl QueryError {
 
 /// The handler.
 pub async fn read(State(st): State<Arc<AppState>>, body: Body) -> Response {
-    let Some(db) = st.db() else {
+    let Some(db) = st.store().queryable() else {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "TSDB not ready");
     };
     // Upstream's remoteReadGate: wait for a slot. The permit lives as long as the response body.
@@ -100,7 +99,7 @@ pub async fn read(State(st): State<Arc<AppState>>, body: Body) -> Response {
     match typ {
         ReadResponseType::Samples => {
             let limit = st.options.remote_read_sample_limit;
-            let r = tokio::task::spawn_blocking(move || samples(&db, &req.queries, limit)).await;
+            let r = tokio::task::spawn_blocking(move || samples(&*db, &req.queries, limit)).await;
             drop(permit);
             match r {
                 Ok(Ok(body)) => (
@@ -118,7 +117,7 @@ pub async fn read(State(st): State<Arc<AppState>>, body: Body) -> Response {
             let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(STREAM_CHANNEL_FRAMES);
             tokio::task::spawn_blocking(move || {
                 let _permit = permit;
-                if let Err(e) = stream(&db, &req.queries, max_frame, &tx) {
+                if let Err(e) = stream(&*db, &req.queries, max_frame, &tx) {
                     // The receiver may be gone already (client disconnect); nothing more to do then.
                     let _ = tx.blocking_send(Err(std::io::Error::other(e.msg)));
                 }
@@ -166,7 +165,7 @@ fn hints_of(q: &ReadQuery) -> SelectHints {
 
 /// `SAMPLES`: Prometheus' `remoteReadSamples` + `ToQueryResult`. The sample limit counts per query, as
 /// upstream's does.
-fn samples(db: &Db, queries: &[ReadQuery], sample_limit: usize) -> Result<Vec<u8>, QueryError> {
+fn samples(db: &dyn tessera_model::Queryable, queries: &[ReadQuery], sample_limit: usize) -> Result<Vec<u8>, QueryError> {
     let mut resp = prompb::ReadResponse { results: Vec::with_capacity(queries.len()) };
     for q in queries {
         let querier = db.querier(q.start_ms, q.end_ms).map_err(QueryError::internal)?;
@@ -216,7 +215,7 @@ fn samples(db: &Db, queries: &[ReadQuery], sample_limit: usize) -> Result<Vec<u8
 /// Queries in order, series in label order, chunks in time order; each frame goes to `tx` as soon as it
 /// is full. Stops at the first failed send (the client went away).
 fn stream(
-    db: &Db,
+    db: &dyn tessera_model::Queryable,
     queries: &[ReadQuery],
     max_frame: usize,
     tx: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,

@@ -36,6 +36,8 @@ pub struct Store {
     pub dir: PathBuf,
     db: OnceLock<Arc<Db>>,
     pub metadata: crate::metadata::MetadataStore,
+    /// A union store's members with their external labels (see [`crate::union`]); empty for a store.
+    pub members: Vec<(Arc<Store>, tessera_model::Labels)>,
 }
 
 impl std::fmt::Debug for Store {
@@ -46,7 +48,29 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     pub fn new(name: &str, dir: PathBuf) -> Store {
-        Store { name: name.to_string(), dir, db: OnceLock::new(), metadata: crate::metadata::MetadataStore::new() }
+        Store { name: name.to_string(), dir, db: OnceLock::new(), metadata: crate::metadata::MetadataStore::new(), members: Vec::new() }
+    }
+
+    /// A union store over `members` (each with its external labels).
+    pub fn union(name: &str, members: Vec<(Arc<Store>, tessera_model::Labels)>) -> Store {
+        Store { members, ..Store::new(name, PathBuf::new()) }
+    }
+
+    /// Whether this is a union store (read-only).
+    pub fn is_union(&self) -> bool {
+        !self.members.is_empty()
+    }
+
+    /// What to read: the store's database, or a union of its members' (all open); `None` before that.
+    pub fn queryable(&self) -> Option<Arc<dyn tessera_model::Queryable>> {
+        if !self.is_union() {
+            return self.db().map(|d| d.clone() as Arc<dyn tessera_model::Queryable>);
+        }
+        let mut members = Vec::with_capacity(self.members.len());
+        for (s, ext) in &self.members {
+            members.push((s.db()?.clone(), ext.clone()));
+        }
+        Some(Arc::new(crate::union::UnionQueryable { members }))
     }
 
     /// Publishes the store's opened database.

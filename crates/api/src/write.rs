@@ -90,6 +90,9 @@ fn closing(mut r: Response) -> Response {
 /// The handler.
 pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let store = st.store();
+    if store.is_union() {
+        return crate::response::ApiError::bad_data(format!("store {:?} is a union store: write to its member stores", store.name)).into_response();
+    }
     let Some(db) = store.db().cloned() else {
         return closing(plain(503, "TSDB not ready: the data directory is still being opened"));
     };

@@ -313,6 +313,8 @@ pub struct Settings {
     pub enable_admin_api: bool,
     /// The config file's stores beyond `default`, by name.
     pub stores: Vec<StoreSettings>,
+    /// The config file's union stores.
+    pub unions: Vec<UnionSettings>,
     pub retention_ms: i64,
     pub retention_bytes: u64,
     pub ooo_window_ms: i64,
@@ -396,7 +398,31 @@ impl Settings {
                     .trim()
                     .parse()
                     .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.exemplars.exemplars-limit")))?,
+                external_labels: file
+                    .iter()
+                    .filter_map(|(k, v)| k.strip_prefix(&format!("stores.{name}.external_labels.")).map(|l| (l.to_string(), v.clone())))
+                    .collect(),
             });
+        }
+        let mut unions: Vec<&str> = file.keys().filter_map(|k| k.strip_prefix("unions.")).map(|r| r.split_once('.').map_or(r, |x| x.0)).collect();
+        unions.dedup();
+        for name in unions {
+            let members: Vec<String> = file
+                .get(&format!("unions.{name}.stores"))
+                .map(|v| v.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect())
+                .unwrap_or_default();
+            if members.is_empty() {
+                bail!("[unions.{name}]: stores = [...] names no store");
+            }
+            if name == tessera_api::stores::DEFAULT || s.stores.iter().any(|st| st.name == name) {
+                bail!("[unions.{name}]: a store of that name exists");
+            }
+            for m in &members {
+                if m != tessera_api::stores::DEFAULT && !s.stores.iter().any(|st| st.name == *m) {
+                    bail!("[unions.{name}]: member {m:?} is not a store (unions are made of stores, not of unions)");
+                }
+            }
+            s.unions.push(UnionSettings { name: name.to_string(), stores: members });
         }
         let mut flags = eff;
         if let Some(p) = &args.config_file {
@@ -435,6 +461,7 @@ impl Settings {
             listen_address: get("web.listen-address").to_string(),
             web_config_file: Some(get("web.config.file").trim()).filter(|f| !f.is_empty()).map(PathBuf::from),
             stores: Vec::new(),
+            unions: Vec::new(),
             enable_admin_api: match get("web.enable-admin-api").trim() {
                 "true" | "1" => true,
                 "false" | "0" | "" => false,
@@ -659,33 +686,77 @@ pub struct StoreSettings {
     pub tiers: Vec<TierOptions>,
     pub max_series: u64,
     pub max_exemplars: usize,
+    /// Labels its series get when read through a union (not already set on the series).
+    pub external_labels: Vec<(String, String)>,
+}
+
+/// Prometheus' label name rule (`[a-zA-Z_][a-zA-Z0-9_]*`).
+fn valid_label_name(n: &str) -> bool {
+    let mut b = n.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_') && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// One `[unions.<name>]` table: a read-only view over `stores` (configured stores or `default`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnionSettings {
+    pub name: String,
+    pub stores: Vec<String>,
 }
 
 /// Reads a TOML config file into setting name → value string. Keys are dotted paths equal to the
 /// flag names; unknown keys are errors (a typo must not be silently ignored).
 pub fn parse_config_file(text: &str) -> anyhow::Result<BTreeMap<String, String>> {
     let table: toml::Table = text.parse().context("invalid TOML")?;
-    if let Some(stores) = table.get("stores") {
-        let Some(t) = stores.as_table() else { bail!("stores: expected [stores.<name>] tables") };
-        for name in t.keys() {
-            if !tessera_api::stores::valid_name(name) {
-                bail!("[stores.{name:?}]: a store name is 1 to 64 of A-Z a-z 0-9 _ -");
+    for kind in ["stores", "unions"] {
+        if let Some(v) = table.get(kind) {
+            let Some(t) = v.as_table() else { bail!("{kind}: expected [{kind}.<name>] tables") };
+            for name in t.keys() {
+                if !tessera_api::stores::valid_name(name) {
+                    bail!("[{kind}.{name:?}]: a store name is 1 to 64 of A-Z a-z 0-9 _ -");
+                }
             }
         }
     }
     let mut out = BTreeMap::new();
+    // Every store and union table is declared by its name alone too, so an empty one exists.
+    for kind in ["stores", "unions"] {
+        if let Some(t) = table.get(kind).and_then(|v| v.as_table()) {
+            for name in t.keys() {
+                out.insert(format!("{kind}.{name}"), String::new());
+            }
+        }
+    }
     flatten("", &toml::Value::Table(table), &mut out)?;
     for k in out.keys() {
         if let Some(rest) = k.strip_prefix("stores.") {
             let (name, key) = rest.split_once('.').unwrap_or((rest, ""));
+            if key.is_empty() {
+                continue;
+            }
             if !tessera_api::stores::valid_name(name) {
                 bail!("[stores.{name}]: a store name is 1 to 64 of A-Z a-z 0-9 _ -");
             }
             if name == tessera_api::stores::DEFAULT {
                 bail!("[stores.default]: the default store's settings are the top-level ones");
             }
+            if let Some(l) = key.strip_prefix("external_labels.") {
+                if !valid_label_name(l) {
+                    bail!("[stores.{name}] external_labels: {l:?} is not a label name");
+                }
+                continue;
+            }
             if !STORE_KEYS.contains(&key) {
-                bail!("unknown store setting {key:?} in [stores.{name}]; known: {}", STORE_KEYS.join(", "));
+                bail!("unknown store setting {key:?} in [stores.{name}]; known: {}, external_labels", STORE_KEYS.join(", "));
+            }
+            continue;
+        }
+        if let Some(rest) = k.strip_prefix("unions.") {
+            let (name, key) = rest.split_once('.').unwrap_or((rest, ""));
+            if key.is_empty() {
+                continue;
+            }
+            if key != "stores" {
+                bail!("unknown union setting {key:?} in [unions.{name}]; known: stores");
             }
             continue;
         }
@@ -716,7 +787,11 @@ fn flatten(prefix: &str, v: &toml::Value, out: &mut BTreeMap<String, String>) ->
         }
         // Only list-valued setting: `enable-feature = ["use-start-timestamps", "st-storage"]`, the same
         // as the comma-separated string.
-        toml::Value::Array(items) if prefix == "enable-feature" || prefix.ends_with("storage.tsdb.downsampling") => {
+        toml::Value::Array(items)
+            if prefix == "enable-feature"
+                || prefix.ends_with("storage.tsdb.downsampling")
+                || (prefix.starts_with("unions.") && prefix.ends_with(".stores")) =>
+        {
             let mut names = Vec::with_capacity(items.len());
             for i in items {
                 match i {

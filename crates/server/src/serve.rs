@@ -157,6 +157,18 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         configured.insert(st.name.clone());
         spawn_open(state.add_store(&st.name, dir), o, None);
     }
+    for u in &s.unions {
+        let members = u
+            .stores
+            .iter()
+            .filter_map(|m| {
+                let store = state.get_store(m)?;
+                let ext = s.stores.iter().find(|st| st.name == *m).map(|st| st.external_labels.clone()).unwrap_or_default();
+                Some((store, tessera_model::Labels::from_pairs(ext)))
+            })
+            .collect();
+        state.add_union(&u.name, members);
+    }
     if let Ok(rd) = std::fs::read_dir(s.data_dir.join("stores")) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();

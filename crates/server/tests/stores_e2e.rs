@@ -119,6 +119,10 @@ fn store_tables_are_checked() {
         ("[stores.\"a.b\"]\nstorage.tsdb.retention.time = \"1d\"\n", "store name"),
         ("[stores.a]\nquery.timeout = \"1m\"\n", "unknown store setting"),
         ("[stores.a]\nstorage.tsdb.retention.time = \"soon\"\n", "[stores.a] storage.tsdb.retention.time"),
+        ("[stores.a]\nexternal_labels = { \"1x\" = \"a\" }\n", "not a label name"),
+        ("[unions.u]\nstores = [\"nope\"]\n", "is not a store"),
+        ("[stores.a]\n[unions.a]\nstores = [\"a\"]\n", "a store of that name exists"),
+        ("[unions.u]\nstores = []\n", "names no store"),
     ] {
         let cfg = dir.path().join("t.toml");
         std::fs::write(&cfg, toml).expect("write");
@@ -131,4 +135,63 @@ fn store_tables_are_checked() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(why), "{toml}: {err}");
     }
+}
+
+#[test]
+fn union_stores_read_their_members_as_one() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = dir.path().join("tessera.toml");
+    std::fs::write(
+        &cfg,
+        "[stores.a]\nexternal_labels = { team = \"a\" }\n[stores.b]\nexternal_labels.team = \"b\"\n[stores.c]\n[stores.d]\n\
+         [unions.ab]\nstores = [\"a\", \"b\"]\n[unions.cd]\nstores = [\"c\", \"d\"]\n",
+    )
+    .expect("toml");
+    let s = Server::start(&dir.path().join("data"), &[&format!("--config.file={}", cfg.display())]);
+    let t = (tessera_api::now_ms() / 1000 - 600) * 1000;
+    assert_eq!(write_with(&s, "/api/v1/write", Some("a"), &series("m", 1.0, t), None), 204);
+    assert_eq!(write_with(&s, "/api/v1/write", Some("b"), &series("m", 2.0, t), None), 204);
+    // The same series in two stores without external labels (an HA pair): merged, deduplicated.
+    let pts = |v: &[(i64, f64)]| vec![WriteSeries::new(labels!("__name__" => "m2"), v.iter().map(|&(dt, x)| Sample::new(t + dt, x)).collect())];
+    assert_eq!(write_with(&s, "/api/v1/write", Some("c"), &pts(&[(0, 10.0), (15_000, 11.0)]), None), 204);
+    assert_eq!(write_with(&s, "/api/v1/write", Some("d"), &pts(&[(15_000, 99.0), (30_000, 12.0)]), None), 204);
+    let at = format!("&time={}", (t + 30_000) / 1000);
+    let ask = |store: &str, q: &str| -> serde_json::Value {
+        let r = s.http.get(format!("{}/store/{store}/api/v1/query?query={q}{at}", s.base)).send().expect("GET");
+        assert_eq!(r.status().as_u16(), 200);
+        serde_json::from_str(&r.text().expect("body")).expect("json")
+    };
+    let v = ask("ab", "m");
+    let res = v["data"]["result"].as_array().expect("result");
+    assert_eq!(res.len(), 2, "{v}");
+    assert_eq!(res[0]["metric"]["team"], "a");
+    assert_eq!(res[1]["metric"]["team"], "b");
+    assert_eq!(ask("ab", "sum(m)")["data"]["result"][0]["value"][1], "3");
+    let v = ask("ab", "m%7Bteam%3D%22b%22%7D");
+    assert_eq!(v["data"]["result"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v["data"]["result"][0]["value"][1], "2");
+    let v = ask("cd", "count_over_time(m2%5B1h%5D)");
+    assert_eq!(v["data"]["result"][0]["value"][1], "3", "three distinct timestamps: {v}");
+    let v = ask("cd", "sum_over_time(m2%5B1h%5D)");
+    assert_eq!(v["data"]["result"][0]["value"][1], "33", "the first member's sample at a shared timestamp: {v}");
+    // The members alone are unchanged; series and labels through the union.
+    let v = ask("a", "m");
+    assert!(v["data"]["result"][0]["metric"].get("team").is_none(), "external labels only through a union: {v}");
+    let (_, body) = s.get("/store/ab/api/v1/label/team/values");
+    assert_eq!(body, r#"{"status":"success","data":["a","b"]}"#);
+    let (_, body) = s.get("/store/ab/api/v1/series?match[]=m");
+    assert!(body.contains(r#""team":"a""#) && body.contains(r#""team":"b""#), "{body}");
+    // Unions are read-only.
+    let r = s
+        .http
+        .post(format!("{}/api/v1/write", s.base))
+        .header("X-Scope-OrgID", "ab")
+        .header("Content-Type", common::CT_V1)
+        .header("Content-Encoding", "snappy")
+        .body(rw::compress(&rw::encode_v1(&series("m", 1.0, t), &[])))
+        .send()
+        .expect("POST");
+    assert_eq!(r.status().as_u16(), 400);
+    assert!(r.text().expect("body").contains("union store"));
+    assert_eq!(s.get("/store/ab/api/v1/status/tsdb").0, 400);
 }

@@ -33,5 +33,6 @@ pub mod wal_records;
 pub use appender::{Appender, CommitReport, RejectReason, Rejected};
 pub use db::{Cardinality, Db, Stats};
 pub use error::{Error, Result};
+pub use merge::merge_chunk_lists;
 pub use metrics::Metrics;
 pub use options::{FsyncPolicy, Options, TierOptions};

@@ -285,3 +285,16 @@ pub(crate) fn has_sample_in(chunks: &[ChunkRef], mint: i64, maxt: i64) -> bool {
     }
     false
 }
+
+/// One series' chunks from several sources (each list time-ordered, the lists possibly overlapping) as
+/// one time-ordered list without overlaps: where two sources hold a sample at the same timestamp, the
+/// earlier list's wins (the deduplication a union of stores does, as Prometheus' merge querier).
+pub fn merge_chunk_lists(lists: &[Vec<ChunkRef>]) -> Result<Vec<ChunkRef>> {
+    let mut vals = Vec::new();
+    for l in lists {
+        for c in l {
+            decode_any(c, &mut vals)?;
+        }
+    }
+    merge_any(vals, &[], 120)
+}
