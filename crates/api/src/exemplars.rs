@@ -92,7 +92,10 @@ pub async fn query_exemplars(State(st): State<Arc<AppState>>, req: Request) -> R
     if selectors.is_empty() {
         return StatusCode::NO_CONTENT.into_response();
     }
-    let Some(db) = st.db() else { return ApiError::unavailable().into_response() };
+    let db = match st.ready_db() {
+        Ok(db) => db,
+        Err(e) => return e.into_response(),
+    };
     let res = db.select_exemplars(start, end, &selectors);
     let body = format!("{{\"status\":\"success\",\"data\":{}}}", exemplars_json(&res));
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()

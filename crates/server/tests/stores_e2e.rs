@@ -194,4 +194,5 @@ fn union_stores_read_their_members_as_one() {
     assert_eq!(r.status().as_u16(), 400);
     assert!(r.text().expect("body").contains("union store"));
     assert_eq!(s.get("/store/ab/api/v1/status/tsdb").0, 400);
+    assert_eq!(s.get("/store/ab/api/v1/query_exemplars?query=m").0, 400);
 }
