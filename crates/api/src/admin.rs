@@ -85,7 +85,8 @@ pub async fn snapshot(State(st): State<Arc<AppState>>, req: Request) -> Response
         let db = st.ready_db()?;
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let name = format!("{}-{:016x}", format_utc_compact(now.as_secs() as i64), rand_u63());
-        let dir = st.options.data_dir.join("snapshots").join(&name);
+        // In the store's own directory (the data directory for `default`).
+        let dir = st.store().dir.join("snapshots").join(&name);
         blocking(move || db.snapshot(&dir, !skip_head).map_err(|e| ApiError::internal(format!("create snapshot: {e}")))).await?;
         Ok::<_, ApiError>(SnapshotName { name })
     }
