@@ -200,6 +200,8 @@ pub struct AppState {
     /// Metric families kept with `prometheus-client` (new families go here; the older hand-rolled ones
     /// are in `metrics`).
     pub registry: prometheus_client::registry::Registry,
+    /// Per-store counters (`tessera_store_*`).
+    pub store_metrics: stores::StoreMetrics,
     /// The web configuration's access rules (`--web.config.file`); `None`: open.
     access: parking_lot::RwLock<Option<Arc<access::Access>>>,
 }
@@ -219,6 +221,8 @@ impl AppState {
         let results_cache = Arc::new(tessera_promql::cache::ResultCache::new(options.results_cache));
         let mut registry = prometheus_client::registry::Registry::default();
         results_cache.metrics.register(&mut registry);
+        let store_metrics = stores::StoreMetrics::default();
+        store_metrics.register(&mut registry);
         let default_store = Arc::new(stores::Store::new(stores::DEFAULT, options.data_dir.clone()));
         Arc::new(AppState {
             results_cache,
@@ -234,6 +238,7 @@ impl AppState {
             flags,
             build: BuildInfo::default(),
             access: parking_lot::RwLock::new(None),
+            store_metrics,
         })
     }
 

@@ -230,10 +230,12 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let mut r = parse_request(&p, range, crate::now_ms(), st.options.align_to_step)?;
     r.nocache |= no_cache_header;
     let db = st.ready_queryable()?;
+    let store = st.store();
+    let store_limits = store.limits();
     let features = st.options.promql;
     let engine = Engine::new(EngineOptions {
         lookback_delta_ms: st.options.lookback_delta_ms,
-        max_samples: st.options.query_max_samples,
+        max_samples: store_limits.query_max_samples.unwrap_or(st.options.query_max_samples),
         timeout: Duration::from_millis(st.options.query_timeout_ms.max(0) as u64),
         enable_experimental: features.experimental_functions,
         delayed_name_removal: features.delayed_name_removal,
@@ -254,6 +256,18 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
         Ok(Err(_)) => return Err(ApiError::new(ErrorType::Unavailable, "query engine is shutting down")),
         Err(_) => return Err(engine_error(EngineError::Timeout("query queue".into()))),
     };
+    // The store's own concurrency limit, queued the same way.
+    let store_slot = match store.query_gate() {
+        None => None,
+        Some(g) => match tokio::time::timeout(wait.saturating_sub(started.elapsed()), g.acquire_owned()).await {
+            Ok(Ok(p)) => Some(p),
+            Ok(Err(_)) => return Err(ApiError::new(ErrorType::Unavailable, "query engine is shutting down")),
+            Err(_) => {
+                st.store_metrics.limited(&store.name, "query_concurrency");
+                return Err(engine_error(EngineError::Timeout("query queue".into())));
+            }
+        },
+    };
     let qo = QueryOptions { timeout: Some(wait.saturating_sub(started.elapsed())), ..qo };
     let query = r.query.clone();
     let (start, end, step) = (r.start_ms, r.end_ms, r.step_ms);
@@ -261,7 +275,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let res = on_query_pool(move || -> Result<(QueryResult, Option<CacheReport>), EngineError> {
         // The slot is the evaluation's, not the request's: a client that goes away frees it only when
         // the canceled evaluation has stopped.
-        let _slot = slot;
+        let _slot = (slot, store_slot);
         let expr = features.parse(&query).map_err(|e| EngineError::BadData(e.to_string()))?;
         let q: &dyn tessera_model::Queryable = &*db;
         match (range, cache) {
@@ -275,7 +289,12 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     })
     .await
     .map_err(|e| ApiError::internal(format!("query task failed: {e}")))?
-    .map_err(engine_error)?;
+    .map_err(|e| {
+        if matches!(e, EngineError::TooManySamples(_)) {
+            st.store_metrics.limited(&store.name, "query_samples");
+        }
+        engine_error(e)
+    })?;
     let elapsed = started.elapsed();
 
     let (QueryResult { mut value, mut warnings, infos, stats: samples, trace, tier_ms }, cache_report) = res;

@@ -29,6 +29,67 @@ pub const DEFAULT: &str = "default";
 /// The header naming a request's store (Cortex' tenant header).
 pub const HEADER: &str = "X-Scope-OrgID";
 
+/// A store's own limits (the server's settings where the store sets none).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Limits {
+    /// Samples (and histograms) per second remote write may add; 0: no limit.
+    pub ingestion_rate: f64,
+    /// Most samples at once (the bucket's size); 0: one second's worth.
+    pub ingestion_burst: f64,
+    /// A query's sample limit (`query.max-samples`); `None`: the server's.
+    pub query_max_samples: Option<usize>,
+    /// Queries of this store evaluated at once (`query.max-concurrency`); 0: only the server's limit.
+    pub query_max_concurrency: usize,
+}
+
+/// What [`Store::admit`] refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refused {
+    /// Over the rate: retry after this many seconds.
+    RetryAfter(u64, String),
+    /// Larger than the burst: never admitted.
+    TooLarge(String),
+}
+
+struct Bucket {
+    tokens: f64,
+    at: std::time::Instant,
+}
+
+/// Per-store counters in `/metrics` (`tessera_store_*{store=…}`).
+#[derive(Clone, Debug, Default)]
+pub struct StoreMetrics {
+    pub samples_written: prometheus_client::metrics::family::Family<StoreLabel, prometheus_client::metrics::counter::Counter>,
+    pub limited: prometheus_client::metrics::family::Family<LimitLabel, prometheus_client::metrics::counter::Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct StoreLabel {
+    pub store: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct LimitLabel {
+    pub store: String,
+    pub limit: String,
+}
+
+impl StoreMetrics {
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        let r = registry.sub_registry_with_prefix("tessera_store");
+        r.register("samples_written", "Samples and histograms written by remote write, per store", self.samples_written.clone());
+        r.register(
+            "limited_requests",
+            "Requests refused or cut by a store limit (ingestion_rate, series, query_samples)",
+            self.limited.clone(),
+        );
+    }
+
+    pub fn limited(&self, store: &str, limit: &str) {
+        self.limited.get_or_create(&LimitLabel { store: store.to_string(), limit: limit.to_string() }).inc();
+    }
+}
+
 /// One store.
 pub struct Store {
     pub name: String,
@@ -38,6 +99,10 @@ pub struct Store {
     pub metadata: crate::metadata::MetadataStore,
     /// A union store's members with their external labels (see [`crate::union`]); empty for a store.
     pub members: Vec<(Arc<Store>, tessera_model::Labels)>,
+    limits: parking_lot::RwLock<Limits>,
+    bucket: parking_lot::Mutex<Bucket>,
+    /// Its own query gate (`Limits::query_max_concurrency`).
+    query_gate: parking_lot::RwLock<Option<Arc<tokio::sync::Semaphore>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -48,7 +113,63 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     pub fn new(name: &str, dir: PathBuf) -> Store {
-        Store { name: name.to_string(), dir, db: OnceLock::new(), metadata: crate::metadata::MetadataStore::new(), members: Vec::new() }
+        Store {
+            name: name.to_string(),
+            dir,
+            db: OnceLock::new(),
+            metadata: crate::metadata::MetadataStore::new(),
+            members: Vec::new(),
+            limits: parking_lot::RwLock::new(Limits::default()),
+            bucket: parking_lot::Mutex::new(Bucket { tokens: 0.0, at: std::time::Instant::now() }),
+            query_gate: parking_lot::RwLock::new(None),
+        }
+    }
+
+    /// The store's limits.
+    pub fn limits(&self) -> Limits {
+        *self.limits.read()
+    }
+
+    /// Sets the store's limits (a full bucket to start with).
+    pub fn set_limits(&self, l: Limits) {
+        *self.limits.write() = l;
+        *self.bucket.lock() = Bucket { tokens: burst(&l), at: std::time::Instant::now() };
+        *self.query_gate.write() = (l.query_max_concurrency > 0).then(|| Arc::new(tokio::sync::Semaphore::new(l.query_max_concurrency)));
+    }
+
+    /// The store's own query gate, if it has a concurrency limit.
+    pub fn query_gate(&self) -> Option<Arc<tokio::sync::Semaphore>> {
+        self.query_gate.read().clone()
+    }
+
+    /// Takes `n` samples from the ingestion-rate bucket (a token bucket refilled at the rate, holding
+    /// at most the burst), or says when to retry.
+    pub fn admit(&self, n: u64) -> Result<(), Refused> {
+        let l = self.limits();
+        if l.ingestion_rate <= 0.0 || n == 0 {
+            return Ok(());
+        }
+        let cap = burst(&l);
+        let n = n as f64;
+        if n > cap {
+            return Err(Refused::TooLarge(format!(
+                "a request of {n} samples is more than store {:?} ever accepts at once (its ingestion burst is {cap}); send smaller batches",
+                self.name
+            )));
+        }
+        let mut b = self.bucket.lock();
+        let now = std::time::Instant::now();
+        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * l.ingestion_rate).min(cap);
+        b.at = now;
+        if b.tokens >= n {
+            b.tokens -= n;
+            return Ok(());
+        }
+        let wait = ((n - b.tokens) / l.ingestion_rate).ceil().max(1.0) as u64;
+        Err(Refused::RetryAfter(
+            wait,
+            format!("store {:?} is over its ingestion rate of {} samples/s (burst {cap}); retry in {wait}s", self.name, l.ingestion_rate),
+        ))
     }
 
     /// A union store over `members` (each with its external labels).
@@ -84,6 +205,10 @@ impl Store {
     pub fn db(&self) -> Option<&Arc<Db>> {
         self.db.get()
     }
+}
+
+fn burst(l: &Limits) -> f64 {
+    if l.ingestion_burst > 0.0 { l.ingestion_burst } else { l.ingestion_rate }
 }
 
 /// Whether `name` may name a store: 1–64 of `A-Z a-z 0-9 _ -` (safe as a directory name, a URL path
@@ -159,6 +284,21 @@ pub async fn resolve(State(st): State<Arc<AppState>>, mut req: Request, next: Ne
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ingestion_bucket_refills_at_the_rate() {
+        let s = Store::new("x", PathBuf::new());
+        assert_eq!(s.admit(1_000_000), Ok(()), "no limit");
+        s.set_limits(Limits { ingestion_rate: 100.0, ingestion_burst: 300.0, ..Limits::default() });
+        assert_eq!(s.admit(250), Ok(()));
+        match s.admit(100) {
+            Err(Refused::RetryAfter(secs, msg)) => assert!(secs == 1 && msg.contains("100 samples/s"), "{secs} {msg}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(s.admit(301), Err(Refused::TooLarge(_))));
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        assert_eq!(s.admit(100), Ok(()), "refilled");
+    }
 
     #[test]
     fn names_and_prefixes() {

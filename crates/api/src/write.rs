@@ -52,6 +52,8 @@ struct Outcome {
     body: String,
     /// A 2.0 request: the answer carries the Written headers.
     v2: bool,
+    /// Seconds for `Retry-After` (429, 503); 1 when not set.
+    retry_after: Option<u64>,
 }
 
 fn answer(o: Outcome) -> Response {
@@ -64,7 +66,7 @@ fn answer(o: Outcome) -> Response {
         h.insert(HEADER_EXEMPLARS_WRITTEN, HeaderValue::from(o.exemplars_written));
     }
     if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
-        h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        h.insert(header::RETRY_AFTER, HeaderValue::from(o.retry_after.unwrap_or(1)));
     }
     r
 }
@@ -148,7 +150,14 @@ pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, b
         }
     };
     let st2 = st.clone();
-    let outcome = tokio::task::spawn_blocking(move || process(&st2, &store, &db, version, &bytes)).await;
+    let store2 = store.clone();
+    let outcome = tokio::task::spawn_blocking(move || process(&st2, &store2, &db, version, &bytes)).await;
+    if let Ok(o) = &outcome {
+        let n = o.samples_written + o.histograms_written;
+        if n > 0 {
+            st.store_metrics.samples_written.get_or_create(&crate::stores::StoreLabel { store: store.name.clone() }).inc_by(n);
+        }
+    }
     drop(permit);
     match outcome {
         Ok(o) => answer(Outcome { v2: version == ProtoVersion::V2, ..o }),
@@ -196,6 +205,15 @@ fn write_decoded(st: &AppState, store: &crate::stores::Store, db: &Db, dec: &Wri
     m.rw_exemplars_received.fetch_add(dec.exemplars, Relaxed);
     m.rw_invalid_series.fetch_add(dec.invalid.len() as u64, Relaxed);
     m.add_rejected("invalid_series", invalid_samples);
+    // The store's ingestion rate: 429 with when to retry, or 400 for a request it never takes.
+    if let Err(r) = store.admit(valid_samples + dec.histograms) {
+        st.store_metrics.limited(&store.name, "ingestion_rate");
+        let (status, retry_after, body) = match r {
+            crate::stores::Refused::RetryAfter(secs, msg) => (429, Some(secs), msg),
+            crate::stores::Refused::TooLarge(msg) => (400, None, msg),
+        };
+        return Outcome { status, retry_after, body: format!("{body}\n"), ..Outcome::default() };
+    }
 
     for md in &dec.metadata {
         store.metadata.insert(
@@ -268,6 +286,9 @@ fn write_decoded(st: &AppState, store: &crate::stores::Store, db: &Db, dec: &Wri
         }
         let n: u64 = rs.iter().map(|r| r.count).sum();
         m.add_rejected(reason.label(), n);
+        if reason == RejectReason::MaxSeries {
+            st.store_metrics.limited(&store.name, "series");
+        }
         // Floats and histograms of one reason are reported apart, each naming its first series.
         for (histograms, what) in [(false, "sample"), (true, "histogram sample")] {
             let part: Vec<_> = rs.iter().filter(|r| r.histograms == histograms).collect();
@@ -327,6 +348,7 @@ fn write_decoded(st: &AppState, store: &crate::stores::Store, db: &Db, dec: &Wri
         exemplars_written: report.exemplars_written,
         body,
         v2: false,
+        retry_after: None,
     }
 }
 

@@ -114,6 +114,15 @@ pub struct ServeArgs {
     #[arg(long = "web.remote-write.max-new-series-per-request", value_name = "N")]
     pub web_remote_write_max_new_series_per_request: Option<String>,
 
+    /// Samples (and histograms) per second remote write may add to the default store (stores set their
+    /// own); beyond it 429 with `Retry-After`; 0 = no limit. [default: 0]
+    #[arg(long = "web.remote-write.ingestion-rate", value_name = "N")]
+    pub web_remote_write_ingestion_rate: Option<String>,
+
+    /// Most samples the ingestion rate lets through at once; 0 = one second's worth. [default: 0]
+    #[arg(long = "web.remote-write.ingestion-burst", value_name = "N")]
+    pub web_remote_write_ingestion_burst: Option<String>,
+
     /// Maximum number of queries evaluated at once; more wait, within their timeout. [default: 20]
     #[arg(long = "query.max-concurrency", value_name = "N")]
     pub query_max_concurrency: Option<String>,
@@ -223,6 +232,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("storage.exemplars.exemplars-limit", "100000"),
     ("storage.tsdb.repair-future-samples", "false"),
     ("web.remote-write.max-new-series-per-request", "100000"),
+    ("web.remote-write.ingestion-rate", "0"),
+    ("web.remote-write.ingestion-burst", "0"),
     ("query.max-concurrency", "20"),
     ("web.api.result-limit", "1000000"),
     ("query.lookback-delta", "5m"),
@@ -249,7 +260,9 @@ impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
         let features = (!self.enable_feature.is_empty()).then(|| self.enable_feature.join(","));
-        let pairs: [(&str, &Option<String>); 35] = [
+        let pairs: [(&str, &Option<String>); 37] = [
+            ("web.remote-write.ingestion-rate", &self.web_remote_write_ingestion_rate),
+            ("web.remote-write.ingestion-burst", &self.web_remote_write_ingestion_burst),
             ("web.config.file", &self.web_config_file),
             ("web.enable-admin-api", &self.web_enable_admin_api),
             ("storage.tsdb.downsampling", &self.storage_tsdb_downsampling),
@@ -329,6 +342,8 @@ pub struct Settings {
     pub max_exemplars: usize,
     pub repair_future: bool,
     pub max_new_series_per_request: usize,
+    /// The default store's limits (`web.remote-write.ingestion-*`).
+    pub limits: tessera_api::stores::Limits,
     pub query_max_concurrency: usize,
     pub api_result_limit: usize,
     pub lookback_delta_ms: i64,
@@ -376,9 +391,11 @@ impl Settings {
         names.dedup();
         for name in names {
             let mut m = eff.clone();
+            let mut own = BTreeMap::new();
             for key in STORE_KEYS {
                 if let Some(v) = file.get(&format!("stores.{name}.{key}")) {
                     m.insert(key.to_string(), v.clone());
+                    own.insert(key.to_string(), v.clone());
                 }
             }
             let get = |k: &str| m.get(k).map(String::as_str).unwrap_or("");
@@ -398,6 +415,7 @@ impl Settings {
                     .trim()
                     .parse()
                     .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.exemplars.exemplars-limit")))?,
+                limits: store_limits(&m, Some(&own)).map_err(|e| anyhow::anyhow!("[stores.{name}] {e}"))?,
                 external_labels: file
                     .iter()
                     .filter_map(|(k, v)| k.strip_prefix(&format!("stores.{name}.external_labels.")).map(|l| (l.to_string(), v.clone())))
@@ -485,6 +503,7 @@ impl Settings {
                 other => bail!("--storage.tsdb.repair-future-samples: {other:?} is not true or false"),
             },
             max_new_series_per_request: num("web.remote-write.max-new-series-per-request")?,
+            limits: store_limits(m, None)?,
             query_max_concurrency: num("query.max-concurrency")?,
             api_result_limit: num("web.api.result-limit")?,
             lookback_delta_ms: dur("query.lookback-delta")?,
@@ -673,7 +692,34 @@ const STORE_KEYS: &[&str] = &[
     "storage.tsdb.downsampling",
     "storage.tsdb.max-series",
     "storage.exemplars.exemplars-limit",
+    "web.remote-write.ingestion-rate",
+    "web.remote-write.ingestion-burst",
+    "query.max-samples",
+    "query.max-concurrency",
 ];
+
+/// A store's limits from resolved settings; `query.max-samples` is the store's own only when its table
+/// sets it (`own`), the server's otherwise.
+fn store_limits(m: &BTreeMap<String, String>, own: Option<&BTreeMap<String, String>>) -> anyhow::Result<tessera_api::stores::Limits> {
+    let get = |k: &str| m.get(k).map(String::as_str).unwrap_or("");
+    let f = |k: &str| -> anyhow::Result<f64> {
+        let v: f64 = get(k).trim().parse().map_err(|e| anyhow::anyhow!("{k}: {:?}: {e}", get(k)))?;
+        if !v.is_finite() || v < 0.0 {
+            bail!("{k}: must be a non-negative number");
+        }
+        Ok(v)
+    };
+    let n = |k: &str| -> anyhow::Result<usize> { get(k).trim().parse().map_err(|e| anyhow::anyhow!("{k}: {:?}: {e}", get(k))) };
+    Ok(tessera_api::stores::Limits {
+        ingestion_rate: f("web.remote-write.ingestion-rate")?,
+        ingestion_burst: f("web.remote-write.ingestion-burst")?,
+        query_max_samples: match own {
+            Some(m) if m.contains_key("query.max-samples") => Some(n("query.max-samples")?),
+            _ => None,
+        },
+        query_max_concurrency: if own.is_some_and(|m| m.contains_key("query.max-concurrency")) { n("query.max-concurrency")? } else { 0 },
+    })
+}
 
 /// One store of the config file's `[stores.<name>]` tables (see `tessera_api::stores`), its settings
 /// resolved: those the table sets, the top-level ones for the rest.
@@ -686,6 +732,7 @@ pub struct StoreSettings {
     pub tiers: Vec<TierOptions>,
     pub max_series: u64,
     pub max_exemplars: usize,
+    pub limits: tessera_api::stores::Limits,
     /// Labels its series get when read through a union (not already set on the series).
     pub external_labels: Vec<(String, String)>,
 }

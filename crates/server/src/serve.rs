@@ -132,6 +132,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         tiers: s.tiers.clone(),
         ..Options::default()
     };
+    state.default_store().set_limits(s.limits);
     spawn_open(state.default_store().clone(), opts.clone(), Some(fatal_tx));
     // The config file's other stores, each in `<data>/stores/<name>/`.
     let mut configured = std::collections::HashSet::new();
@@ -155,7 +156,9 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
             ..opts.clone()
         };
         configured.insert(st.name.clone());
-        spawn_open(state.add_store(&st.name, dir), o, None);
+        let store = state.add_store(&st.name, dir);
+        store.set_limits(st.limits);
+        spawn_open(store, o, None);
     }
     for u in &s.unions {
         let members = u

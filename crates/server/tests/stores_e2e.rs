@@ -196,3 +196,58 @@ fn union_stores_read_their_members_as_one() {
     assert_eq!(s.get("/store/ab/api/v1/status/tsdb").0, 400);
     assert_eq!(s.get("/store/ab/api/v1/query_exemplars?query=m").0, 400);
 }
+
+#[test]
+fn store_limits_answer_as_senders_and_users_expect() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = dir.path().join("tessera.toml");
+    std::fs::write(
+        &cfg,
+        "[stores.slow]\nweb.remote-write.ingestion-rate = 100\nweb.remote-write.ingestion-burst = 200\nquery.max-samples = 10\n[stores.other]\n",
+    )
+    .expect("toml");
+    let s = Server::start(&dir.path().join("data"), &[&format!("--config.file={}", cfg.display())]);
+    let t = (tessera_api::now_ms() / 1000 - 3000) * 1000;
+    let batch = |n: i64, t0: i64| vec![WriteSeries::new(labels!("__name__" => "m"), (0..n).map(|i| Sample::new(t0 + i * 1000, i as f64)).collect())];
+    let post = |store: &str, ws: &[WriteSeries]| {
+        s.http
+            .post(format!("{}/store/{store}/api/v1/write", s.base))
+            .header("Content-Type", common::CT_V1)
+            .header("Content-Encoding", "snappy")
+            .body(rw::compress(&rw::encode_v1(ws, &[])))
+            .send()
+            .expect("POST")
+    };
+    assert_eq!(post("slow", &batch(150, t)).status().as_u16(), 204);
+    let r = post("slow", &batch(150, t + 200_000));
+    assert_eq!(r.status().as_u16(), 429, "over the rate");
+    let retry: u64 = r.headers().get("Retry-After").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).expect("Retry-After");
+    assert!((1..=2).contains(&retry), "{retry}");
+    assert!(r.text().expect("body").contains("ingestion rate of 100 samples/s"));
+    let r = post("slow", &batch(300, t + 400_000));
+    assert_eq!(r.status().as_u16(), 400, "more than the burst: never");
+    // Another store is not held back by it.
+    for k in 0..5 {
+        assert_eq!(post("other", &batch(400, t + k * 400_000)).status().as_u16(), 204);
+    }
+    // The store's query sample limit, in Prometheus' words.
+    let r = s
+        .http
+        .get(format!("{}/store/slow/api/v1/query", s.base))
+        .query(&[("query", "count_over_time(m[1h])"), ("time", &((t + 200_000) / 1000).to_string())])
+        .send()
+        .expect("GET");
+    assert_eq!(r.status().as_u16(), 422);
+    assert!(r.text().expect("body").contains("query processing would load too many samples into memory"));
+    let r = s
+        .http
+        .get(format!("{}/store/other/api/v1/query", s.base))
+        .query(&[("query", "count_over_time(m[1h])"), ("time", &((t + 200_000) / 1000).to_string())])
+        .send()
+        .expect("GET");
+    assert_eq!(r.status().as_u16(), 200);
+    let (_, m) = s.get("/metrics");
+    assert!(m.contains("tessera_store_limited_requests_total{store=\"slow\",limit=\"ingestion_rate\"} 2"), "{m}");
+    assert!(m.contains("tessera_store_limited_requests_total{store=\"slow\",limit=\"query_samples\"} 1"), "{m}");
+    assert!(m.contains("tessera_store_samples_written_total{store=\"other\"} 2000"), "{m}");
+}
