@@ -196,3 +196,60 @@ fn hex_sha256(b: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect()
 }
+
+/// The README's "Stores and access" example, as shipped in `examples/stores-and-access/` (a certificate
+/// made here): two teams, a union, a read-only Grafana token, a writer token, TLS.
+#[test]
+fn the_stores_and_access_example_works_as_documented() {
+    let p = pki();
+    let dir = tempfile::tempdir().expect("tmp");
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/stores-and-access");
+    let etc = dir.path().join("etc");
+    std::fs::create_dir_all(&etc).expect("mkdir");
+    for f in ["tessera.toml", "web.yml"] {
+        std::fs::copy(ex.join(f), etc.join(f)).unwrap_or_else(|e| panic!("{}: {e}", ex.join(f).display()));
+    }
+    std::fs::write(etc.join("server.crt"), &p.server.0).expect("crt");
+    std::fs::write(etc.join("server.key"), &p.server.1).expect("key");
+    let port = common::free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["serve", &format!("--storage.tsdb.path={}", dir.path().join("data").display()), &format!("--web.listen-address=127.0.0.1:{port}")])
+        .arg(format!("--config.file={}", etc.join("tessera.toml").display()))
+        .arg(format!("--web.config.file={}", etc.join("web.yml").display()))
+        .args(["--storage.tsdb.shards=1", "--log.level=warn"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn");
+    let c = tls_client(&p, false);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !matches!(https(port, &c, "GET", "/-/ready", &[basic("admin", "change-me")], b""), Ok((200, _))) {
+        assert!(Instant::now() < deadline, "not ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let t = tessera_api::now_ms() - 60_000;
+    let body = |v: f64| {
+        use tessera_model::{labels, Sample};
+        use tessera_protocol::remote_write as rw;
+        rw::compress(&rw::encode_v1(&[rw::WriteSeries::new(labels!("__name__" => "up", "job" => "node"), vec![Sample::new(t, v)])], &[]))
+    };
+    let write_headers = |auth: (&'static str, String), store: &str| {
+        vec![auth, ("X-Scope-OrgID", store.to_string()), ("Content-Type", "application/x-protobuf".into()), ("Content-Encoding", "snappy".into())]
+    };
+    let vmagent = ("Authorization", "Bearer example-vmagent-token".to_string());
+    let grafana = ("Authorization", "Bearer example-grafana-token".to_string());
+    assert_eq!(https(port, &c, "POST", "/api/v1/write", &write_headers(vmagent.clone(), "team-a"), &body(1.0)).expect("https").0, 204);
+    assert_eq!(https(port, &c, "POST", "/api/v1/write", &write_headers(basic("team-b", "change-me"), "team-b"), &body(0.0)).expect("https").0, 204);
+    // team-a may not write to team-b, Grafana may not write at all.
+    assert_eq!(https(port, &c, "POST", "/api/v1/write", &write_headers(basic("team-a", "change-me"), "team-b"), &body(1.0)).expect("https").0, 403);
+    assert_eq!(https(port, &c, "POST", "/api/v1/write", &write_headers(grafana.clone(), "team-a"), &body(1.0)).expect("https").0, 403);
+    // Grafana reads the union: both teams, told apart by their external label.
+    let (st, text) = https(port, &c, "GET", "/store/all-teams/api/v1/query?query=sum%20by%20(team)%20(up)", &[grafana], b"").expect("https");
+    assert_eq!(st, 200, "{text}");
+    assert!(text.contains(r#"{"team":"a"},"value":["#) && text.contains(r#"{"team":"b"},"value":["#), "{text}");
+    assert_eq!(https(port, &c, "GET", "/store/all-teams/api/v1/query?query=up", &[basic("team-a", "change-me")], b"").expect("https").0, 200);
+    assert_eq!(https(port, &c, "GET", "/store/team-b/api/v1/query?query=up", &[basic("team-a", "change-me")], b"").expect("https").0, 403);
+    assert_eq!(https(port, &c, "GET", "/api/v1/query?query=up", &[basic("team-a", "wrong")], b"").expect("https").0, 401);
+    let _ = child.kill();
+    let _ = child.wait();
+}
