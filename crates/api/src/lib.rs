@@ -87,6 +87,8 @@ pub struct ApiOptions {
     pub align_to_step: bool,
     /// `--web.enable-admin-api`: `/api/v1/admin/tsdb/*` (otherwise 503, as upstream).
     pub enable_admin_api: bool,
+    /// `--web.enable-lifecycle`: `/-/reload` (otherwise 403, as upstream).
+    pub enable_lifecycle: bool,
 }
 
 impl Default for ApiOptions {
@@ -110,6 +112,7 @@ impl Default for ApiOptions {
             results_cache: Default::default(),
             align_to_step: false,
             enable_admin_api: false,
+            enable_lifecycle: false,
         }
     }
 }
@@ -200,6 +203,8 @@ pub struct AppState {
     /// Metric families kept with `prometheus-client` (new families go here; the older hand-rolled ones
     /// are in `metrics`).
     pub registry: prometheus_client::registry::Registry,
+    /// Where `/-/reload` asks the binary to reload (its answer comes back on the one-shot channel).
+    pub reload: parking_lot::Mutex<Option<ReloadSender>>,
     /// Per-store counters (`tessera_store_*`).
     pub store_metrics: stores::StoreMetrics,
     /// The web configuration's access rules (`--web.config.file`); `None`: open.
@@ -239,6 +244,7 @@ impl AppState {
             build: BuildInfo::default(),
             access: parking_lot::RwLock::new(None),
             store_metrics,
+            reload: parking_lot::Mutex::new(None),
         })
     }
 
@@ -311,6 +317,14 @@ impl AppState {
         self.store().queryable().ok_or_else(ApiError::unavailable)
     }
 
+    /// Stops serving a store or union (its directory and data stay where they are); returns it.
+    pub fn remove_store(&self, name: &str) -> Option<Arc<stores::Store>> {
+        if name == stores::DEFAULT {
+            return None;
+        }
+        self.stores.write().remove(name)
+    }
+
     /// Adds a union store over existing stores.
     pub fn add_union(&self, name: &str, members: Vec<(Arc<stores::Store>, tessera_model::Labels)>) -> Arc<stores::Store> {
         let u = Arc::new(stores::Store::union(name, members));
@@ -318,6 +332,9 @@ impl AppState {
         u
     }
 }
+
+/// How `/-/reload` asks the binary to reload: a one-shot channel for the answer.
+pub type ReloadSender = tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<Result<(), String>>>;
 
 /// Unix time now, ms.
 pub fn now_ms() -> i64 {
@@ -332,6 +349,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let api: Router<Arc<AppState>> = Router::new()
         .route("/-/healthy", get(ops::healthy).head(ops::healthy))
         .route("/-/ready", get(ops::ready).head(ops::ready))
+        .route("/-/reload", post(ops::reload).put(ops::reload))
         .route("/metrics", get(ops::metrics))
         .route("/api/v1/write", post(write::remote_write))
         .route("/api/v1/read", post(remote_read::read))

@@ -23,6 +23,27 @@ pub async fn ready(State(st): State<Arc<AppState>>) -> impl IntoResponse {
     }
 }
 
+/// `POST|PUT /-/reload` (Prometheus' lifecycle API, behind `--web.enable-lifecycle`): re-reads the config
+/// file's stores and unions and the web configuration; 200, or 500 `failed to reload config: …` with the
+/// previous configuration kept.
+pub async fn reload(State(st): State<Arc<AppState>>) -> Response {
+    if !st.options.enable_lifecycle {
+        return (StatusCode::FORBIDDEN, "Lifecycle API is not enabled.").into_response();
+    }
+    let Some(tx) = st.reload.lock().clone() else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "failed to reload config: nothing to reload").into_response();
+    };
+    let (done, wait) = tokio::sync::oneshot::channel();
+    if tx.send(done).await.is_err() {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "failed to reload config: the server is stopping").into_response();
+    }
+    match wait.await {
+        Ok(Ok(())) => StatusCode::OK.into_response(),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("failed to reload config: {e}")).into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "failed to reload config: no answer").into_response(),
+    }
+}
+
 /// Tessera's own metrics in the text format: HTTP and remote write, storage, process.
 pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     let mut out = String::with_capacity(16 << 10);

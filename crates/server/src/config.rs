@@ -46,6 +46,11 @@ pub struct ServeArgs {
     #[arg(long = "web.enable-admin-api", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub web_enable_admin_api: Option<String>,
 
+    /// Enable `POST /-/reload` (re-reads the config file's stores and unions and the web configuration),
+    /// as Prometheus' flag of the same name; SIGHUP reloads either way. [default: false]
+    #[arg(long = "web.enable-lifecycle", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub web_enable_lifecycle: Option<String>,
+
     /// How long to keep data, as a Prometheus duration (15d, 2h30m, 1y); 0 disables time-based
     /// retention. [default: 15d]
     #[arg(long = "storage.tsdb.retention.time", value_name = "DURATION")]
@@ -220,6 +225,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("web.listen-address", "0.0.0.0:9090"),
     ("web.config.file", ""),
     ("web.enable-admin-api", "false"),
+    ("web.enable-lifecycle", "false"),
     ("storage.tsdb.retention.time", "15d"),
     ("storage.tsdb.retention.size", "0"),
     ("storage.tsdb.out-of-order-time-window", "0s"),
@@ -260,7 +266,8 @@ impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
         let features = (!self.enable_feature.is_empty()).then(|| self.enable_feature.join(","));
-        let pairs: [(&str, &Option<String>); 37] = [
+        let pairs: [(&str, &Option<String>); 38] = [
+            ("web.enable-lifecycle", &self.web_enable_lifecycle),
             ("web.remote-write.ingestion-rate", &self.web_remote_write_ingestion_rate),
             ("web.remote-write.ingestion-burst", &self.web_remote_write_ingestion_burst),
             ("web.config.file", &self.web_config_file),
@@ -324,6 +331,8 @@ pub struct Settings {
     pub web_config_file: Option<PathBuf>,
     /// `--web.enable-admin-api`.
     pub enable_admin_api: bool,
+    /// `--web.enable-lifecycle`.
+    pub enable_lifecycle: bool,
     /// The config file's stores beyond `default`, by name.
     pub stores: Vec<StoreSettings>,
     /// The config file's union stores.
@@ -386,62 +395,7 @@ impl Settings {
             eff.insert(k.to_string(), v);
         }
         let mut s = Self::from_map(&eff)?;
-        // Each store: the top-level settings, its table's over them.
-        let mut names: Vec<&str> = file.keys().filter_map(|k| k.strip_prefix("stores.")).map(|r| r.split_once('.').map_or(r, |x| x.0)).collect();
-        names.dedup();
-        for name in names {
-            let mut m = eff.clone();
-            let mut own = BTreeMap::new();
-            for key in STORE_KEYS {
-                if let Some(v) = file.get(&format!("stores.{name}.{key}")) {
-                    m.insert(key.to_string(), v.clone());
-                    own.insert(key.to_string(), v.clone());
-                }
-            }
-            let get = |k: &str| m.get(k).map(String::as_str).unwrap_or("");
-            let ctx = |k: &str| format!("[stores.{name}] {k}");
-            let retention_ms = parse_duration_ms(get("storage.tsdb.retention.time")).map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.retention.time")))?;
-            s.stores.push(StoreSettings {
-                name: name.to_string(),
-                retention_ms,
-                retention_bytes: parse_bytes(get("storage.tsdb.retention.size"))
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.retention.size")))?,
-                ooo_window_ms: parse_duration_ms(get("storage.tsdb.out-of-order-time-window"))
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.out-of-order-time-window")))?,
-                tiers: parse_tiers(get("storage.tsdb.downsampling"), retention_ms)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.downsampling")))?,
-                max_series: get("storage.tsdb.max-series").trim().parse().map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.max-series")))?,
-                max_exemplars: get("storage.exemplars.exemplars-limit")
-                    .trim()
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.exemplars.exemplars-limit")))?,
-                limits: store_limits(&m, Some(&own)).map_err(|e| anyhow::anyhow!("[stores.{name}] {e}"))?,
-                external_labels: file
-                    .iter()
-                    .filter_map(|(k, v)| k.strip_prefix(&format!("stores.{name}.external_labels.")).map(|l| (l.to_string(), v.clone())))
-                    .collect(),
-            });
-        }
-        let mut unions: Vec<&str> = file.keys().filter_map(|k| k.strip_prefix("unions.")).map(|r| r.split_once('.').map_or(r, |x| x.0)).collect();
-        unions.dedup();
-        for name in unions {
-            let members: Vec<String> = file
-                .get(&format!("unions.{name}.stores"))
-                .map(|v| v.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect())
-                .unwrap_or_default();
-            if members.is_empty() {
-                bail!("[unions.{name}]: stores = [...] names no store");
-            }
-            if name == tessera_api::stores::DEFAULT || s.stores.iter().any(|st| st.name == name) {
-                bail!("[unions.{name}]: a store of that name exists");
-            }
-            for m in &members {
-                if m != tessera_api::stores::DEFAULT && !s.stores.iter().any(|st| st.name == *m) {
-                    bail!("[unions.{name}]: member {m:?} is not a store (unions are made of stores, not of unions)");
-                }
-            }
-            s.unions.push(UnionSettings { name: name.to_string(), stores: members });
-        }
+        (s.stores, s.unions) = stores_from(&file, &eff)?;
         let mut flags = eff;
         if let Some(p) = &args.config_file {
             flags.insert("config.file".into(), p.display().to_string());
@@ -480,6 +434,11 @@ impl Settings {
             web_config_file: Some(get("web.config.file").trim()).filter(|f| !f.is_empty()).map(PathBuf::from),
             stores: Vec::new(),
             unions: Vec::new(),
+            enable_lifecycle: match get("web.enable-lifecycle").trim() {
+                "true" | "1" => true,
+                "false" | "0" | "" => false,
+                other => bail!("--web.enable-lifecycle: {other:?} is not true or false"),
+            },
             enable_admin_api: match get("web.enable-admin-api").trim() {
                 "true" | "1" => true,
                 "false" | "0" | "" => false,
@@ -559,6 +518,72 @@ impl Settings {
             (false, None) => "unlimited".into(),
         }
     }
+}
+
+/// The config file's stores and unions (`file`: its flattened keys), over the effective top-level
+/// settings `eff`. Also what a reload re-reads.
+pub fn stores_from(
+    file: &BTreeMap<String, String>,
+    eff: &BTreeMap<String, String>,
+) -> anyhow::Result<(Vec<StoreSettings>, Vec<UnionSettings>)> {
+    let (mut stores, mut unions_out): (Vec<StoreSettings>, Vec<UnionSettings>) = (Vec::new(), Vec::new());
+    // Each store: the top-level settings, its table's over them.
+    let mut names: Vec<&str> = file.keys().filter_map(|k| k.strip_prefix("stores.")).map(|r| r.split_once('.').map_or(r, |x| x.0)).collect();
+    names.dedup();
+    for name in names {
+        let mut m = eff.clone();
+        let mut own = BTreeMap::new();
+        for key in STORE_KEYS {
+            if let Some(v) = file.get(&format!("stores.{name}.{key}")) {
+                m.insert(key.to_string(), v.clone());
+                own.insert(key.to_string(), v.clone());
+            }
+        }
+        let get = |k: &str| m.get(k).map(String::as_str).unwrap_or("");
+        let ctx = |k: &str| format!("[stores.{name}] {k}");
+        let retention_ms = parse_duration_ms(get("storage.tsdb.retention.time")).map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.retention.time")))?;
+        stores.push(StoreSettings {
+            name: name.to_string(),
+            retention_ms,
+            retention_bytes: parse_bytes(get("storage.tsdb.retention.size"))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.retention.size")))?,
+            ooo_window_ms: parse_duration_ms(get("storage.tsdb.out-of-order-time-window"))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.out-of-order-time-window")))?,
+            tiers: parse_tiers(get("storage.tsdb.downsampling"), retention_ms)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.downsampling")))?,
+            max_series: get("storage.tsdb.max-series").trim().parse().map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.tsdb.max-series")))?,
+            max_exemplars: get("storage.exemplars.exemplars-limit")
+                .trim()
+                .parse()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", ctx("storage.exemplars.exemplars-limit")))?,
+            limits: store_limits(&m, Some(&own)).map_err(|e| anyhow::anyhow!("[stores.{name}] {e}"))?,
+            external_labels: file
+                .iter()
+                .filter_map(|(k, v)| k.strip_prefix(&format!("stores.{name}.external_labels.")).map(|l| (l.to_string(), v.clone())))
+                .collect(),
+        });
+    }
+    let mut unions: Vec<&str> = file.keys().filter_map(|k| k.strip_prefix("unions.")).map(|r| r.split_once('.').map_or(r, |x| x.0)).collect();
+    unions.dedup();
+    for name in unions {
+        let members: Vec<String> = file
+            .get(&format!("unions.{name}.stores"))
+            .map(|v| v.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect())
+            .unwrap_or_default();
+        if members.is_empty() {
+            bail!("[unions.{name}]: stores = [...] names no store");
+        }
+        if name == tessera_api::stores::DEFAULT || stores.iter().any(|st| st.name == name) {
+            bail!("[unions.{name}]: a store of that name exists");
+        }
+        for m in &members {
+            if m != tessera_api::stores::DEFAULT && !stores.iter().any(|st| st.name == *m) {
+                bail!("[unions.{name}]: member {m:?} is not a store (unions are made of stores, not of unions)");
+            }
+        }
+        unions_out.push(UnionSettings { name: name.to_string(), stores: members });
+    }
+    Ok((stores, unions_out))
 }
 
 /// The experimental features of `--enable-feature`, parsed as Prometheus' `setFeatureListOptions` does:

@@ -92,6 +92,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         },
         align_to_step: s.align_to_step,
         enable_admin_api: s.enable_admin_api,
+        enable_lifecycle: s.enable_lifecycle,
     };
     s.features.log_notes();
     let state = AppState::new(api_opts, s.flags.clone());
@@ -134,51 +135,34 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     };
     state.default_store().set_limits(s.limits);
     spawn_open(state.default_store().clone(), opts.clone(), Some(fatal_tx));
-    // The config file's other stores, each in `<data>/stores/<name>/`.
-    let mut configured = std::collections::HashSet::new();
-    for st in &s.stores {
-        let dir = s.data_dir.join("stores").join(&st.name);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let shards = match s.shards {
-            Some(n) => n,
-            None => tessera_tsdb::db::recorded_shards(&dir)
-                .with_context(|| format!("checking {}", dir.display()))?
-                .unwrap_or(opts.shards),
-        };
-        let o = Options {
-            shards,
-            retention_ms: st.retention_ms,
-            retention_bytes: st.retention_bytes,
-            ooo_window_ms: st.ooo_window_ms,
-            max_series: st.max_series,
-            max_exemplars: st.max_exemplars,
-            tiers: st.tiers.clone(),
-            ..opts.clone()
-        };
-        configured.insert(st.name.clone());
-        let store = state.add_store(&st.name, dir);
-        store.set_limits(st.limits);
-        spawn_open(store, o, None);
-    }
-    for u in &s.unions {
-        let members = u
-            .stores
-            .iter()
-            .filter_map(|m| {
-                let store = state.get_store(m)?;
-                let ext = s.stores.iter().find(|st| st.name == *m).map(|st| st.external_labels.clone()).unwrap_or_default();
-                Some((store, tessera_model::Labels::from_pairs(ext)))
-            })
-            .collect();
-        state.add_union(&u.name, members);
-    }
-    if let Ok(rd) = std::fs::read_dir(s.data_dir.join("stores")) {
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !configured.contains(&name) {
-                tracing::warn!(store = %name, dir = %e.path().display(), "a store directory not in the config file: not served, not deleted (add [stores.{name}] back to serve it, or remove the directory)");
+    // The config file's other stores, each in `<data>/stores/<name>/`, and its unions.
+    apply_stores(&state, &s, &s.stores, &s.unions, &opts).map_err(|e| anyhow::anyhow!(e))?;
+    // Reloads: `POST /-/reload` (with --web.enable-lifecycle) and SIGHUP.
+    {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<tokio::sync::oneshot::Sender<Result<(), String>>>(4);
+        *state.reload.lock() = Some(tx.clone());
+        let (state, base, opts) = (state.clone(), Arc::new(s.clone()), opts.clone());
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            while let Some(done) = rx.recv().await {
+                let r = reload(&state, &base, &opts, tls.as_ref()).await;
+                match &r {
+                    Ok(()) => tracing::info!("configuration reloaded"),
+                    Err(e) => tracing::error!(error = %e, "configuration not reloaded; keeping the previous one"),
+                }
+                let _ = done.send(r);
             }
-        }
+        });
+        #[cfg(unix)]
+        tokio::spawn(async move {
+            let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+            while hup.recv().await.is_some() {
+                let (done, _) = tokio::sync::oneshot::channel();
+                if tx.send(done).await.is_err() {
+                    return;
+                }
+            }
+        });
     }
     {
         let state = state.clone();
@@ -245,6 +229,113 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         tracing::info!(store = %name, "database closed");
     }
     tracing::info!("bye");
+    Ok(())
+}
+
+/// Serves the stores and unions of the config file: opens the stores not served yet (their directory
+/// under `<data>/stores/`), updates the limits of those already served, stops serving the stores no
+/// longer configured (their directories stay), and replaces every union. Returns what changed.
+fn apply_stores(
+    state: &Arc<AppState>,
+    s: &Settings,
+    stores: &[crate::config::StoreSettings],
+    unions: &[crate::config::UnionSettings],
+    opts: &Options,
+) -> Result<Vec<String>, String> {
+    let mut changes = Vec::new();
+    let mut configured = std::collections::HashSet::new();
+    for st in stores {
+        configured.insert(st.name.clone());
+        if let Some(existing) = state.get_store(&st.name).filter(|e| !e.is_union()) {
+            if existing.limits() != st.limits {
+                existing.set_limits(st.limits);
+                changes.push(format!("limits of store {}", st.name));
+            }
+            continue;
+        }
+        let dir = s.data_dir.join("stores").join(&st.name);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let shards = match s.shards {
+            Some(n) => n,
+            None => tessera_tsdb::db::recorded_shards(&dir).map_err(|e| format!("checking {}: {e}", dir.display()))?.unwrap_or(opts.shards),
+        };
+        let o = Options {
+            shards,
+            retention_ms: st.retention_ms,
+            retention_bytes: st.retention_bytes,
+            ooo_window_ms: st.ooo_window_ms,
+            max_series: st.max_series,
+            max_exemplars: st.max_exemplars,
+            tiers: st.tiers.clone(),
+            ..opts.clone()
+        };
+        let store = state.add_store(&st.name, dir);
+        store.set_limits(st.limits);
+        spawn_open(store, o, None);
+        changes.push(format!("store {} added", st.name));
+    }
+    for old in state.all_stores() {
+        if old.name == tessera_api::stores::DEFAULT || configured.contains(&old.name) {
+            continue;
+        }
+        state.remove_store(&old.name);
+        if old.is_union() {
+            continue;
+        }
+        changes.push(format!("store {} no longer served (its data stays in {})", old.name, old.dir.display()));
+        if let Some(db) = old.db().cloned() {
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = old.metadata.save(&old.dir) {
+                    tracing::warn!(store = %old.name, error = %e, "saving metadata.json failed");
+                }
+                if let Err(e) = db.close() {
+                    tracing::warn!(store = %old.name, error = %e, "closing a store no longer configured");
+                }
+            });
+        }
+    }
+    for u in unions {
+        let members = u
+            .stores
+            .iter()
+            .filter_map(|m| {
+                let store = state.get_store(m)?;
+                let ext = stores.iter().find(|st| st.name == *m).map(|st| st.external_labels.clone()).unwrap_or_default();
+                Some((store, tessera_model::Labels::from_pairs(ext)))
+            })
+            .collect();
+        state.add_union(&u.name, members);
+    }
+    if let Ok(rd) = std::fs::read_dir(s.data_dir.join("stores")) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !configured.contains(&name) {
+                tracing::warn!(store = %name, dir = %e.path().display(), "a store directory not in the config file: not served, not deleted (add [stores.{name}] back to serve it, or remove the directory)");
+            }
+        }
+    }
+    Ok(changes)
+}
+
+/// Re-reads the config file's stores and unions (over the top-level settings in force: those need a
+/// restart) and the web configuration.
+async fn reload(state: &Arc<AppState>, base: &Arc<Settings>, opts: &Options, tls: Option<&Arc<RwLock<Arc<rustls::ServerConfig>>>>) -> Result<(), String> {
+    if let Some(path) = base.flags.get("config.file").filter(|p| !p.is_empty()) {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
+        let file = crate::config::parse_config_file(&text).map_err(|e| format!("{path}: {e:#}"))?;
+        let (stores, unions) = crate::config::stores_from(&file, &base.flags).map_err(|e| format!("{path}: {e:#}"))?;
+        for c in apply_stores(state, base, &stores, &unions, opts)? {
+            tracing::info!(change = %c, "reload");
+        }
+    }
+    if let Some(path) = &base.web_config_file {
+        let p = path.clone();
+        let (a, cfg) = tokio::task::spawn_blocking(move || load_web_config(&p)).await.map_err(|e| e.to_string())?.map_err(|e| format!("{e:#}"))?;
+        if let (Some(slot), Some(cfg)) = (tls, cfg) {
+            *slot.write() = cfg;
+        }
+        state.set_access(Some(a));
+    }
     Ok(())
 }
 

@@ -251,3 +251,52 @@ fn store_limits_answer_as_senders_and_users_expect() {
     assert!(m.contains("tessera_store_limited_requests_total{store=\"slow\",limit=\"query_samples\"} 1"), "{m}");
     assert!(m.contains("tessera_store_samples_written_total{store=\"other\"} 2000"), "{m}");
 }
+
+#[test]
+fn reload_adds_and_retires_stores() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = dir.path().join("tessera.toml");
+    std::fs::write(&cfg, "[stores.a]\n").expect("toml");
+    let data = dir.path().join("data");
+    let s = Server::start(&data, &[&format!("--config.file={}", cfg.display()), "--web.enable-lifecycle"]);
+    let t = tessera_api::now_ms() - 10_000;
+    assert_eq!(write_with(&s, "/api/v1/write", Some("a"), &series("in_a", 1.0, t), None), 204);
+    assert_eq!(write_with(&s, "/api/v1/write", Some("b"), &series("in_b", 1.0, t), None), 404);
+    std::fs::write(&cfg, "[stores.b]\nweb.remote-write.ingestion-rate = 1000\n[unions.ab]\nstores = [\"default\", \"b\"]\n").expect("toml");
+    let (st, body) = s.post_form("/-/reload", "");
+    assert_eq!(st, 200, "{body}");
+    // b is served (once open), a no longer (its data stays on disk), the union exists.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while write_with(&s, "/api/v1/write", Some("b"), &series("in_b", 2.0, t), None) != 204 {
+        assert!(std::time::Instant::now() < deadline, "store b not open after the reload");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(write_with(&s, "/api/v1/write", Some("a"), &series("in_a", 1.0, t), None), 404);
+    assert!(data.join("stores").join("a").exists());
+    assert_eq!(query(&s, "/store/ab", None, "in_b", None).0, 200);
+    // A broken file: 500, the stores in force stay.
+    std::fs::write(&cfg, "[stores.b]\nstorage.tsdb.retention.time = \"soon\"\n").expect("toml");
+    let (st, body) = s.post_form("/-/reload", "");
+    assert_eq!(st, 500);
+    assert!(body.starts_with("failed to reload config:") && body.contains("retention.time"), "{body}");
+    assert_eq!(write_with(&s, "/api/v1/write", Some("b"), &series("in_b", 3.0, t + 1000), None), 204);
+    // Adding a back serves its data again.
+    std::fs::write(&cfg, "[stores.a]\n[stores.b]\n").expect("toml");
+    assert_eq!(s.post_form("/-/reload", "").0, 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (st, body) = query(&s, "/store/a", None, "in_a", None);
+        if st == 200 && body.contains("in_a") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "store a not back: {st} {body}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn reload_needs_the_lifecycle_flag() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let s = Server::start(dir.path(), &[]);
+    assert_eq!(s.post_form("/-/reload", ""), (403, "Lifecycle API is not enabled.".to_string()));
+}
