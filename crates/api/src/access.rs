@@ -629,4 +629,28 @@ mod tests {
         st.set_access(None);
         assert_eq!(call(&app, "GET", "/-/healthy", None).await.status(), StatusCode::OK);
     }
+
+    #[tokio::test]
+    async fn hostile_store_addresses_are_refused() {
+        use tower::ServiceExt;
+        let st = AppState::new(crate::ApiOptions::default(), BTreeMap::new());
+        let app = crate::router(st);
+        let send = |h: Option<HeaderValue>, uri: &str| {
+            let mut b = Request::builder().uri(uri);
+            if let Some(h) = h {
+                b = b.header(crate::stores::HEADER, h);
+            }
+            app.clone().oneshot(b.body(axum::body::Body::empty()).expect("request"))
+        };
+        let bad_utf8 = HeaderValue::from_bytes(&[b'a', 0xff, b'b']).expect("opaque bytes are a valid header value");
+        assert_eq!(send(Some(bad_utf8), "/-/healthy").await.expect("infallible").status(), StatusCode::BAD_REQUEST);
+        for uri in ["/store/%2e%2e/-/healthy", "/store/../-/healthy", "/store//-/healthy", "/store/a%00b/-/healthy"] {
+            let st = send(None, uri).await.expect("infallible").status();
+            assert!(st == StatusCode::NOT_FOUND || st == StatusCode::BAD_REQUEST, "{uri}: {st}");
+        }
+        let long = HeaderValue::from_str(&"s".repeat(100_000)).expect("hv");
+        assert_eq!(send(Some(long), "/-/healthy").await.expect("infallible").status(), StatusCode::NOT_FOUND);
+        assert_eq!(send(Some(HeaderValue::from_static("default")), "/-/healthy").await.expect("infallible").status(), StatusCode::OK);
+        assert_eq!(send(None, "/store/default/-/healthy").await.expect("infallible").status(), StatusCode::OK);
+    }
 }

@@ -84,6 +84,31 @@ fn https(port: u16, cfg: &Arc<rustls::ClientConfig>, method: &str, path: &str, h
     Ok((status, text))
 }
 
+/// One HTTP/2 GET over TLS with ALPN offering `h2` and `http/1.1`: the protocol agreed and the status.
+fn h2_get(port: u16, p: &Pki, path: &str, auth: &str) -> (Option<Vec<u8>>, u16) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let mut cfg = (*tls_client(p, false)).clone();
+        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+            .connect(ServerName::try_from("localhost").expect("name"), tcp)
+            .await
+            .expect("handshake");
+        let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+        tokio::spawn(conn);
+        let req = hyper::Request::get(format!("https://localhost:{port}{path}"))
+            .header("authorization", auth)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .expect("request");
+        let resp = sender.send_request(req).await.expect("an HTTP/2 answer");
+        (alpn, resp.status().as_u16())
+    })
+}
+
 fn basic(u: &str, p: &str) -> (&'static str, String) {
     ("Authorization", format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))))
 }
@@ -144,6 +169,9 @@ fn https_with_basic_auth_tokens_and_client_certificates() {
     assert_eq!(https(port, &plain, "GET", "/api/v1/query?query=1", std::slice::from_ref(&tok), b"").expect("https").0, 200);
     assert_eq!(https(port, &plain, "POST", "/api/v1/write", &[tok], b"").expect("https").0, 403);
     assert_eq!(https(port, &plain, "GET", "/-/healthy", &[("Authorization", "Bearer tok-abd".into())], b"").expect("https").0, 401);
+    // Clients that offer HTTP/2 (curl, Go's Prometheus) get it, and an answer over it.
+    assert_eq!(h2_get(port, &p, "/-/healthy", &basic("admin", "hunter2").1), (Some(b"h2".to_vec()), 200));
+    assert_eq!(h2_get(port, &p, "/-/healthy", "Basic eDp5").1, 401);
     // Plain HTTP on the TLS port gets no answer.
     let r = reqwest::blocking::Client::builder().timeout(Duration::from_secs(5)).build().expect("client").get(format!("http://127.0.0.1:{port}/-/healthy")).send();
     assert!(r.is_err() || r.is_ok_and(|r| r.status() != 200));
