@@ -48,9 +48,14 @@ pub async fn reload(State(st): State<Arc<AppState>>) -> Response {
 pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     let mut out = String::with_capacity(16 << 10);
     st.metrics.encode_text(&mut out);
-    // The default store's storage metrics (the others' are not labelled apart yet).
-    if let Some(db) = st.default_store().db() {
-        db.metrics().encode_text(&mut out);
+    // Storage metrics of every open store: the default store's unlabelled, the others' with `store`.
+    let stores: Vec<_> = st.all_stores().into_iter().filter_map(|s| s.db().cloned().map(|db| (s.name.clone(), db))).collect();
+    if !stores.is_empty() {
+        let ms: Vec<(Option<&str>, &tessera_tsdb::Metrics)> = stores
+            .iter()
+            .map(|(name, db)| ((name != crate::stores::DEFAULT).then_some(name.as_str()), db.metrics()))
+            .collect();
+        tessera_tsdb::metrics::encode_text_many(&ms, &mut out);
     }
     out.push_str("# HELP tessera_ready Whether the data directory is open (1) or still being opened (0).\n");
     out.push_str("# TYPE tessera_ready gauge\n");

@@ -181,6 +181,12 @@ fn union_stores_read_their_members_as_one() {
     assert_eq!(body, r#"{"status":"success","data":["a","b"]}"#);
     let (_, body) = s.get("/store/ab/api/v1/series?match[]=m");
     assert!(body.contains(r#""team":"a""#) && body.contains(r#""team":"b""#), "{body}");
+    // Storage metrics per store: the default store's unlabelled, the others' with `store`.
+    let (_, metrics) = s.get("/metrics");
+    for line in ["tessera_tsdb_samples_appended_total{store=\"a\"} 1\n", "tessera_tsdb_samples_appended_total{store=\"c\"} 2\n", "tessera_tsdb_samples_appended_total 0\n"] {
+        assert!(metrics.contains(line), "{line}: {metrics}");
+    }
+    assert_eq!(metrics.matches("# TYPE tessera_tsdb_head_series gauge").count(), 1, "one family");
     // Unions are read-only.
     let r = s
         .http
