@@ -181,6 +181,14 @@ fn union_stores_read_their_members_as_one() {
     assert_eq!(body, r#"{"status":"success","data":["a","b"]}"#);
     let (_, body) = s.get("/store/ab/api/v1/series?match[]=m");
     assert!(body.contains(r#""team":"a""#) && body.contains(r#""team":"b""#), "{body}");
+    // The per-shard stage and the partial aggregation run in the members' shards (the plan says so).
+    let r = s
+        .http
+        .get(format!("{}/store/ab/api/v1/query?query=sum%20by%20(team)%20(rate(m%5B5m%5D))&trace=1{at}", s.base))
+        .send()
+        .expect("GET");
+    let text = r.text().expect("body");
+    assert!(text.contains(r#""placement":"shards+merge""#), "{text}");
     // Storage metrics per store: the default store's unlabelled, the others' with `store`.
     let (_, metrics) = s.get("/metrics");
     for line in ["tessera_tsdb_samples_appended_total{store=\"a\"} 1\n", "tessera_tsdb_samples_appended_total{store=\"c\"} 2\n", "tessera_tsdb_samples_appended_total 0\n"] {
