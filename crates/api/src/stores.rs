@@ -142,6 +142,17 @@ impl Store {
         self.query_gate.read().clone()
     }
 
+    /// Whether the ingestion-rate bucket is empty now (then any request is refused before its body is
+    /// read and decoded: a sender far over its rate costs the server almost nothing).
+    pub fn over_rate(&self) -> bool {
+        let l = self.limits();
+        if l.ingestion_rate <= 0.0 {
+            return false;
+        }
+        let b = self.bucket.lock();
+        b.tokens + b.at.elapsed().as_secs_f64() * l.ingestion_rate < 1.0
+    }
+
     /// Takes `n` samples from the ingestion-rate bucket (a token bucket refilled at the rate, holding
     /// at most the burst), or says when to retry.
     pub fn admit(&self, n: u64) -> Result<(), Refused> {

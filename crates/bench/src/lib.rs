@@ -16,4 +16,5 @@ pub mod promql_diff;
 pub mod query_latency;
 pub mod remote_read;
 pub mod remote_write;
+pub mod store_isolation;
 pub mod tiers;

@@ -37,6 +37,8 @@ enum Cmd {
     /// Native-histogram query latency (`histogram_quantile(0.99, sum(rate()))` and friends), Tessera
     /// against Prometheus on the same data, answers compared.
     HistQuery(tessera_bench::hist_query::Args),
+    /// Issue 13: one store flooded past its ingestion rate against another store's write latency.
+    StoreIsolation(tessera_bench::store_isolation::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -53,5 +55,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::PromqlDiff(a) => tessera_bench::promql_diff::run(a),
         Cmd::Hostile(a) => tessera_bench::hostile::run(a),
         Cmd::HistQuery(a) => tessera_bench::hist_query::run(a),
+        Cmd::StoreIsolation(a) => tessera_bench::store_isolation::run(a),
     }
 }
