@@ -276,7 +276,7 @@ impl Access {
                 _ => {}
             }
             let value = HeaderValue::from_str(v).map_err(|e| format!("http_server_config.headers.{canon}: {e}"))?;
-            headers.push((HeaderName::from_static(static_lower(canon)), value));
+            headers.push((HeaderName::from_bytes(canon.as_bytes()).map_err(|e| e.to_string())?, value));
         }
         let auth = f.authorization.clone().unwrap_or_default();
         let mut users = BTreeMap::new();
@@ -438,16 +438,6 @@ fn hex_32(s: &str) -> Option<[u8; 32]> {
         out[i] = (hi * 16 + lo) as u8;
     }
     Some(out)
-}
-
-fn static_lower(h: &'static str) -> &'static str {
-    match h {
-        "Content-Security-Policy" => "content-security-policy",
-        "X-Frame-Options" => "x-frame-options",
-        "X-Content-Type-Options" => "x-content-type-options",
-        "X-XSS-Protection" => "x-xss-protection",
-        _ => "strict-transport-security",
-    }
 }
 
 fn plain(status: StatusCode, body: String) -> Response {

@@ -4,7 +4,7 @@
 //! answers 503 `admin APIs disabled`, as upstream.
 
 use crate::params::{parse_time_param, MAX_TIME_MS, MIN_TIME_MS};
-use crate::read::{form, parse_matchers_param};
+use crate::read::{blocking, form, parse_matchers_param};
 use crate::response::{success, ApiError, ErrorType};
 use crate::AppState;
 use axum::extract::{Request, State};
@@ -14,10 +14,6 @@ use std::sync::Arc;
 
 fn enabled(st: &AppState) -> Result<(), ApiError> {
     if st.options.enable_admin_api { Ok(()) } else { Err(ApiError::new(ErrorType::Unavailable, "admin APIs disabled")) }
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("request task failed: {e}")))?
 }
 
 fn no_content(r: Result<(), ApiError>) -> Response {

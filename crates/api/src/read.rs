@@ -73,7 +73,7 @@ pub fn parse_matchers_param(matches: &[&str]) -> Result<Vec<Vec<Matcher>>, Strin
 }
 
 /// Runs storage work off the async workers.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("request task failed: {e}")))?
 }
 

@@ -124,39 +124,41 @@ impl Querier for UnionQuerier {
     }
 
     fn label_names(&self, matchers: &[Matcher]) -> Result<Vec<String>, StorageError> {
-        let mut names = std::collections::BTreeSet::new();
-        if matchers.is_empty() && self.members.iter().all(|(_, ext)| ext.is_empty()) {
-            for (q, _) in &self.members {
-                names.extend(q.label_names(&[])?);
-            }
-            return Ok(names.into_iter().collect());
-        }
-        let all = [Matcher::new(MatchOp::Regex, "__name__", ".*").map_err(|e| StorageError::Other(e.to_string()))?];
-        let ms = if matchers.is_empty() { &all[..] } else { matchers };
-        let hints = SelectHints { series_only: true, ..Default::default() };
-        for s in self.collect(None, ms, &hints)? {
-            names.extend(s.labels.iter().map(|l| l.name.to_string()));
-        }
-        Ok(names.into_iter().collect())
+        self.labels_of(matchers, |q| q.label_names(&[]), |l, out| out.extend(l.iter().map(|l| l.name.to_string())))
     }
 
     fn label_values(&self, name: &str, matchers: &[Matcher]) -> Result<Vec<String>, StorageError> {
-        let mut values = std::collections::BTreeSet::new();
+        self.labels_of(matchers, |q| q.label_values(name, &[]), |l, out| {
+            let v = l.get(name);
+            if !v.is_empty() {
+                out.insert(v.to_string());
+            }
+        })
+    }
+}
+
+impl UnionQuerier {
+    /// Label names or values of the matching series: straight from the members when nothing has to be
+    /// added or matched (`direct`), else from the series with their external labels (`pick`).
+    fn labels_of(
+        &self,
+        matchers: &[Matcher],
+        direct: impl Fn(&Arc<dyn Querier>) -> Result<Vec<String>, StorageError>,
+        pick: impl Fn(&Labels, &mut std::collections::BTreeSet<String>),
+    ) -> Result<Vec<String>, StorageError> {
+        let mut out = std::collections::BTreeSet::new();
         if matchers.is_empty() && self.members.iter().all(|(_, ext)| ext.is_empty()) {
             for (q, _) in &self.members {
-                values.extend(q.label_values(name, &[])?);
+                out.extend(direct(q)?);
             }
-            return Ok(values.into_iter().collect());
+            return Ok(out.into_iter().collect());
         }
         let all = [Matcher::new(MatchOp::Regex, "__name__", ".*").map_err(|e| StorageError::Other(e.to_string()))?];
         let ms = if matchers.is_empty() { &all[..] } else { matchers };
         let hints = SelectHints { series_only: true, ..Default::default() };
         for s in self.collect(None, ms, &hints)? {
-            let v = s.labels.get(name);
-            if !v.is_empty() {
-                values.insert(v.to_string());
-            }
+            pick(&s.labels, &mut out);
         }
-        Ok(values.into_iter().collect())
+        Ok(out.into_iter().collect())
     }
 }

@@ -98,12 +98,12 @@ pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, b
     let Some(db) = store.db().cloned() else {
         return closing(plain(503, "TSDB not ready: the data directory is still being opened"));
     };
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|s| s.parse::<u64>().ok());
     if store.over_rate() {
         // Refused before decoding; the body is read and dropped (bounded) so that the connection
         // stays usable: a sender over its rate then costs about what its bytes cost.
         st.store_metrics.limited(&store.name, "ingestion_rate");
         let r = plain(429, format!("store {:?} is over its ingestion rate of {} samples/s; retry later", store.name, store.limits().ingestion_rate));
-        let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|s| s.parse::<u64>().ok());
         let drained = match declared {
             Some(n) if n <= st.options.max_request_bytes as u64 => {
                 tokio::time::timeout(std::time::Duration::from_secs(10), drain(body, n)).await.is_ok()
@@ -127,7 +127,6 @@ pub async fn remote_write(State(st): State<Arc<AppState>>, headers: HeaderMap, b
     };
 
     let max = st.options.max_request_bytes;
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|s| s.parse::<u64>().ok());
     if let Some(n) = declared
         && n > max as u64
     {
