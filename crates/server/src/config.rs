@@ -857,6 +857,10 @@ fn flatten(prefix: &str, v: &toml::Value, out: &mut BTreeMap<String, String>) ->
         toml::Value::Boolean(b) => {
             out.insert(prefix.to_string(), b.to_string());
         }
+        // `web.remote-write.ingestion-rate = 2.5`; each setting's parser decides what it accepts.
+        toml::Value::Float(f) => {
+            out.insert(prefix.to_string(), f.to_string());
+        }
         // Only list-valued setting: `enable-feature = ["use-start-timestamps", "st-storage"]`, the same
         // as the comma-separated string.
         toml::Value::Array(items)

@@ -123,6 +123,11 @@ fn store_tables_are_checked() {
         ("[unions.u]\nstores = [\"nope\"]\n", "is not a store"),
         ("[stores.a]\n[unions.a]\nstores = [\"a\"]\n", "a store of that name exists"),
         ("[unions.u]\nstores = []\n", "names no store"),
+        ("[stores.a]\nweb.remote-write.ingestion-rate = -5\n", "non-negative"),
+        ("[stores.a]\nweb.remote-write.ingestion-rate = nan\n", "non-negative"),
+        ("[stores.a]\nweb.remote-write.ingestion-rate = \"1e400\"\n", "non-negative"),
+        ("[stores.a]\nquery.max-samples = -1\n", "query.max-samples"),
+        ("[stores.a]\nquery.max-concurrency = 99999999999999999999999\n", "invalid TOML"),
     ] {
         let cfg = dir.path().join("t.toml");
         std::fs::write(&cfg, toml).expect("write");
