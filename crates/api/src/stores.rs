@@ -103,6 +103,8 @@ pub struct Store {
     bucket: parking_lot::Mutex<Bucket>,
     /// Its own query gate (`Limits::query_max_concurrency`).
     query_gate: parking_lot::RwLock<Option<Arc<tokio::sync::Semaphore>>>,
+    /// A union store's change log (see [`crate::union`]).
+    union_log: OnceLock<Arc<tessera_model::ChangeLog>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -122,6 +124,7 @@ impl Store {
             limits: parking_lot::RwLock::new(Limits::default()),
             bucket: parking_lot::Mutex::new(Bucket { tokens: 0.0, at: std::time::Instant::now() }),
             query_gate: parking_lot::RwLock::new(None),
+            union_log: OnceLock::new(),
         }
     }
 
@@ -202,7 +205,10 @@ impl Store {
         for (s, ext) in &self.members {
             members.push((s.db()?.clone(), ext.clone()));
         }
-        Some(Arc::new(crate::union::UnionQueryable { members }))
+        // One change log for the union's life (the result cache keys its entries by it), made once every
+        // member is open.
+        let log = self.union_log.get_or_init(|| tessera_model::ChangeLog::union(members.iter().map(|(db, _)| db.change_log()).collect()));
+        Some(Arc::new(crate::union::UnionQueryable { members, log: log.clone() }))
     }
 
     /// Publishes the store's opened database.

@@ -17,15 +17,40 @@
 //!
 //! Matchers on a member's external label names are applied after the labels are added (they cannot be
 //! pushed into the member, whose series may lack the label); the others are pushed down.
+//!
+//! The result cache works through a union: its change log follows every member's
+//! ([`ChangeLog::union`]), so a change to old samples in any member drops the union's cached steps it
+//! touches. Downsampling tiers too: the union has the tiers (resolutions) all its members have; a series
+//! held by one member is that member's buckets, a series held by several is bucketed from their merged
+//! raw samples (exactly the union's buckets) wherever a member still has raw samples, and is the first
+//! such member's buckets before that ([`tessera_tsdb::tiers::union_tier_series`]).
 
 use std::sync::Arc;
 
-use tessera_model::{Labels, MatchOp, Matcher, Queryable, Querier, SelectHints, Series, SeriesSet, StorageError};
+use tessera_model::{
+    ChangeLog, ChunkRef, Labels, MatchOp, Matcher, Queryable, Querier, SelectHints, Series, SeriesSet, StorageError, TierInfo,
+};
 use tessera_tsdb::Db;
 
-/// A union of open stores' databases, each with its external labels, in member order.
+/// A union of open stores' databases, each with its external labels, in member order, and the union's
+/// change log (kept by the union store across requests, so that the result cache's entries outlive one).
 pub struct UnionQueryable {
     pub members: Vec<(Arc<Db>, Labels)>,
+    pub log: Arc<ChangeLog>,
+}
+
+impl UnionQueryable {
+    /// A union with a new change log following its members'.
+    pub fn new(members: Vec<(Arc<Db>, Labels)>) -> UnionQueryable {
+        let log = ChangeLog::union(members.iter().map(|(db, _)| db.change_log()).collect());
+        UnionQueryable { members, log }
+    }
+
+    fn union_querier(members: Vec<(Arc<dyn Querier>, Labels)>, mint_ms: i64, maxt_ms: i64, tier: Option<TierPart>) -> Arc<dyn Querier> {
+        let counts: Vec<usize> = members.iter().map(|(q, _)| q.shard_count()).collect();
+        let shards = if counts.windows(2).all(|w| w[0] == w[1]) { counts.first().copied().unwrap_or(1).max(1) } else { 1 };
+        Arc::new(UnionQuerier { members, shards, mint_ms, maxt_ms, tier })
+    }
 }
 
 impl Queryable for UnionQueryable {
@@ -34,10 +59,62 @@ impl Queryable for UnionQueryable {
         for (db, ext) in &self.members {
             members.push((Queryable::querier(&**db, mint_ms, maxt_ms)?, ext.clone()));
         }
-        let counts: Vec<usize> = members.iter().map(|(q, _)| q.shard_count()).collect();
-        let shards = if counts.windows(2).all(|w| w[0] == w[1]) { counts.first().copied().unwrap_or(1).max(1) } else { 1 };
-        Ok(Arc::new(UnionQuerier { members, shards, mint_ms, maxt_ms }))
+        Ok(Self::union_querier(members, mint_ms, maxt_ms, None))
     }
+
+    fn changes(&self) -> Option<&ChangeLog> {
+        Some(&self.log)
+    }
+
+    /// The resolutions every member keeps; a tier's retention is the shortest of its members' (0: as
+    /// long as the raw data, in every member).
+    fn tiers(&self) -> Vec<TierInfo> {
+        let mut out: Vec<TierInfo> = Vec::new();
+        for (i, (db, _)) in self.members.iter().enumerate() {
+            let mine = Queryable::tiers(&**db);
+            if i == 0 {
+                out = mine;
+                continue;
+            }
+            out.retain_mut(|t| match mine.iter().find(|m| m.resolution_ms == t.resolution_ms) {
+                None => false,
+                Some(m) => {
+                    t.retention_ms = match (t.retention_ms, m.retention_ms) {
+                        (0, r) | (r, 0) => r,
+                        (x, y) => x.min(y),
+                    };
+                    true
+                }
+            });
+        }
+        out
+    }
+
+    fn tier_querier(&self, resolution_ms: i64, mint_ms: i64, maxt_ms: i64) -> Result<Option<Arc<dyn Querier>>, StorageError> {
+        if resolution_ms <= 0 {
+            return Ok(None);
+        }
+        // Whole buckets, as a member's tier querier reads them.
+        let a = tessera_encoding::buckets::bucket_of(mint_ms, resolution_ms).saturating_mul(resolution_ms);
+        let b = tessera_encoding::buckets::bucket_of(maxt_ms, resolution_ms).saturating_add(1).saturating_mul(resolution_ms);
+        let mut members = Vec::with_capacity(self.members.len());
+        let mut raw = Vec::with_capacity(self.members.len());
+        for (db, ext) in &self.members {
+            let Some(t) = db.tier_querier(resolution_ms, mint_ms, maxt_ms)? else { return Ok(None) };
+            members.push((t, ext.clone()));
+            raw.push(Queryable::querier(&**db, a, b.saturating_sub(1))?);
+        }
+        Ok(Some(Self::union_querier(members, mint_ms, maxt_ms, Some(TierPart { res: resolution_ms, a, b, raw }))))
+    }
+}
+
+/// A union querier at a tier: the resolution, the whole buckets `[a, b)` read, and every member's raw view
+/// of them (for series held by several members).
+struct TierPart {
+    res: i64,
+    a: i64,
+    b: i64,
+    raw: Vec<Arc<dyn Querier>>,
 }
 
 struct UnionQuerier {
@@ -45,6 +122,7 @@ struct UnionQuerier {
     shards: usize,
     mint_ms: i64,
     maxt_ms: i64,
+    tier: Option<TierPart>,
 }
 
 /// `labels` with `ext`'s labels it lacks.
@@ -65,7 +143,8 @@ impl UnionQuerier {
     /// Every member's matching series of union shard `shard` (`None`: all shards), external labels
     /// added, filtered by every matcher, merged by labels, sorted.
     fn collect(&self, shard: Option<usize>, matchers: &[Matcher], hints: &SelectHints) -> Result<Vec<Series>, StorageError> {
-        let mut all: Vec<(Labels, usize, Vec<tessera_model::ChunkRef>)> = Vec::new();
+        // (labels with external ones, member, the member's own labels, chunks)
+        let mut all: Vec<(Labels, usize, Labels, Vec<ChunkRef>)> = Vec::new();
         for (i, (q, ext)) in self.members.iter().enumerate() {
             let mut pushed: Vec<Matcher> = matchers.iter().filter(|m| ext.get(&m.name).is_empty()).cloned().collect();
             if pushed.is_empty() {
@@ -80,7 +159,7 @@ impl UnionQuerier {
                 let s = s?;
                 let labels = with_external(&s.labels, ext);
                 if matchers.iter().all(|m| m.matches(labels.get(&m.name))) {
-                    all.push((labels, i, s.chunks));
+                    all.push((labels, i, s.labels, s.chunks));
                 }
             }
         }
@@ -90,15 +169,47 @@ impl UnionQuerier {
         while i < all.len() {
             let j = i + all[i..].iter().take_while(|x| x.0 == all[i].0).count();
             let chunks = if j - i == 1 || hints.series_only {
-                std::mem::take(&mut all[i].2)
+                std::mem::take(&mut all[i].3)
             } else {
-                let lists: Vec<Vec<tessera_model::ChunkRef>> = all[i..j].iter_mut().map(|x| std::mem::take(&mut x.2)).collect();
-                tessera_tsdb::merge_chunk_lists(&lists).map_err(|e| StorageError::Other(e.to_string()))?
+                let lists: Vec<Vec<ChunkRef>> = all[i..j].iter_mut().map(|x| std::mem::take(&mut x.3)).collect();
+                match &self.tier {
+                    None => tessera_tsdb::merge_chunk_lists(&lists).map_err(|e| StorageError::Other(e.to_string()))?,
+                    Some(tp) => {
+                        let mut raw = Vec::with_capacity(j - i);
+                        for x in &all[i..j] {
+                            raw.push(tp.raw_chunks(x.1, shard, &x.2, hints)?);
+                        }
+                        tessera_tsdb::tiers::union_tier_series(&lists, &raw, tp.a, tp.b, tp.res)
+                            .map_err(|e| StorageError::Other(e.to_string()))?
+                    }
+                }
             };
             out.push(Series { labels: all[i].0.clone(), chunks });
             i = j;
         }
         Ok(out)
+    }
+}
+
+impl TierPart {
+    /// Member `member`'s raw chunks of its series `labels` (exactly that label set).
+    fn raw_chunks(&self, member: usize, shard: Option<usize>, labels: &Labels, hints: &SelectHints) -> Result<Vec<ChunkRef>, StorageError> {
+        let mut ms = Vec::with_capacity(labels.len());
+        for l in labels.iter() {
+            ms.push(Matcher::new(MatchOp::Equal, &l.name, &l.value).map_err(|e| StorageError::Other(e.to_string()))?);
+        }
+        let q = &self.raw[member];
+        let set = match shard {
+            Some(s) => q.select_shard(s, &ms, hints)?,
+            None => q.select(&ms, hints)?,
+        };
+        for s in set {
+            let s = s?;
+            if s.labels == *labels {
+                return Ok(s.chunks);
+            }
+        }
+        Ok(Vec::new())
     }
 }
 

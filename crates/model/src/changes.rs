@@ -21,8 +21,8 @@
 //! everything.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, Ordering, fence};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
+use std::sync::{Arc, Mutex, Weak};
 
 /// One recorded change: samples in `[min_t, max_t]` (ms, inclusive) may differ from before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,11 +37,22 @@ pub struct Change {
 pub struct Lost;
 
 /// See the module documentation.
+///
+/// A log may follow others ([`ChangeLog::union`]): watching it watches them, and every change recorded in
+/// one of them is recorded in it too (a union of stores has one log over its members' logs).
 #[derive(Debug)]
 pub struct ChangeLog {
+    /// Unique in the process (never reused, unlike an address): consumers key what they keep by it.
+    id: u64,
     watch_below: AtomicI64,
     inner: Mutex<Inner>,
+    /// The logs this one follows.
+    sources: Vec<Arc<ChangeLog>>,
+    /// The logs that follow this one (dropped ones are pruned as changes are forwarded).
+    followers: Mutex<Vec<Weak<ChangeLog>>>,
 }
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -55,7 +66,13 @@ struct Inner {
 
 impl Default for ChangeLog {
     fn default() -> Self {
-        ChangeLog { watch_below: AtomicI64::new(i64::MIN), inner: Mutex::default() }
+        ChangeLog {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            watch_below: AtomicI64::new(i64::MIN),
+            inner: Mutex::default(),
+            sources: Vec::new(),
+            followers: Mutex::default(),
+        }
     }
 }
 
@@ -67,10 +84,32 @@ impl ChangeLog {
         Self::default()
     }
 
+    /// A log that follows `sources`: [`ChangeLog::watch`] on it raises theirs too (after its own), and a
+    /// change recorded in any of them is then recorded in it as well. The protocol holds through it: a
+    /// reader raises every source's watermark before it reads data, and a writer records in its source
+    /// after its data is visible.
+    pub fn union(sources: Vec<Arc<ChangeLog>>) -> Arc<ChangeLog> {
+        let log = Arc::new(ChangeLog { sources, ..ChangeLog::default() });
+        for s in &log.sources {
+            let mut f = s.followers.lock().unwrap_or_else(|e| e.into_inner());
+            f.retain(|w| w.strong_count() > 0);
+            f.push(Arc::downgrade(&log));
+        }
+        log
+    }
+
+    /// The log's identity, unique in the process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Raises the watermark to `t` (never lowers it): from now on, changes touching times `<= t` are
     /// recorded.
     pub fn watch(&self, t: i64) {
         self.watch_below.fetch_max(t, Ordering::SeqCst);
+        for s in &self.sources {
+            s.watch(t);
+        }
     }
 
     /// The current watermark (`i64::MIN` while nobody watches).
@@ -89,7 +128,16 @@ impl ChangeLog {
     /// after the change is visible to new readers. Returns whether it was recorded.
     pub fn record(&self, min_t: i64, max_t: i64) -> bool {
         if min_t > max_t || !self.is_watched(min_t) {
+            // A follower's watermark never exceeds its sources' once its reader reads data.
             return false;
+        }
+        let followers: Vec<Arc<ChangeLog>> = {
+            let mut f = self.followers.lock().unwrap_or_else(|e| e.into_inner());
+            f.retain(|w| w.strong_count() > 0);
+            f.iter().filter_map(Weak::upgrade).collect()
+        };
+        for f in followers {
+            f.record(min_t, max_t);
         }
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.last_seq += 1;
@@ -141,6 +189,29 @@ mod tests {
         assert_eq!(log.since(1).expect("kept"), vec![Change { seq: 2, min_t: -5, max_t: -1 }]);
         assert!(log.since(2).expect("kept").is_empty());
         assert_eq!(log.seq(), 2);
+    }
+
+    #[test]
+    fn a_union_log_sees_its_sources_changes_once_watched() {
+        let (a, b) = (Arc::new(ChangeLog::new()), Arc::new(ChangeLog::new()));
+        let u = ChangeLog::union(vec![a.clone(), b.clone()]);
+        assert_ne!(u.id(), a.id());
+        assert!(!a.record(0, 10), "nobody watches");
+        u.watch(100);
+        assert_eq!((a.watermark(), b.watermark()), (100, 100), "watching the union watches its sources");
+        assert!(a.record(5, 10));
+        assert!(b.record(50, 60));
+        assert!(!b.record(150, 160), "above the watermark");
+        let seen: Vec<(i64, i64)> = u.since(0).expect("kept").iter().map(|c| (c.min_t, c.max_t)).collect();
+        assert_eq!(seen, vec![(5, 10), (50, 60)]);
+        // A source watched higher by its own reader forwards only what the union watches.
+        a.watch(1000);
+        assert!(a.record(500, 600));
+        assert_eq!(u.seq(), 2, "the union's watermark is 100");
+        // A dropped union is pruned from its sources.
+        drop(u);
+        assert!(a.record(1, 2));
+        assert!(a.followers.lock().expect("lock").is_empty());
     }
 
     #[test]

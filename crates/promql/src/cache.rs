@@ -226,8 +226,8 @@ pub fn dependency_window(expr: &Expr, lookback_ms: i64) -> Result<Option<Window>
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
-    /// The storage's change log (its address): one cache may serve several storages.
-    storage: usize,
+    /// The storage's change log (its id): one cache may serve several storages.
+    storage: u64,
     expr: String,
     step_ms: i64,
     phase_ms: i64,
@@ -303,8 +303,8 @@ struct Inner {
     entries: HashMap<Key, Entry>,
     bytes: usize,
     tick: u64,
-    /// Per storage (change-log address): the newest change already applied to the entries.
-    applied: HashMap<usize, u64>,
+    /// Per storage (change-log id): the newest change already applied to the entries.
+    applied: HashMap<u64, u64>,
 }
 
 /// A range-query result cache (see the module documentation). Cheap to share behind an `Arc`.
@@ -366,7 +366,7 @@ impl ResultCache {
             Ok(w) => w.unwrap_or(Window { before: 0, after: 0 }),
             Err(why) => return bypass(format!("not cacheable: {why}")),
         };
-        let storage = log as *const ChangeLog as usize;
+        let storage = log.id();
         let key = Key {
             storage,
             expr: expr.to_string(),
@@ -519,7 +519,7 @@ impl ResultCache {
 
     /// Applies the changes the storage recorded since the last look (drops every entry of it when the
     /// log lost some).
-    fn sync(&self, g: &mut Inner, log: &ChangeLog, storage: usize) {
+    fn sync(&self, g: &mut Inner, log: &ChangeLog, storage: u64) {
         let applied = g.applied.get(&storage).copied().unwrap_or(0);
         match log.since(applied) {
             Ok(changes) => {
@@ -559,7 +559,7 @@ impl ResultCache {
         key: &Key,
         window: Window,
         log: &ChangeLog,
-        storage: usize,
+        storage: u64,
         seq0: u64,
         keep_through: i64,
         runs: &[(i64, i64)],

@@ -148,7 +148,8 @@ fn union_stores_read_their_members_as_one() {
     let cfg = dir.path().join("tessera.toml");
     std::fs::write(
         &cfg,
-        "[stores.a]\nexternal_labels = { team = \"a\" }\n[stores.b]\nexternal_labels.team = \"b\"\n[stores.c]\n[stores.d]\n\
+        "[stores.a]\nexternal_labels = { team = \"a\" }\nstorage.tsdb.downsampling = \"1m\"\n\
+         [stores.b]\nexternal_labels.team = \"b\"\nstorage.tsdb.downsampling = \"1m,5m\"\n[stores.c]\n[stores.d]\n\
          [unions.ab]\nstores = [\"a\", \"b\"]\n[unions.cd]\nstores = [\"c\", \"d\"]\n",
     )
     .expect("toml");
@@ -214,6 +215,42 @@ fn union_stores_read_their_members_as_one() {
     assert!(r.text().expect("body").contains("union store"));
     assert_eq!(s.get("/store/ab/api/v1/status/tsdb").0, 400);
     assert_eq!(s.get("/store/ab/api/v1/query_exemplars?query=m").0, 400);
+
+    // The result cache through a union: a repeat comes from it, and a late write into a member drops
+    // the steps it touches (the answer changes as the uncached one does).
+    let range = |extra: &str| -> serde_json::Value {
+        let (st, body) = s.get(&format!("/store/ab/api/v1/query_range?query=sum(m)&start={}&end={}&step=60&trace=1&raw=1{extra}", t / 1000, t / 1000 + 240));
+        assert_eq!(st, 200, "{body}");
+        serde_json::from_str(&body).expect("json")
+    };
+    let values = |v: &serde_json::Value| v["data"]["result"][0]["values"].as_array().expect("values").iter().map(|p| p[1].as_str().map(str::to_string)).collect::<Vec<_>>();
+    let first = range("");
+    assert_eq!(values(&first), vec![Some("3".to_string()); 5], "{first}");
+    let again = range("");
+    assert_eq!(again["trace"]["cache"]["hits"], 5, "every step from the cache: {again}");
+    assert_eq!(values(&again), values(&first));
+    assert_eq!(write_with(&s, "/api/v1/write", Some("a"), &series("m", 5.0, t + 60_000), None), 204);
+    let after = range("");
+    assert_eq!(after["trace"]["cache"]["hits"], 1, "the late write drops the steps it touches: {after}");
+    assert_eq!(values(&after), vec![Some("3".to_string()), Some("7".to_string()), Some("7".to_string()), Some("7".to_string()), Some("7".to_string())]);
+    assert_eq!(values(&range("&nocache=1")), values(&after));
+    // Downsampling tiers through a union: the tiers every member has (1m here), chosen by the planner,
+    // exact for windows on the buckets.
+    let m0 = t / 60_000 * 60;
+    let ask_range = |extra: &str| -> serde_json::Value {
+        let q = "sum%20by%20(team)%20(max_over_time(m%5B1m%5D))";
+        let (st, body) = s.get(&format!("/store/ab/api/v1/query_range?query={q}&start={m0}&end={}&step=60&trace=1&nocache=1{extra}", m0 + 300));
+        assert_eq!(st, 200, "{body}");
+        serde_json::from_str(&body).expect("json")
+    };
+    let (tiered, raw) = (ask_range(""), ask_range("&raw=1"));
+    assert_eq!(tiered["trace"]["tier"], "1m", "{tiered}");
+    assert!(tiered.get("infos").is_none(), "exact: {tiered}");
+    assert_eq!(tiered["data"], raw["data"], "{tiered}\n{raw}");
+    assert_eq!(tiered["data"]["result"].as_array().map(Vec::len), Some(2), "{tiered}");
+    let (st, body) = s.get(&format!("/store/ab/api/v1/query_range?query=sum(m)&start={}&end={}&step=300&tier=5m", t / 1000, t / 1000 + 600));
+    assert_eq!(st, 400, "5m is not a tier of every member: {body}");
+    assert!(body.contains("no downsampling tier with resolution 5m (tiers: 1m)"), "{body}");
 }
 
 #[test]

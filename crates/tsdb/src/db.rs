@@ -476,6 +476,11 @@ impl Db {
     }
 
     /// The engine's counters and gauges.
+    /// Where the database records changes to old time ranges (for logs that follow it: a union's).
+    pub fn change_log(&self) -> Arc<ChangeLog> {
+        self.changes.clone()
+    }
+
     pub fn metrics(&self) -> &Metrics {
         self.refresh_gauges();
         &self.metrics

@@ -425,6 +425,32 @@ impl TierQuerier {
     }
 }
 
+/// One series of a union of stores at a tier when several members hold it (see `tessera_api::union`):
+/// `tier_lists` are the members' bucket chunks and `raw_lists` their raw chunks over the whole buckets
+/// `[a, b)`, in member order. The buckets are computed from the members' raw samples merged (a timestamp
+/// in several keeps the first member's sample), so they are the buckets of the union's samples wherever a
+/// member still has raw samples; older buckets, where no member has raw samples any more, are the first
+/// member's that has some (buckets cannot be merged sample by sample).
+pub fn union_tier_series(tier_lists: &[Vec<ChunkRef>], raw_lists: &[Vec<ChunkRef>], a: i64, b: i64, res: i64) -> Result<Vec<ChunkRef>> {
+    let merged = crate::merge::merge_chunk_lists(raw_lists)?;
+    let mut bufs = BucketBufs::default();
+    let from_raw = bucket_chunks(&merged, a, b.saturating_sub(1), res, |_| false, &mut bufs)?;
+    let Some(k0) = from_raw.iter().map(|c| c.mint_ms).min() else {
+        return Ok(tier_lists.iter().find(|l| !l.is_empty()).cloned().unwrap_or_default());
+    };
+    let mut out = Vec::new();
+    for l in tier_lists {
+        let older = drop_deleted_buckets(l.clone(), &[Interval::new(k0, i64::MAX)], res)?;
+        if !older.is_empty() {
+            out = older;
+            break;
+        }
+    }
+    out.extend(from_raw);
+    out.sort_by_key(|c| c.mint_ms);
+    Ok(out)
+}
+
 /// A tier block's chunks without the buckets a deletion touches (a tier block answers alone only where its
 /// raw block is gone; buckets cannot be split, so a deletion there removes the whole buckets it reaches).
 fn drop_deleted_buckets(chunks: Vec<ChunkRef>, ivs: &[Interval], res: i64) -> Result<Vec<ChunkRef>> {
