@@ -87,7 +87,7 @@ pub struct ApiOptions {
     pub align_to_step: bool,
     /// `--web.enable-admin-api`: `/api/v1/admin/tsdb/*` (otherwise 503, as upstream).
     pub enable_admin_api: bool,
-    /// `--web.enable-lifecycle`: `/-/reload` (otherwise 403, as upstream).
+    /// `--web.enable-lifecycle`: `/-/reload` and `/-/quit` (otherwise 403, as upstream).
     pub enable_lifecycle: bool,
 }
 
@@ -205,6 +205,8 @@ pub struct AppState {
     pub registry: prometheus_client::registry::Registry,
     /// Where `/-/reload` asks the binary to reload (its answer comes back on the one-shot channel).
     pub reload: parking_lot::Mutex<Option<ReloadSender>>,
+    /// Notified by `/-/quit`: the binary shuts down as on SIGTERM.
+    pub quit: tokio::sync::Notify,
     /// Per-store counters (`tessera_store_*`).
     pub store_metrics: stores::StoreMetrics,
     /// The web configuration's access rules (`--web.config.file`); `None`: open.
@@ -245,6 +247,7 @@ impl AppState {
             access: parking_lot::RwLock::new(None),
             store_metrics,
             reload: parking_lot::Mutex::new(None),
+            quit: tokio::sync::Notify::new(),
         })
     }
 
@@ -350,6 +353,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/-/healthy", get(ops::healthy).head(ops::healthy))
         .route("/-/ready", get(ops::ready).head(ops::ready))
         .route("/-/reload", post(ops::reload).put(ops::reload))
+        .route("/-/quit", post(ops::quit).put(ops::quit))
         .route("/metrics", get(ops::metrics))
         .route("/api/v1/write", post(write::remote_write))
         .route("/api/v1/read", post(remote_read::read))

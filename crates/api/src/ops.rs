@@ -44,6 +44,18 @@ pub async fn reload(State(st): State<Arc<AppState>>) -> Response {
     }
 }
 
+/// `POST|PUT /-/quit` (Prometheus' lifecycle API, behind `--web.enable-lifecycle`): a graceful shutdown,
+/// as SIGTERM (no new connections, in-flight requests finish, every store closed cleanly). Under
+/// `/store/<name>/` too, and it still stops the whole server (as `/-/reload` reloads all of it).
+pub async fn quit(State(st): State<Arc<AppState>>) -> Response {
+    if !st.options.enable_lifecycle {
+        return (StatusCode::FORBIDDEN, "Lifecycle API is not enabled.").into_response();
+    }
+    // A stored permit: the shutdown task sees it even if it was not waiting yet.
+    st.quit.notify_one();
+    (StatusCode::OK, "Requesting termination... Goodbye!").into_response()
+}
+
 /// Tessera's own metrics in the text format: HTTP and remote write, storage, process.
 pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     let mut out = String::with_capacity(16 << 10);

@@ -189,10 +189,12 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     // Shutdown: a signal, or a fatal error while opening.
     let (stop_tx, stop_rx) = watch::channel(false);
     let fatal_for_signal = fatal_rx.clone();
+    let state_for_quit = state.clone();
     tokio::spawn(async move {
         let mut fatal = fatal_for_signal;
         tokio::select! {
             sig = shutdown_signal() => tracing::info!(signal = sig, "shutting down: no new connections, finishing in-flight requests"),
+            _ = state_for_quit.quit.notified() => tracing::info!("shutting down (/-/quit): no new connections, finishing in-flight requests"),
             _ = async {
                 // Err: the opener finished without a fatal error and dropped its sender; wait on.
                 if fatal.wait_for(|f| f.is_some()).await.is_err() {

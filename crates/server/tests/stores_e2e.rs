@@ -355,4 +355,30 @@ fn reload_needs_the_lifecycle_flag() {
     let dir = tempfile::tempdir().expect("tmp");
     let s = Server::start(dir.path(), &[]);
     assert_eq!(s.post_form("/-/reload", ""), (403, "Lifecycle API is not enabled.".to_string()));
+    assert_eq!(s.post_form("/-/quit", ""), (403, "Lifecycle API is not enabled.".to_string()));
+    assert_eq!(s.get("/-/healthy").0, 200, "still serving");
+}
+
+/// `/-/quit` with `--web.enable-lifecycle` shuts down as SIGTERM does: exit status 0, what was written
+/// kept (and no WAL replay needed to find it: the head was persisted on the way out).
+#[test]
+fn quit_shuts_down_gracefully() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut s = Server::start(dir.path(), &["--web.enable-lifecycle"]);
+    let t = (tessera_api::now_ms() / 1000 - 60) * 1000;
+    assert_eq!(write_with(&s, "/api/v1/write", None, &series("kept", 4.0, t), None), 204);
+    assert_eq!(s.http.get(format!("{}/-/quit", s.base)).send().expect("GET").status().as_u16(), 405, "POST or PUT only");
+    assert_eq!(s.post_form("/-/quit", ""), (200, "Requesting termination... Goodbye!".to_string()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = s.child.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(std::time::Instant::now() < deadline, "still running 30 s after /-/quit");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    let s = Server::start(dir.path(), &[]);
+    let (_, body) = s.get(&format!("/api/v1/query?query=kept&time={}", t / 1000));
+    assert!(body.contains(r#""value":["#) && body.contains(r#""4"]"#), "{body}");
 }
