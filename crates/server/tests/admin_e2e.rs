@@ -93,3 +93,65 @@ fn delete_clean_and_snapshot() {
     let n: f64 = v["data"]["result"][0]["value"][1].as_str().map_or(0.0, |x| x.parse().expect("number"));
     assert!(n < 240.0, "the head's samples are not in a skip_head snapshot: {body}");
 }
+
+/// Hostile admin requests: extreme and malformed bounds, thousands of matcher sets, regexes that
+/// match everything, and snapshots, deletions, tombstone cleaning and writes all at once. Every answer
+/// is a 2xx or a 4xx with a reason, the server stays up, and what no deletion matched reads back whole.
+#[test]
+fn hostile_admin_requests_are_answered_or_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let s = Server::start(dir.path(), &["--web.enable-admin-api"]);
+    let t0 = (tessera_api::now_ms() / 60_000 - 150) * 60_000;
+    write(&s, t0);
+    let at = t0 + 119 * 60_000;
+    let huge = "9".repeat(400);
+    for form in [
+        "match[]=m&start=1e400".to_string(),
+        "match[]=m&start=-1e400".into(),
+        "match[]=m&start=NaN".into(),
+        "match[]=m&end=Inf".into(),
+        format!("match[]=m&start={huge}"),
+        "match[]=m&start=9223372036854775807&end=-9223372036854775808".into(),
+        "match[]=m&start=%00".into(),
+        "match[]=&start=0".into(),
+        "match[]={}".into(),
+        "match[]={__name__=~\".*\"}".into(),
+        format!("match[]=m{{i=~\"{}\"}}", "(a|b)*".repeat(2000)),
+        format!("match[]={}", "m{".repeat(5000)),
+        "match[]=m&match[]=nope{x=\"1\"}&start=2000-01-01T00:00:00Z&end=2000-01-02T00:00:00Z".into(),
+    ] {
+        let (st, body) = s.post_form("/api/v1/admin/tsdb/delete_series", &form);
+        assert!(st == 204 || st == 400, "{}: {st} {body}", &form[..form.len().min(60)]);
+    }
+    assert_eq!(count(&s, "m", at), 4, "nothing above matched the samples in range");
+    // Thousands of matcher sets in one request, none matching.
+    let many: Vec<String> = (0..5000).map(|i| format!("match[]=nope{{i=\"{i}\"}}")).collect();
+    let (st, body) = s.post_form("/api/v1/admin/tsdb/delete_series", &many.join("&"));
+    assert_eq!(st, 204, "{body}");
+    // Snapshots, deletions, cleaning and writes at once.
+    std::thread::scope(|sc| {
+        for k in 0..4 {
+            let s = &s;
+            sc.spawn(move || {
+                for _ in 0..3 {
+                    let (st, body) = match k {
+                        0 => s.post_form("/api/v1/admin/tsdb/snapshot", ""),
+                        1 => s.post_form("/api/v1/admin/tsdb/delete_series", "match[]=m{i=\"3\"}"),
+                        2 => s.post_form("/api/v1/admin/tsdb/clean_tombstones", ""),
+                        _ => {
+                            // New samples after the written ones (the same again are duplicates).
+                            let t = t0 + 120 * 60_000 + 15_000 * k as i64;
+                            let series = [WriteSeries::new(labels!("__name__" => "w", "k" => &k.to_string()), vec![Sample::new(t, 1.0)])];
+                            let (st, _, body) = s.write_v1(&series, &[]);
+                            (st, body)
+                        }
+                    };
+                    assert!((200..300).contains(&st), "{k}: {st} {body}");
+                }
+            });
+        }
+    });
+    assert_eq!(count(&s, "m", at), 3, "only i=3 deleted");
+    assert_eq!(count(&s, "m{i=\"0\"}", at), 1);
+    assert_eq!(s.get("/-/healthy").0, 200);
+}

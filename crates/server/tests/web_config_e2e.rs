@@ -179,6 +179,28 @@ fn https_with_basic_auth_tokens_and_client_certificates() {
     let idle: Vec<TcpStream> = (0..64).map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect")).collect();
     assert_eq!(https(port, &plain, "GET", "/-/healthy", &[basic("admin", "hunter2")], b"").expect("https").0, 200);
     drop(idle);
+    // Hostile handshakes: garbage, a record header that claims 64 KiB and stops, a ClientHello cut
+    // short, a flood of bytes, clients that hang up mid-handshake. Each connection is dropped; the
+    // server answers the next client.
+    let mut hello_start = vec![0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03];
+    hello_start.extend([0u8; 40]);
+    let flood = vec![0x17u8; 1 << 20];
+    let mut junk_conns = Vec::new();
+    for junk in [&b"\x00\xff garbage \r\n\r\n"[..], &[0x16, 0x03, 0x01, 0xff, 0xff, 1, 2, 3][..], &hello_start[..], &flood[..], &b"GET / HTTP/1.1\r\n\r\n"[..]] {
+        for _ in 0..8 {
+            let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            c.set_read_timeout(Some(Duration::from_secs(15))).expect("timeout");
+            let _ = c.write_all(junk);
+            junk_conns.push(c);
+        }
+    }
+    // While they wait for their handshake deadline, others are served.
+    assert_eq!(https(port, &plain, "GET", "/-/healthy", &[basic("admin", "hunter2")], b"").expect("https").0, 200);
+    for mut c in junk_conns {
+        let mut buf = [0u8; 64];
+        let _ = c.read(&mut buf);
+    }
+    assert_eq!(https(port, &plain, "GET", "/-/healthy", &[basic("admin", "hunter2")], b"").expect("https").0, 200);
     // Requiring client certificates: picked up from the changed file, no restart.
     write_config(&cfg_dir, "  client_auth_type: RequireAndVerifyClientCert\n", &hash, &tok_sha);
     let with_cert = tls_client(&p, true);
