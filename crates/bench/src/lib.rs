@@ -18,3 +18,4 @@ pub mod remote_read;
 pub mod remote_write;
 pub mod store_isolation;
 pub mod tiers;
+pub mod union_cost;

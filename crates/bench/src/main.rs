@@ -39,6 +39,8 @@ enum Cmd {
     HistQuery(tessera_bench::hist_query::Args),
     /// Issue 13: one store flooded past its ingestion rate against another store's write latency.
     StoreIsolation(tessera_bench::store_isolation::Args),
+    /// Issue 13's union figure: queries through a union of two stores against one store holding both.
+    UnionCost(tessera_bench::union_cost::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -56,5 +58,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::Hostile(a) => tessera_bench::hostile::run(a),
         Cmd::HistQuery(a) => tessera_bench::hist_query::run(a),
         Cmd::StoreIsolation(a) => tessera_bench::store_isolation::run(a),
+        Cmd::UnionCost(a) => tessera_bench::union_cost::run(a),
     }
 }
