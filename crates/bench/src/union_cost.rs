@@ -140,7 +140,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let engine = Engine::new(EngineOptions::default());
     let qo = QueryOptions::default();
     let span = args.backfill.as_millis() as i64;
-    let mut queries: Vec<(String, String, Option<(i64, i64)>)> = Vec::new();
+    // (name, expression, range query's window and step or an instant query)
+    type Query = (String, String, Option<(i64, i64)>);
+    let mut queries: Vec<Query> = Vec::new();
     for w in [3_600_000i64, span] {
         for (name, q) in DASHBOARD {
             queries.push((format!("range {name} {}", tessera_promql::engine::tier::fmt_res(w)), q.to_string(), Some((w, dashboard_step_ms(w)))));
