@@ -104,6 +104,11 @@ pub struct ServeArgs {
     #[arg(long = "storage.tsdb.repair-future-samples", value_name = "BOOL")]
     pub storage_tsdb_repair_future_samples: Option<String>,
 
+    /// Compress the WAL (Prometheus' flag): sample batches coded against each series' previous value in
+    /// the segment, then zstd. Replay reads either kind. [default: true]
+    #[arg(long = "storage.tsdb.wal-compression", value_name = "BOOL")]
+    pub storage_tsdb_wal_compression: Option<String>,
+
     /// Maximum active series in the head; samples of further new series are rejected (400, "limit of
     /// active series reached"), those of existing series written; 0 = no limit. [default: 0]
     #[arg(long = "storage.tsdb.max-series", value_name = "N")]
@@ -237,6 +242,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("storage.tsdb.max-series", "0"),
     ("storage.exemplars.exemplars-limit", "100000"),
     ("storage.tsdb.repair-future-samples", "false"),
+    ("storage.tsdb.wal-compression", "true"),
     ("web.remote-write.max-new-series-per-request", "100000"),
     ("web.remote-write.ingestion-rate", "0"),
     ("web.remote-write.ingestion-burst", "0"),
@@ -266,7 +272,7 @@ impl ServeArgs {
     /// The flags given on the command line, by setting name.
     fn given(&self) -> BTreeMap<&'static str, String> {
         let features = (!self.enable_feature.is_empty()).then(|| self.enable_feature.join(","));
-        let pairs: [(&str, &Option<String>); 38] = [
+        let pairs: [(&str, &Option<String>); 39] = [
             ("web.enable-lifecycle", &self.web_enable_lifecycle),
             ("web.remote-write.ingestion-rate", &self.web_remote_write_ingestion_rate),
             ("web.remote-write.ingestion-burst", &self.web_remote_write_ingestion_burst),
@@ -285,6 +291,7 @@ impl ServeArgs {
             ("storage.tsdb.max-series", &self.storage_tsdb_max_series),
             ("storage.exemplars.exemplars-limit", &self.storage_exemplars_exemplars_limit),
             ("storage.tsdb.repair-future-samples", &self.storage_tsdb_repair_future_samples),
+            ("storage.tsdb.wal-compression", &self.storage_tsdb_wal_compression),
             ("web.remote-write.max-new-series-per-request", &self.web_remote_write_max_new_series_per_request),
             ("query.max-concurrency", &self.query_max_concurrency),
             ("web.api.result-limit", &self.web_api_result_limit),
@@ -350,6 +357,7 @@ pub struct Settings {
     pub max_series: u64,
     pub max_exemplars: usize,
     pub repair_future: bool,
+    pub wal_compression: bool,
     pub max_new_series_per_request: usize,
     /// The default store's limits (`web.remote-write.ingestion-*`).
     pub limits: tessera_api::stores::Limits,
@@ -460,6 +468,11 @@ impl Settings {
                 "true" | "1" => true,
                 "false" | "0" | "" => false,
                 other => bail!("--storage.tsdb.repair-future-samples: {other:?} is not true or false"),
+            },
+            wal_compression: match get("storage.tsdb.wal-compression").trim() {
+                "true" | "1" | "" => true,
+                "false" | "0" => false,
+                other => bail!("--storage.tsdb.wal-compression: {other:?} is not true or false"),
             },
             max_new_series_per_request: num("web.remote-write.max-new-series-per-request")?,
             limits: store_limits(m, None)?,
@@ -1022,6 +1035,8 @@ timeout = "1m"
     fn protection_flags() {
         let s = Settings::resolve(&ServeArgs::default()).expect("defaults");
         assert_eq!((s.max_future_ms, s.max_series, s.repair_future), (600_000, 0, false));
+        assert!(s.wal_compression, "on by default, as Prometheus'");
+        assert!(!Settings::resolve(&ServeArgs { storage_tsdb_wal_compression: Some("false".into()), ..Default::default() }).expect("off").wal_compression);
         assert_eq!(s.max_exemplars, 100_000);
         assert_eq!((s.max_new_series_per_request, s.query_max_concurrency, s.api_result_limit), (100_000, 20, 1_000_000));
         let bad = |args: ServeArgs, says: &str| {
@@ -1029,6 +1044,7 @@ timeout = "1m"
             assert!(e.to_string().contains(says), "{e}");
         };
         bad(ServeArgs { storage_tsdb_max_future_time: Some("2h".into()), ..Default::default() }, "--storage.tsdb.max-future-time must be below 1h");
+        bad(ServeArgs { storage_tsdb_wal_compression: Some("snappy".into()), ..Default::default() }, "--storage.tsdb.wal-compression: \"snappy\" is not true or false");
         bad(ServeArgs { storage_tsdb_max_future_time: Some("-5m".into()), ..Default::default() }, "--storage.tsdb.max-future-time");
         bad(ServeArgs { storage_tsdb_repair_future_samples: Some("maybe".into()), ..Default::default() }, "--storage.tsdb.repair-future-samples: \"maybe\" is not true or false");
         bad(ServeArgs { storage_tsdb_max_series: Some("-1".into()), ..Default::default() }, "--storage.tsdb.max-series");

@@ -130,6 +130,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         max_series: s.max_series,
         max_exemplars: s.max_exemplars,
         repair_future: s.repair_future,
+        wal_compression: s.wal_compression,
         tiers: s.tiers.clone(),
         ..Options::default()
     };

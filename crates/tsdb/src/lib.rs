@@ -28,6 +28,7 @@ pub mod retention;
 pub(crate) mod shard;
 pub mod tiers;
 pub mod tombstones;
+pub mod wal_pack;
 pub mod wal_records;
 
 pub use appender::{Appender, CommitReport, RejectReason, Rejected};

@@ -20,6 +20,9 @@ pub struct Options {
     pub fsync: FsyncPolicy,
     /// WAL segment size (default 128 MiB).
     pub wal_segment_bytes: u64,
+    /// Compress what the WAL logs (default true, as Prometheus' `--storage.tsdb.wal-compression`; see
+    /// [`crate::wal_pack`]). Replay reads compressed and uncompressed records either way.
+    pub wal_compression: bool,
     /// Run head cuts, compaction, retention and the fsync timer in a background thread (default true).
     /// When false, head cuts happen inline in commits and the rest only through [`crate::Db::compact`].
     pub background: bool,
@@ -91,6 +94,7 @@ impl Default for Options {
             ooo_window_ms: 0,
             fsync: FsyncPolicy::default(),
             wal_segment_bytes: 128 << 20,
+            wal_compression: true,
             background: true,
             cold_codec: ColdCodec::default(),
             max_future_ms: 10 * 60 * 1000,

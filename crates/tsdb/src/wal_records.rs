@@ -23,6 +23,10 @@
 //!         npos:uvar { delta:zz | count:u64le } nneg:uvar { … } ncustom:uvar { bound:u64le }
 //! type 6 Exemplars  : n:uvar { series-labels t:zz v:u64le exemplar-labels }
 //!                     labels := nlabels:uvar { len:uvar name len:uvar value }
+//! type 7 Compressed : codec:u8 (1 = zstd) raw_len:uvar frame (another record; see crate::wal_pack)
+//! type 8 BatchCtx   : src:u8 (2, 4, 5) then src's body, each group
+//!                     dref:zz n:uvar dt0:zz { dt:zz }*(n-1) { xor }*n [ has_st … as src ]
+//!                     (values XOR the series' last value earlier in the segment: [`put_xor`])
 //! ```
 //! Exemplars (type 6) are logged after their commit's batch record and written into checkpoints; they
 //! name their series by its labels, not its ref, so they outlive the series' time in the head (the
@@ -49,6 +53,11 @@ pub const REC_BATCH_ST: u8 = 4;
 pub const REC_BATCH_HIST: u8 = 5;
 /// Exemplars of series the shard defines.
 pub const REC_EXEMPLARS: u8 = 6;
+/// Another record compressed (see [`crate::wal_pack`]): `codec:u8 raw_len:uvar frame`.
+pub const REC_COMPRESSED: u8 = 7;
+/// A batch of type 2, 4 or 5 whose float values are coded against the segment's value context (see
+/// [`crate::wal_pack`]).
+pub const REC_BATCH_CTX: u8 = 8;
 
 /// A series definition: the shard-local ref and its labels.
 #[derive(Debug, Clone, PartialEq)]
@@ -352,6 +361,192 @@ pub fn encode_tombstones(buf: &mut Vec<u8>, ts: &[TombstoneRec]) {
 
 // ---- decoding -------------------------------------------------------------------------------------
 
+// ---- the value context of a segment -----------------------------------------------------------------
+
+/// Control byte of a value XOR that is zero (the value repeats).
+const XOR_ZERO: u8 = 0x80;
+
+/// Writes `x` (a value's bits XOR the series' previous value's) as a control byte `lead << 4 | trail`
+/// (its zero bytes at the most and least significant ends) and the `8 - lead - trail` bytes between them,
+/// most significant first; `0x80` alone when `x` is zero. A repeated value costs 1 byte, a counter's
+/// small step usually 3 to 5.
+#[inline]
+pub fn put_xor(b: &mut Vec<u8>, x: u64) {
+    if x == 0 {
+        b.push(XOR_ZERO);
+        return;
+    }
+    let (lead, trail) = ((x.leading_zeros() / 8) as usize, (x.trailing_zeros() / 8) as usize);
+    b.push(((lead as u8) << 4) | trail as u8);
+    b.extend_from_slice(&x.to_be_bytes()[lead..8 - trail]);
+}
+
+/// Hashes a series ref for [`ValueCtx`] (refs are small, dense integers: a multiplicative hash spreads
+/// them over the table's control bits).
+#[derive(Default, Clone, Copy)]
+pub struct RefHasher(u64);
+
+impl std::hash::Hasher for RefHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// Per series ref, the bits of the last float value logged in the current WAL segment: a type 8 record
+/// codes each value as its XOR with that one (0 for a series' first value in the segment). Writer and
+/// reader start it empty in every segment (and checkpoint), so a segment decodes on its own.
+#[derive(Default)]
+pub struct ValueCtx {
+    /// Refs below [`ValueCtx::DENSE_REFS`]: `(segment stamp, bits)` by ref, a slot read in place (refs
+    /// are dense and a scrape's arrive in order, so this walks memory forwards); a stale stamp reads as
+    /// "none in this segment", so starting a segment costs nothing.
+    dense: Vec<(u32, u64)>,
+    stamp: u32,
+    /// Larger refs (a shard that has created millions of series since it started).
+    sparse: std::collections::HashMap<u32, u64, std::hash::BuildHasherDefault<RefHasher>>,
+    /// A record of this segment could not be decoded: the values after it cannot be trusted.
+    broken: bool,
+}
+
+impl ValueCtx {
+    /// Refs kept in the dense table: 16 bytes each, at most 64 MiB per shard.
+    const DENSE_REFS: u32 = 1 << 22;
+
+    /// Starts a segment.
+    pub fn reset(&mut self) {
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            // Wrapped: old stamps could read as current.
+            self.dense.iter_mut().for_each(|s| s.0 = u32::MAX);
+            self.stamp = 1;
+        }
+        self.sparse.clear();
+        self.broken = false;
+    }
+
+    /// Values of this segment kept.
+    pub fn len(&self) -> usize {
+        self.dense.iter().filter(|s| s.0 == self.stamp).count() + self.sparse.len()
+    }
+
+    #[inline]
+    fn slot(&mut self, r: u32) -> &mut u64 {
+        if r < Self::DENSE_REFS {
+            let i = r as usize;
+            if i >= self.dense.len() {
+                self.dense.resize((i + 1).next_power_of_two().min(Self::DENSE_REFS as usize), (u32::MAX, 0));
+            }
+            let s = &mut self.dense[i];
+            if s.0 != self.stamp {
+                *s = (self.stamp, 0);
+            }
+            &mut s.1
+        } else {
+            self.sparse.entry(r).or_insert(0)
+        }
+    }
+
+    /// The bits of `r`'s last value (0 if none in this segment), replaced by `bits`.
+    #[inline]
+    fn swap(&mut self, r: u32, bits: u64) -> u64 {
+        std::mem::replace(self.slot(r), bits)
+    }
+
+    /// `r`'s next value from its XOR with the last one (which it replaces).
+    #[inline]
+    fn unxor(&mut self, r: u32, x: u64) -> u64 {
+        let v = self.slot(r);
+        *v ^= x;
+        *v
+    }
+
+    /// Whether a context-coded record of this segment failed to decode (later ones cannot be trusted).
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    pub(crate) fn set_broken(&mut self) {
+        self.broken = true;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Re-codes a batch record of type 2, 4 or 5 (as [`BatchEncoder`] writes it) as type 8 into `out`
+/// (cleared): the same series definitions, start timestamps and histogram groups byte for byte; each float
+/// group's ref and first timestamp as differences from the previous group's, and its values as XORs
+/// against `ctx` (which it updates). `Err` (nothing useful in `out`, and `ctx` partly updated: start a
+/// new segment) when `raw` is not such a record.
+pub fn transcode_batch(raw: &[u8], ctx: &mut ValueCtx, out: &mut Vec<u8>) -> Result<(), DecodeError> {
+    out.clear();
+    // Never longer than the input by more than a byte per group's XOR control (values shrink from 8).
+    out.reserve(raw.len() + 16);
+    let mut d = Dec { b: raw, pos: 1 };
+    let typ = *raw.first().ok_or(DecodeError { offset: 0, reason: "empty record" })?;
+    if !matches!(typ, REC_BATCH | REC_BATCH_ST | REC_BATCH_HIST) {
+        return Err(d.err("not a batch record"));
+    }
+    out.push(REC_BATCH_CTX);
+    out.push(typ);
+    d.skip_series_defs()?;
+    out.extend_from_slice(&raw[1..d.pos]);
+    let ng = d.len(3)?;
+    put_uvarint(out, ng as u64);
+    let (mut prev_ref, mut prev_t0) = (0i64, 0i64);
+    for _ in 0..ng {
+        let r = d.u32()?;
+        put_varint(out, (r as i64).wrapping_sub(prev_ref));
+        prev_ref = r as i64;
+        let n = d.len(9)?;
+        if n == 0 {
+            return Err(d.err("empty sample group"));
+        }
+        put_uvarint(out, n as u64);
+        let t0 = d.varint()?;
+        put_varint(out, t0.wrapping_sub(prev_t0));
+        prev_t0 = t0;
+        let dts = d.pos;
+        for _ in 1..n {
+            d.varint()?;
+        }
+        out.extend_from_slice(&raw[dts..d.pos]);
+        if d.b.len() - d.pos < n * 8 {
+            return Err(d.err("truncated sample values"));
+        }
+        for _ in 0..n {
+            let bits = u64::from_le_bytes(raw[d.pos..d.pos + 8].try_into().expect("length checked"));
+            d.pos += 8;
+            put_xor(out, bits ^ ctx.swap(r, bits));
+        }
+        if typ != REC_BATCH {
+            let at = d.pos;
+            match d.u8()? {
+                0 => {}
+                1 => {
+                    for _ in 0..n {
+                        d.varint()?;
+                    }
+                }
+                _ => return Err(d.err("start timestamp flag is neither 0 nor 1")),
+            }
+            out.extend_from_slice(&raw[at..d.pos]);
+        }
+    }
+    // Histogram groups (type 5) as they are.
+    out.extend_from_slice(&raw[d.pos..]);
+    Ok(())
+}
+
 /// Why a record could not be decoded, and where inside the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeError {
@@ -409,6 +604,23 @@ impl<'a> Dec<'a> {
         let s = std::str::from_utf8(s).map_err(|_| self.err("label is not utf-8"))?;
         self.pos += n;
         Ok(s.to_string())
+    }
+    /// A value XOR as [`put_xor`] writes it.
+    fn xor(&mut self) -> Result<u64, DecodeError> {
+        let ctrl = self.u8()?;
+        if ctrl == XOR_ZERO {
+            return Ok(0);
+        }
+        let (lead, trail) = ((ctrl >> 4) as usize, (ctrl & 0x0f) as usize);
+        if ctrl & 0x80 != 0 || lead + trail >= 8 {
+            return Err(self.err("bad value XOR control byte"));
+        }
+        let n = 8 - lead - trail;
+        let Some(bytes) = self.b.get(self.pos..self.pos + n) else { return Err(self.err("truncated value XOR")) };
+        self.pos += n;
+        let mut be = [0u8; 8];
+        be[lead..lead + n].copy_from_slice(bytes);
+        Ok(u64::from_be_bytes(be))
     }
     fn u8(&mut self) -> Result<u8, DecodeError> {
         let Some(&b) = self.b.get(self.pos) else { return Err(self.err("truncated record")) };
@@ -503,6 +715,19 @@ impl<'a> Dec<'a> {
         }
         Labels::from_sorted(ls).map_err(|_| self.err("labels not sorted/unique"))
     }
+    /// Steps over series definitions, checking their shape but allocating nothing.
+    fn skip_series_defs(&mut self) -> Result<(), DecodeError> {
+        let n = self.len(2)?;
+        for _ in 0..n {
+            self.u32()?;
+            let nl = self.len(2)?;
+            for _ in 0..2 * nl {
+                let k = self.len(1)?;
+                self.pos += k;
+            }
+        }
+        Ok(())
+    }
     fn series_defs(&mut self) -> Result<Vec<SeriesDef>, DecodeError> {
         let n = self.len(2)?;
         let mut out = Vec::with_capacity(n);
@@ -522,30 +747,40 @@ impl<'a> Dec<'a> {
     }
 }
 
-/// Decodes one record.
-pub fn decode(rec: &[u8]) -> Result<Record, DecodeError> {
-    let mut d = Dec { b: rec, pos: 1 };
-    let Some(&typ) = rec.first() else { return Err(DecodeError { offset: 0, reason: "empty record" }) };
-    let r = match typ {
-        REC_SERIES => Record::Series(d.series_defs()?),
-        REC_BATCH | REC_BATCH_ST | REC_BATCH_HIST => {
-            let series = d.series_defs()?;
-            let ng = d.len(3)?;
-            let mut groups = Vec::with_capacity(ng);
-            for _ in 0..ng {
-                let series_ref = d.u32()?;
-                // Each sample takes at least 9 bytes (a delta byte + 8 value bytes).
-                let n = d.len(9)?;
-                if n == 0 {
-                    return Err(d.err("empty sample group"));
-                }
-                let mut samples = Vec::with_capacity(n);
-                let mut t = d.varint()?;
-                samples.push(Sample::new(t, 0.0));
-                for _ in 1..n {
-                    t = t.wrapping_add(d.varint()?);
-                    samples.push(Sample::new(t, 0.0));
-                }
+/// The body of a batch record of type `typ` (2, 4 or 5), its float values context-coded when `ctx` is given.
+fn batch(d: &mut Dec<'_>, typ: u8, mut ctx: Option<&mut ValueCtx>) -> Result<Record, DecodeError> {
+    let series = d.series_defs()?;
+    let ng = d.len(3)?;
+    let mut groups = Vec::with_capacity(ng);
+    // Context-coded groups: refs and first timestamps against the previous group's.
+    let (mut prev_ref, mut prev_t0) = (0i64, 0i64);
+    for _ in 0..ng {
+        let series_ref = match ctx {
+            None => d.u32()?,
+            Some(_) => {
+                let r = prev_ref.wrapping_add(d.varint()?);
+                prev_ref = r;
+                u32::try_from(r).map_err(|_| d.err("series ref exceeds u32"))?
+            }
+        };
+        // Each sample takes at least 9 bytes (a delta byte + 8 value bytes), 2 context-coded.
+        let n = d.len(if ctx.is_some() { 2 } else { 9 })?;
+        if n == 0 {
+            return Err(d.err("empty sample group"));
+        }
+        let mut samples = Vec::with_capacity(n);
+        let mut t = d.varint()?;
+        if ctx.is_some() {
+            t = prev_t0.wrapping_add(t);
+            prev_t0 = t;
+        }
+        samples.push(Sample::new(t, 0.0));
+        for _ in 1..n {
+            t = t.wrapping_add(d.varint()?);
+            samples.push(Sample::new(t, 0.0));
+        }
+        match ctx.as_deref_mut() {
+            None => {
                 if d.b.len() - d.pos < n * 8 {
                     return Err(d.err("truncated sample values"));
                 }
@@ -554,60 +789,91 @@ pub fn decode(rec: &[u8]) -> Result<Record, DecodeError> {
                     s.v = f64::from_bits(u64::from_le_bytes(bytes));
                     d.pos += 8;
                 }
-                let mut sts = Vec::new();
-                if typ != REC_BATCH {
-                    let Some(&has_st) = d.b.get(d.pos) else { return Err(d.err("truncated start timestamp flag")) };
-                    d.pos += 1;
-                    match has_st {
-                        0 => {}
-                        1 => {
-                            // Each ST takes at least one byte.
-                            if d.b.len() - d.pos < n {
-                                return Err(d.err("truncated start timestamps"));
-                            }
-                            sts.reserve_exact(n);
-                            let mut st = 0i64;
-                            for _ in 0..n {
-                                st = st.wrapping_add(d.varint()?);
-                                sts.push(st);
-                            }
-                        }
-                        _ => return Err(d.err("start timestamp flag is neither 0 nor 1")),
-                    }
-                }
-                groups.push(SampleGroup { series_ref, samples, sts });
             }
-            let mut hists = Vec::new();
-            if typ == REC_BATCH_HIST {
-                // Each group takes at least 3 bytes, each histogram more than 30.
-                let ng = d.len(3)?;
-                hists.reserve_exact(ng);
-                for _ in 0..ng {
-                    let series_ref = d.u32()?;
-                    let n = d.len(30)?;
-                    if n == 0 {
-                        return Err(d.err("empty histogram group"));
+            Some(c) => {
+                for s in samples.iter_mut() {
+                    s.v = f64::from_bits(c.unxor(series_ref, d.xor()?));
+                }
+            }
+        }
+        let mut sts = Vec::new();
+        if typ != REC_BATCH {
+            let Some(&has_st) = d.b.get(d.pos) else { return Err(d.err("truncated start timestamp flag")) };
+            d.pos += 1;
+            match has_st {
+                0 => {}
+                1 => {
+                    // Each ST takes at least one byte.
+                    if d.b.len() - d.pos < n {
+                        return Err(d.err("truncated start timestamps"));
                     }
-                    let mut samples = Vec::with_capacity(n);
+                    sts.reserve_exact(n);
+                    let mut st = 0i64;
                     for _ in 0..n {
-                        let t = d.varint()?;
-                        samples.push(HistogramSample::new(t, d.histogram()?));
+                        st = st.wrapping_add(d.varint()?);
+                        sts.push(st);
                     }
-                    match d.u8()? {
-                        0 => {}
-                        1 => {
-                            let mut st = 0i64;
-                            for s in samples.iter_mut() {
-                                st = st.wrapping_add(d.varint()?);
-                                s.st = st;
-                            }
-                        }
-                        _ => return Err(d.err("start timestamp flag is neither 0 nor 1")),
-                    }
-                    hists.push(HistogramGroup { series_ref, samples });
                 }
+                _ => return Err(d.err("start timestamp flag is neither 0 nor 1")),
             }
-            Record::Batch { series, groups, hists }
+        }
+        groups.push(SampleGroup { series_ref, samples, sts });
+    }
+    let mut hists = Vec::new();
+    if typ == REC_BATCH_HIST {
+        // Each group takes at least 3 bytes, each histogram more than 30.
+        let ng = d.len(3)?;
+        hists.reserve_exact(ng);
+        for _ in 0..ng {
+            let series_ref = d.u32()?;
+            let n = d.len(30)?;
+            if n == 0 {
+                return Err(d.err("empty histogram group"));
+            }
+            let mut samples = Vec::with_capacity(n);
+            for _ in 0..n {
+                let t = d.varint()?;
+                samples.push(HistogramSample::new(t, d.histogram()?));
+            }
+            match d.u8()? {
+                0 => {}
+                1 => {
+                    let mut st = 0i64;
+                    for s in samples.iter_mut() {
+                        st = st.wrapping_add(d.varint()?);
+                        s.st = st;
+                    }
+                }
+                _ => return Err(d.err("start timestamp flag is neither 0 nor 1")),
+            }
+            hists.push(HistogramGroup { series_ref, samples });
+        }
+    }
+    Ok(Record::Batch { series, groups, hists })
+}
+
+/// Decodes one record of types 1 to 6 (a context-coded batch needs its segment's value context:
+/// [`crate::wal_pack::Unpacker`]; a compressed record, the unpacker too).
+pub fn decode(rec: &[u8]) -> Result<Record, DecodeError> {
+    decode_in(rec, None)
+}
+
+/// Decodes one uncompressed record; `ctx`: the value context of the record's segment, which a type 8
+/// record reads and updates (a failure leaves it partly updated: the segment's later type 8 records
+/// cannot be trusted).
+pub(crate) fn decode_in(rec: &[u8], ctx: Option<&mut ValueCtx>) -> Result<Record, DecodeError> {
+    let mut d = Dec { b: rec, pos: 1 };
+    let Some(&typ) = rec.first() else { return Err(DecodeError { offset: 0, reason: "empty record" }) };
+    let r = match typ {
+        REC_SERIES => Record::Series(d.series_defs()?),
+        REC_BATCH | REC_BATCH_ST | REC_BATCH_HIST => batch(&mut d, typ, None)?,
+        REC_BATCH_CTX => {
+            let src = d.u8()?;
+            if !matches!(src, REC_BATCH | REC_BATCH_ST | REC_BATCH_HIST) {
+                return Err(d.err("context-coded batch of an unknown type"));
+            }
+            let Some(ctx) = ctx else { return Err(d.err("context-coded batch read without its segment's value context")) };
+            batch(&mut d, src, Some(ctx))?
         }
         REC_EXEMPLARS => {
             // Label count, t, 8 value bytes, label count: at least 11 bytes each.

@@ -7,7 +7,8 @@
 //! writes, head cuts (block writes, checkpoints, segment deletion) and block compactions alike; the kill
 //! moment is random (and sometimes lands while the child is still replaying the previous crash).
 //! Every batch carries float series and native-histogram series (WAL record type 5), so both kinds are
-//! checked the same way. Trials: 50 by default, `TESSERA_CRASH_TRIALS=N` for more.
+//! checked the same way. Each life of the child logs with WAL compression on or off (alternately), so
+//! replays meet both kinds of segments. Trials: 50 by default, `TESSERA_CRASH_TRIALS=N` for more.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -28,7 +29,15 @@ const STEP: i64 = 5;
 const BATCH_SPAN: i64 = SAMPLES_PER_SERIES * STEP;
 
 fn opts() -> Options {
+    opts_with(true)
+}
+
+/// The child alternates WAL compression between lives (by the parity of its first batch), so that a
+/// replay meets segments of both kinds, packed segments cut mid-record and packed records that were
+/// re-coded for a segment they started.
+fn opts_with(wal_compression: bool) -> Options {
     Options {
+        wal_compression,
         shards: SHARDS,
         block_range_ms: 1000,
         retention_ms: 0,
@@ -60,7 +69,7 @@ fn hvalue(b: u64, k: usize, j: i64) -> Histogram {
 fn crash_child() {
     let Ok(dir) = std::env::var("TESSERA_CRASH_CHILD") else { return };
     let first: u64 = std::env::var("TESSERA_CRASH_FIRST").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-    let db = Db::open(&dir, opts()).expect("child open");
+    let db = Db::open(&dir, opts_with(first.is_multiple_of(2))).expect("child open");
     let mut out = std::io::stdout();
     writeln!(out, "OPEN").ok();
     out.flush().ok();

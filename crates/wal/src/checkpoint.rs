@@ -163,6 +163,30 @@ pub fn read_all_with_fs<E: From<WalError>>(
     wal_dir: &Path,
     mut f: impl FnMut(&[u8]) -> Result<(), E>,
 ) -> Result<ReplayStats, E> {
+    read_all_at_with_fs(fs, wal_dir, |_, rec| f(rec))
+}
+
+/// Where a record handed out by [`read_all_at`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordAt {
+    /// The checkpoint of that index.
+    Checkpoint(u64),
+    /// The segment of that index.
+    Segment(u64),
+}
+
+/// [`read_all`], telling the callback which checkpoint or segment each record comes from (for record
+/// encodings whose state starts afresh in every segment).
+pub fn read_all_at<E: From<WalError>>(wal_dir: &Path, f: impl FnMut(RecordAt, &[u8]) -> Result<(), E>) -> Result<ReplayStats, E> {
+    read_all_at_with_fs(Arc::new(RealFs), wal_dir, f)
+}
+
+/// [`read_all_at`] through a given file system.
+pub fn read_all_at_with_fs<E: From<WalError>>(
+    fs: Arc<dyn WalFs>,
+    wal_dir: &Path,
+    mut f: impl FnMut(RecordAt, &[u8]) -> Result<(), E>,
+) -> Result<ReplayStats, E> {
     let mut stats = ReplayStats::default();
     let mut first = 0;
     if let Some(n) = latest_checkpoint_index(fs.as_ref(), wal_dir)? {
@@ -170,17 +194,17 @@ pub fn read_all_with_fs<E: From<WalError>>(
         while let Some(rec) = r.next_record()? {
             stats.checkpoint_records += 1;
             stats.bytes += rec.len() as u64;
-            f(rec)?;
+            f(RecordAt::Checkpoint(n), rec)?;
         }
         stats.checkpoint = Some(n);
         first = n;
     }
     let mut r = WalReader::with_fs(fs, wal_dir, first, true)?;
     stats.segments = r.segments().first().zip(r.segments().last()).map(|(a, b)| (*a, *b));
-    while let Some(rec) = r.next_record()? {
+    while let Some((seg, rec)) = r.next_record_at()? {
         stats.segment_records += 1;
         stats.bytes += rec.len() as u64;
-        f(rec)?;
+        f(RecordAt::Segment(seg), rec)?;
     }
     stats.torn_tails_repaired = r.torn_tails_repaired();
     Ok(stats)

@@ -47,7 +47,9 @@ pub mod fs;
 mod reader;
 mod writer;
 
-pub use checkpoint::{last_checkpoint, read_all, read_all_with_fs, write_checkpoint, write_checkpoint_with_fs, ReplayStats};
+pub use checkpoint::{
+    last_checkpoint, read_all, read_all_at, read_all_at_with_fs, read_all_with_fs, write_checkpoint, write_checkpoint_with_fs, RecordAt, ReplayStats,
+};
 pub use error::{Corruption, CorruptionKind, WalError};
 pub use format::{
     checkpoint_dir_name, segment_file_name, MAX_RECORD_BYTES, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, SEGMENT_MAGIC,

@@ -141,14 +141,33 @@ impl WalReader {
         self.torn_tails_repaired
     }
 
+    /// [`WalReader::next_record`] with the index of the segment the record comes from.
+    pub fn next_record_at(&mut self) -> Result<Option<(u64, &[u8])>, WalError> {
+        let mut seg = 0u64;
+        match self.next_record_inner(&mut seg)? {
+            Some((at, n)) => Ok(Some((seg, &self.buf[at..at + n]))),
+            None => Ok(None),
+        }
+    }
     /// The next record, borrowed from the reader's buffer until the next call; `Ok(None)` at the end.
     /// See the type's documentation for what happens on damage.
     pub fn next_record(&mut self) -> Result<Option<&[u8]>, WalError> {
+        match self.next_record_inner(&mut 0)? {
+            Some((at, n)) => Ok(Some(&self.buf[at..at + n])),
+            None => Ok(None),
+        }
+    }
+
+    /// The next record's position in `buf`, and its segment in `seg`.
+    fn next_record_inner(&mut self, seg: &mut u64) -> Result<Option<(usize, usize)>, WalError> {
         if self.done {
             return Ok(None);
         }
         match self.advance() {
-            Ok(Some((at, n))) => Ok(Some(&self.buf[at..at + n])),
+            Ok(Some((at, n))) => {
+                *seg = self.cur.as_ref().map_or(0, |c| c.index);
+                Ok(Some((at, n)))
+            }
             Ok(None) => {
                 self.done = true;
                 Ok(None)

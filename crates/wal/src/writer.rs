@@ -180,6 +180,14 @@ impl Wal {
         }
     }
 
+    /// Whether appending a record of `len` bytes now would start a new segment first (a record never
+    /// spans segments). Lets a caller whose encoding depends on the segment a record lands in (the
+    /// tsdb's value context) start the segment itself ([`Wal::next_segment`]) and encode for it.
+    pub fn would_rotate(&self, len: usize) -> bool {
+        let frame = (RECORD_HEADER_BYTES + len) as u64;
+        self.seg_bytes + frame > self.opts.segment_bytes && self.seg_bytes > SEGMENT_HEADER_BYTES
+    }
+
     /// `(first, last)` segment indices on disk; `last` is the active segment.
     pub fn segment_range(&self) -> (u64, u64) {
         (self.closed.front().map_or(self.index, |c| c.0), self.index)

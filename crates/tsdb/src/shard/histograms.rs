@@ -203,8 +203,10 @@ impl Shard {
         if !logged.is_empty() {
             w.buf.clear();
             crate::wal_records::encode_exemplars(&mut w.buf, logged.iter().map(|(l, e)| (l, e)).collect::<Vec<_>>().into_iter());
-            let wal = w.wal.as_mut().ok_or(crate::error::Error::Closed)?;
-            if let Err(e) = wal.log(&w.buf) {
+            if w.wal.is_none() {
+                return Err(crate::error::Error::Closed);
+            }
+            if let Err(e) = w.log_buf() {
                 let msg = format!("WAL write failed: {e}");
                 tracing::error!(shard = self.id, error = %e, "WAL write failed; shard poisoned");
                 w.poisoned = Some(msg.clone());

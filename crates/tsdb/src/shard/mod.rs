@@ -65,6 +65,8 @@ pub(crate) struct State {
 
 struct Writer {
     wal: Option<Wal>,
+    /// Packs what is logged (`Options::wal_compression`).
+    packer: Option<crate::wal_pack::Packer>,
     poisoned: Option<String>,
     buf: Vec<u8>,
     /// Largest sample time logged per WAL segment (segments absent here hold no samples).
@@ -87,6 +89,17 @@ struct Pending {
     marks: Vec<(u32, u32)>,
     vals: Vec<(i64, u64)>,
     epoch: u32,
+}
+
+impl Writer {
+    /// Logs `self.buf` (packed when compression is on); the bytes logged. The WAL must be open.
+    fn log_buf(&mut self) -> std::result::Result<usize, tessera_wal::WalError> {
+        let wal = self.wal.as_mut().expect("the caller checked that the WAL is open");
+        match &mut self.packer {
+            Some(p) => p.log(wal, &self.buf),
+            None => wal.log(&self.buf).map(|()| self.buf.len()),
+        }
+    }
 }
 
 impl Pending {
@@ -208,12 +221,13 @@ impl Shard {
             }
         }
         let next_ref = head.next_ref();
+        let packer = if opts.wal_compression { Some(crate::wal_pack::Packer::new().map_err(|e| Error::Other(format!("zstd: {e}")))?) } else { None };
         Ok(Shard {
             id,
             dir,
             opts,
             metrics,
-            writer: Mutex::new(Writer { wal: Some(wal), poisoned: None, buf: Vec::new(), seg_maxt, next_ref, verdicts: Vec::new(), hverdicts: Vec::new(), pending: Pending::default() }),
+            writer: Mutex::new(Writer { wal: Some(wal), packer, poisoned: None, buf: Vec::new(), seg_maxt, next_ref, verdicts: Vec::new(), hverdicts: Vec::new(), pending: Pending::default() }),
             cut_lock: Mutex::new(()),
             cut_stuck_max_t: std::sync::atomic::AtomicI64::new(i64::MIN),
             state: RwLock::new(State { head, blocks }),
@@ -435,17 +449,17 @@ impl Shard {
             || w.verdicts.iter().any(|v| matches!(v, Verdict::InOrder | Verdict::OutOfOrder))
             || w.hverdicts.iter().any(|v| matches!(v, Verdict::InOrder | Verdict::OutOfOrder));
         if has_content {
-            let wal = w.wal.as_mut().expect("checked above");
-            if let Err(e) = wal.log(&w.buf) {
+            let logged = w.log_buf();
+            if let Err(e) = &logged {
                 self.metrics.active_series.fetch_sub(new_series.len() as u64, Relaxed);
                 let msg = format!("WAL write failed: {e}");
                 tracing::error!(shard = self.id, error = %e, "WAL write failed; shard poisoned");
                 w.poisoned = Some(msg.clone());
                 return Err(Error::Poisoned(format!("shard {}: {msg}", self.id)));
             }
-            self.metrics.wal_bytes_written.fetch_add(w.buf.len() as u64, Relaxed);
+            self.metrics.wal_bytes_written.fetch_add(logged.unwrap_or(0) as u64, Relaxed);
             if batch_maxt != i64::MIN {
-                let seg = wal.segment_range().1;
+                let seg = w.wal.as_ref().expect("checked above").segment_range().1;
                 let e = w.seg_maxt.entry(seg).or_insert(i64::MIN);
                 *e = (*e).max(batch_maxt);
             }
@@ -782,6 +796,8 @@ impl Shard {
             }
             recs
         };
+        let records: Vec<Vec<u8>> =
+            if w.packer.is_some() { records.iter().map(|r| crate::wal_pack::compress(r)).collect() } else { records };
         let wal_dir = self.dir.join(WAL_DIR);
         if let Err(e) = tessera_wal::write_checkpoint(&wal_dir, k, records.into_iter()) {
             tracing::warn!(shard = self.id, error = %e, "WAL checkpoint failed; old segments kept");
@@ -807,10 +823,12 @@ impl Shard {
         if !refs.is_empty() {
             let ts: Vec<TombstoneRec> =
                 refs.iter().map(|&r| TombstoneRec { series_ref: r, mint_ms: mint, maxt_ms: maxt }).collect();
-            let mut buf = Vec::new();
-            wal_records::encode_tombstones(&mut buf, &ts);
-            let wal = w.wal.as_mut().ok_or(Error::Closed)?;
-            if let Err(e) = wal.log(&buf) {
+            w.buf.clear();
+            wal_records::encode_tombstones(&mut w.buf, &ts);
+            if w.wal.is_none() {
+                return Err(Error::Closed);
+            }
+            if let Err(e) = w.log_buf() {
                 w.poisoned = Some(format!("WAL write failed: {e}"));
                 return Err(Error::Poisoned(format!("shard {}: WAL write failed: {e}", self.id)));
             }
@@ -949,9 +967,17 @@ fn replay(
     // (its oldest appendable time follows its newest sample), are dropped here, and said so.
     let max_valid = opts.max_valid_time_ms();
     let mut future = (0u64, i64::MIN);
-    let mut apply = |rec: &[u8]| -> std::result::Result<(), WalError> {
+    // Packed records (crate::wal_pack) are decoded with their segment's value context.
+    let mut unpacker = crate::wal_pack::Unpacker::new().map_err(|e| Error::Other(format!("zstd: {e}")))?;
+    let mut at: Option<tessera_wal::RecordAt> = None;
+    let new_pass = std::cell::Cell::new(true);
+    let mut apply = |pos: tessera_wal::RecordAt, rec: &[u8]| -> std::result::Result<(), WalError> {
         metrics.wal_replayed_records.fetch_add(1, Relaxed);
-        match wal_records::decode(rec) {
+        if new_pass.replace(false) || at != Some(pos) {
+            unpacker.reset();
+            at = Some(pos);
+        }
+        match unpacker.decode(rec) {
             Ok(Record::Exemplars(ex)) => {
                 for (series, e) in ex {
                     // Duplicates (a checkpoint and the segments after it) are refused, as at ingest.
@@ -982,7 +1008,9 @@ fn replay(
     // segments after it have not been read yet: read again (records already applied are applied idempotently:
     // series definitions are checked, equal samples are deduplicated). Each repair shortens the log, so this ends.
     for _ in 0..8 {
-        match tessera_wal::read_all(wal_dir, &mut apply) {
+        // A new pass starts every context afresh.
+        new_pass.set(true);
+        match tessera_wal::read_all_at(wal_dir, |pos, rec| apply(pos, rec)) {
             Ok(_) => {
                 warn_future(future);
                 return Ok(());
