@@ -384,7 +384,7 @@ fn reload_needs_the_lifecycle_flag() {
 }
 
 /// `/-/quit` with `--web.enable-lifecycle` shuts down as SIGTERM does: exit status 0, what was written
-/// kept (and no WAL replay needed to find it: the head was persisted on the way out).
+/// kept (the WAL synced on the way out, replayed at the next start).
 #[test]
 fn quit_shuts_down_gracefully() {
     let dir = tempfile::tempdir().expect("tmp");

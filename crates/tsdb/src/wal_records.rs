@@ -425,7 +425,7 @@ impl ValueCtx {
         self.stamp = self.stamp.wrapping_add(1);
         if self.stamp == 0 {
             // Wrapped: old stamps could read as current.
-            self.dense.iter_mut().for_each(|s| s.0 = u32::MAX);
+            self.dense.iter_mut().for_each(|s| *s = (u32::MAX, 0));
             self.stamp = 1;
         }
         self.sparse.clear();
