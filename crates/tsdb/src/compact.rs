@@ -73,7 +73,8 @@ pub fn block_ranges(block_range_ms: i64, max_range_ms: i64) -> Vec<i64> {
 /// Order of preference (mirrors Prometheus' `LeveledCompactor.plan`):
 /// 1. every group of blocks whose time ranges overlap (all such groups at once);
 /// 2. otherwise, leaving out the newest block (the one with the largest `mint`, just cut from the head),
-///    the first group of ≥ 2 blocks that lies in one aligned window of the next range size and either
+///    the first group of ≥ 2 blocks that lies in one aligned window of a range size (the block range
+///    first: early head cuts' pieces go back onto its grid) and either
 ///    fills it (`maxt − mint == range`) or ends before the newest block starts (`selectDirs`), skipping
 ///    groups with a block whose compaction failed on damaged data (`compaction.failed`);
 /// 3. otherwise one block (newest first) whose tombstones exceed 5 % of its series, or that is entirely
@@ -139,10 +140,13 @@ fn overlapping_groups(ds: &[&BlockMeta]) -> Vec<Vec<String>> {
     out
 }
 
-/// Prometheus' `selectDirs`.
+/// Prometheus' `selectDirs`, with one difference: the block range itself is a level too. Prometheus'
+/// head only ever cuts whole block ranges, so it starts at the second range; Tessera's head also cuts
+/// early under memory pressure (pieces shorter than a block range), and those pieces are merged back
+/// into one block on the block-range grid before anything goes up the ladder.
 fn select_dirs<'a>(ds: &[&'a BlockMeta], ranges: &[i64]) -> Option<Vec<&'a BlockMeta>> {
     let high_time = ds.last()?.mint_ms;
-    for &iv in ranges.iter().skip(1) {
+    for &iv in ranges {
         for p in split_by_range(ds, iv) {
             if p.iter().any(|m| m.compaction.failed) {
                 continue; // Prometheus: "Do not select the range if it has a block whose compaction failed."
@@ -513,6 +517,20 @@ mod tests {
         assert!(plan(&ms[..2], 2 * H, 0).is_empty());
         // Capped at 2h: no level above the first, nothing to do.
         assert!(plan(&ms, 2 * H, 2 * H).is_empty());
+    }
+
+    /// Pieces of early (memory-pressure) head cuts are merged into one block on the 2h grid first, then
+    /// climb the ladder as whole blocks do.
+    #[test]
+    fn plan_merges_early_cut_pieces_onto_the_block_grid() {
+        let m = 60_000;
+        let ms = [meta("p1", 0, 40 * m), meta("p2", 40 * m, 80 * m), meta("p3", 80 * m, 2 * H), meta("q1", 2 * H, 2 * H + 50 * m), meta("q2", 2 * H + 50 * m, 3 * H)];
+        assert_eq!(plan(&ms, 2 * H, 0), vec![vec!["p1", "p2", "p3"]]);
+        // The pieces of the window still being cut wait (the newest is left out and q1 alone is one).
+        let merged = [meta("p", 0, 2 * H), meta("q1", 2 * H, 2 * H + 50 * m), meta("q2", 2 * H + 50 * m, 3 * H)];
+        assert!(plan(&merged, 2 * H, 0).is_empty());
+        // Capped at the block range, the pieces are still merged.
+        assert_eq!(plan(&ms, 2 * H, 2 * H), vec![vec!["p1", "p2", "p3"]]);
     }
 
     #[test]
