@@ -43,13 +43,14 @@ pub struct Packer {
     /// The segment `ctx` belongs to.
     segment: Option<u64>,
     z: zstd::bulk::Compressor<'static>,
-    coded: Vec<u8>,
+    /// The context-coded record and its zstd frame.
+    bufs: (Vec<u8>, Vec<u8>),
     out: Vec<u8>,
 }
 
 impl Packer {
     pub fn new() -> std::io::Result<Packer> {
-        Ok(Packer { ctx: ValueCtx::default(), segment: None, z: zstd::bulk::Compressor::new(LEVEL)?, coded: Vec::new(), out: Vec::new() })
+        Ok(Packer { ctx: ValueCtx::default(), segment: None, z: zstd::bulk::Compressor::new(LEVEL)?, bufs: (Vec::new(), Vec::new()), out: Vec::new() })
     }
 
     /// Logs `raw` (a record as [`crate::wal_records`] encodes it) to `wal`, packed; returns the bytes
@@ -63,20 +64,20 @@ impl Packer {
     /// Packs `raw` into `self.out` for the segment it will land in (starting a new segment first when it
     /// would not fit the active one).
     fn pack_for(&mut self, wal: &mut Wal, raw: &[u8]) -> Result<(), WalError> {
-        let Packer { ctx, segment, z, coded, out } = self;
+        let Packer { ctx, segment, z, bufs, out } = self;
         let active = wal.segment_range().1;
         if *segment != Some(active) {
             ctx.reset();
             *segment = Some(active);
         }
-        let coded_ok = pack(z, coded, out, raw, ctx);
+        let coded_ok = pack(z, bufs, out, raw, ctx);
         if !coded_ok || wal.would_rotate(out.len()) {
             // Coded against this segment's context (or the context is now partly updated by a record
             // that could not be coded): start the next segment and code again from nothing.
             let next = wal.next_segment()?;
             ctx.reset();
             *segment = Some(next);
-            if !pack(z, coded, out, raw, ctx) {
+            if !pack(z, bufs, out, raw, ctx) {
                 // Logged as it is (types 2, 4 and 5 decode without a context, so the reader's stays
                 // empty); the writer's is partly updated again: the next record resets it (same segment).
                 *segment = None;
@@ -88,7 +89,8 @@ impl Packer {
 
 /// `raw` context-coded (a batch) and compressed into `out`, whichever of these shrink it. `false`: a
 /// batch that could not be context-coded (logged as it is, `ctx` partly updated).
-fn pack(z: &mut zstd::bulk::Compressor<'static>, coded: &mut Vec<u8>, out: &mut Vec<u8>, raw: &[u8], ctx: &mut ValueCtx) -> bool {
+fn pack(z: &mut zstd::bulk::Compressor<'static>, bufs: &mut (Vec<u8>, Vec<u8>), out: &mut Vec<u8>, raw: &[u8], ctx: &mut ValueCtx) -> bool {
+    let (coded, zbuf) = bufs;
     let mut ok = true;
     let body: &[u8] = if matches!(raw.first(), Some(&(REC_BATCH | REC_BATCH_ST | REC_BATCH_HIST))) {
         match transcode_batch(raw, ctx, coded) {
@@ -112,10 +114,11 @@ fn pack(z: &mut zstd::bulk::Compressor<'static>, coded: &mut Vec<u8>, out: &mut 
     out.push(REC_COMPRESSED);
     out.push(CODEC_ZSTD);
     put_uvarint(out, body.len() as u64);
-    let head = out.len();
-    out.resize(head + zstd::zstd_safe::compress_bound(body.len()), 0);
-    match z.compress_to_buffer(body, &mut out[head..]) {
-        Ok(n) if head + n < body.len() => out.truncate(head + n),
+    // Into the spare capacity of `zbuf` (nothing zero-filled), then behind the header.
+    zbuf.clear();
+    zbuf.reserve(zstd::zstd_safe::compress_bound(body.len()));
+    match z.compress_to_buffer(body, zbuf) {
+        Ok(n) if out.len() + n < body.len() => out.extend_from_slice(&zbuf[..n]),
         _ => {
             out.clear();
             out.extend_from_slice(body);
