@@ -26,6 +26,7 @@ pub fn decode_chunk_range_into(
     match c.encoding {
         ChunkEncoding::Xor => decode_xor_range_into(&c.data, mint_ms, maxt_ms, out),
         ChunkEncoding::Dense => decode_dense_range_into(&c.data, mint_ms, maxt_ms, out),
+        ChunkEncoding::Decimal => crate::decimal::decode_decimal_range_into(&c.data, mint_ms, maxt_ms, out),
         ChunkEncoding::XorSt => decode_xor_st_samples_range_into(&c.data, mint_ms, maxt_ms, out),
         other => Err(ChunkError::UnsupportedEncoding(other as u8)),
     }
@@ -38,6 +39,7 @@ pub fn chunk_sample_count(c: &ChunkRef) -> Option<usize> {
     match c.encoding {
         ChunkEncoding::Xor => c.data.get(..2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]]))),
         ChunkEncoding::Dense => crate::dense::dense_sample_count(&c.data).map(|n| n as usize),
+        ChunkEncoding::Decimal => crate::decimal::decimal_sample_count(&c.data).map(|n| n as usize),
         _ => None,
     }
 }
@@ -65,19 +67,16 @@ pub fn decode_chunk_range_st_into(
 }
 
 /// The chunk as Prometheus XOR chunks, for senders that must speak Prometheus' encodings (remote read's
-/// `STREAMED_XOR_CHUNKS`): an XOR chunk is returned as is (a cheap `Bytes` clone); a dense or XorSt
+/// `STREAMED_XOR_CHUNKS`): an XOR chunk is returned as is (a cheap `Bytes` clone); a dense, decimal or XorSt
 /// chunk (whose start timestamps XOR cannot carry, so they are dropped) is decoded and re-encoded in pieces of at most `max_samples` samples (clamped to 1..=`u16::MAX`), each
 /// with its own exact `mint_ms`/`maxt_ms`. Histogram chunks are [`ChunkError::UnsupportedEncoding`].
 pub fn to_xor_chunks(c: &ChunkRef, max_samples: usize) -> Result<Vec<ChunkRef>, ChunkError> {
     match c.encoding {
         ChunkEncoding::Xor => Ok(vec![c.clone()]),
-        ChunkEncoding::Dense | ChunkEncoding::XorSt => {
+        ChunkEncoding::Dense | ChunkEncoding::Decimal | ChunkEncoding::XorSt => {
             let mut samples = Vec::new();
-            if c.encoding == ChunkEncoding::Dense {
-                decode_dense_range_into(&c.data, i64::MIN, i64::MAX, &mut samples)?;
-            } else {
-                decode_xor_st_samples_range_into(&c.data, i64::MIN, i64::MAX, &mut samples)?;
-            }
+            // XorSt's start timestamps are dropped (the XOR wire chunk cannot carry them).
+            decode_chunk_range_into(c, i64::MIN, i64::MAX, &mut samples)?;
             let per = max_samples.clamp(1, usize::from(u16::MAX));
             Ok(samples
                 .chunks(per)

@@ -72,6 +72,36 @@ pub fn dense_sample_count(data: &[u8]) -> Option<u64> {
     (n <= MAX_DENSE_SAMPLES as u64).then_some(n)
 }
 
+/// The timestamps of `samples` (at least one) as dense chunks (and decimal ones) store them:
+/// `varint t0 │ [n>=2: varint t1-t0] │ uvarint ts_len │ ts_len bytes of (uvarint zero-run, varint dod)…`,
+/// the runs built in `ts` (scratch).
+pub(crate) fn put_time_runs(samples: &[Sample], out: &mut Vec<u8>, ts: &mut Vec<u8>) {
+    varint::put_varint(out, samples[0].t);
+    ts.clear();
+    if samples.len() >= 2 {
+        let mut delta = samples[1].t.wrapping_sub(samples[0].t);
+        varint::put_varint(out, delta);
+        let mut run = 0u64;
+        for w in samples[1..].windows(2) {
+            let d = w[1].t.wrapping_sub(w[0].t);
+            let dod = d.wrapping_sub(delta);
+            delta = d;
+            if dod == 0 {
+                run += 1;
+            } else {
+                varint::put_uvarint(ts, run);
+                varint::put_varint(ts, dod);
+                run = 0;
+            }
+        }
+        if run > 0 {
+            varint::put_uvarint(ts, run);
+        }
+    }
+    varint::put_uvarint(out, ts.len() as u64);
+    out.extend_from_slice(ts);
+}
+
 /// A dense encoder with scratch tables kept between chunks. The per-symbol tables have 4,096 entries;
 /// allocating and zeroing them for every chunk cost more than encoding a 120-sample chunk itself, so an
 /// encoder resets only the entries a chunk used.
@@ -103,31 +133,7 @@ impl DenseEncoder {
         if n == 0 {
             return;
         }
-        varint::put_varint(out, samples[0].t);
-        let ts = &mut self.ts;
-        ts.clear();
-        if n >= 2 {
-            let mut delta = samples[1].t.wrapping_sub(samples[0].t);
-            varint::put_varint(out, delta);
-            let mut run = 0u64;
-            for w in samples[1..].windows(2) {
-                let d = w[1].t.wrapping_sub(w[0].t);
-                let dod = d.wrapping_sub(delta);
-                delta = d;
-                if dod == 0 {
-                    run += 1;
-                } else {
-                    varint::put_uvarint(ts, run);
-                    varint::put_varint(ts, dod);
-                    run = 0;
-                }
-            }
-            if run > 0 {
-                varint::put_uvarint(ts, run);
-            }
-        }
-        varint::put_uvarint(out, ts.len() as u64);
-        out.extend_from_slice(ts);
+        put_time_runs(samples, out, &mut self.ts);
 
         // Values: symbol frequencies and the shared trailing zeros of the mantissas.
         // The symbols seen are listed as they first appear, so no pass over all 4,096 entries is needed.

@@ -37,6 +37,7 @@ mod error;
 pub mod float_histogram;
 pub mod hbuckets;
 pub mod histogram;
+pub mod decimal;
 pub mod histogram_meta;
 pub mod histogram_st;
 mod varbit;
@@ -45,6 +46,7 @@ pub mod xor;
 pub mod xor_st;
 
 pub use chunk::{chunk_sample_count, decode_chunk_range_into, decode_chunk_range_st_into, to_xor_chunks};
+pub use decimal::{DecimalEncoder, decode_decimal_into, decode_decimal_range_into, decimal_sample_count, encode_decimal};
 pub use dense::{
     DenseEncoder, decode_dense_into, decode_dense_range_into, dense_sample_count, encode_dense, encode_dense_always,
 };

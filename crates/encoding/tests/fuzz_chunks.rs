@@ -26,6 +26,7 @@ const ENCODINGS: &[ChunkEncoding] = &[
     ChunkEncoding::Histogram,
     ChunkEncoding::FloatHistogram,
     ChunkEncoding::Dense,
+    ChunkEncoding::Decimal,
     ChunkEncoding::XorSt,
     ChunkEncoding::HistogramSt,
     ChunkEncoding::FloatHistogramSt,
@@ -95,6 +96,11 @@ fn chunk(enc: ChunkEncoding, s: &[Sample], st_seed: i64) -> ChunkRef {
             if float { fl.bytes().to_vec() } else { hi.bytes().to_vec() }
         }
         ChunkEncoding::Dense => encode_dense_always(s),
+        // Values that are not exact short decimals (NaN, arbitrary bits) replaced by quarters.
+        ChunkEncoding::Decimal => tessera_encoding::encode_decimal(s).unwrap_or_else(|| {
+            let q: Vec<Sample> = s.iter().enumerate().map(|(i, x)| Sample::new(x.t, i as f64 / 4.0)).collect();
+            tessera_encoding::encode_decimal(&q).expect("quarters are exact decimals")
+        }),
         ChunkEncoding::XorSt => {
             let sts: Vec<i64> = s.iter().enumerate().map(|(i, x)| if i % 3 == 0 { 0 } else { x.t - st_seed.rem_euclid(1 << 20) }).collect();
             encode_xor_st(s, &sts)
@@ -164,7 +170,7 @@ proptest! {
     ) {
         let c = chunk(enc, &s, st_seed);
         // A valid float chunk decodes to what was encoded (NaN payloads aside).
-        if edits.is_empty() && label.is_none() && matches!(enc, ChunkEncoding::Xor | ChunkEncoding::Dense | ChunkEncoding::XorSt) {
+        if edits.is_empty() && label.is_none() && matches!(enc, ChunkEncoding::Xor | ChunkEncoding::Dense | ChunkEncoding::Decimal | ChunkEncoding::XorSt) {
             let mut out = Vec::new();
             decode_chunk_range_into(&c, i64::MIN, i64::MAX, &mut out).expect("a valid chunk decodes");
             prop_assert_eq!(out.len(), s.len());

@@ -38,6 +38,9 @@ pub enum ChunkEncoding {
     HistogramSt = 0x42,
     /// The same for float histograms.
     FloatHistogramSt = 0x43,
+    /// Tessera's decimal codec for cold float chunks whose values are all exact decimals of a few digits
+    /// (`tessera_encoding::decimal`). Not a Prometheus encoding: remote read converts it to XOR.
+    Decimal = 0x44,
     /// A downsampling tier's buckets of one series (`tessera_encoding::buckets`): aggregates, not samples.
     /// Only tier blocks hold them; they never leave through remote read.
     Buckets = 0x50,
@@ -55,6 +58,7 @@ impl ChunkEncoding {
             0x41 => Some(Self::XorSt),
             0x42 => Some(Self::HistogramSt),
             0x43 => Some(Self::FloatHistogramSt),
+            0x44 => Some(Self::Decimal),
             0x50 => Some(Self::Buckets),
             0x51 => Some(Self::HistBuckets),
             _ => None,

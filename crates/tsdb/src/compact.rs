@@ -360,7 +360,7 @@ fn merge_cluster(cluster: Vec<(ChunkRef, Vec<Interval>, usize)>) -> Result<Vec<C
     // general one.
     let decodable = cluster
         .iter()
-        .all(|(c, _, _)| matches!(c.encoding, ChunkEncoding::Xor | ChunkEncoding::Dense | ChunkEncoding::XorSt));
+        .all(|(c, _, _)| matches!(c.encoding, ChunkEncoding::Xor | ChunkEncoding::Dense | ChunkEncoding::Decimal | ChunkEncoding::XorSt));
     if untouched {
         return Ok(cluster.into_iter().map(|(c, _, _)| c).collect());
     }

@@ -143,6 +143,8 @@ pub(crate) struct BlockWriter {
     dense: DenseEncoder,
     scratch: Vec<Sample>,
     dense_buf: Vec<u8>,
+    decimal: tessera_encoding::DecimalEncoder,
+    decimal_buf: Vec<u8>,
     derived: Option<super::meta::Derived>,
 }
 
@@ -177,6 +179,8 @@ impl BlockWriter {
             dense: DenseEncoder::new(),
             scratch: Vec::new(),
             dense_buf: Vec::new(),
+            decimal: tessera_encoding::DecimalEncoder::default(),
+            decimal_buf: Vec::new(),
             derived: None,
         })
     }
@@ -243,8 +247,9 @@ impl BlockWriter {
         Ok(())
     }
 
-    /// Writes the pending XOR run: as one Dense chunk when that is at least 1/16 smaller (remote read
-    /// must convert Dense back to XOR, so a marginal gain is not worth it), else as it came. A chunk that
+    /// Writes the pending XOR run: as one Decimal or Dense chunk (the smaller) when that is at least 1/16
+    /// smaller (remote read must convert both back to XOR, so a marginal gain is not worth it), else as it
+    /// came. A chunk that
     /// does not decode is written unchanged (its reader reports the damage, as without re-encoding).
     fn flush_pending(&mut self) -> Result<(), Error> {
         if self.pending.is_empty() {
@@ -262,17 +267,28 @@ impl BlockWriter {
                 break;
             }
         }
-        let mut dense = false;
+        // The smaller of Decimal (when every value is an exact short decimal) and Dense, if it beats XOR.
+        let mut choice: Option<ChunkEncoding> = None;
         if decoded && !self.scratch.is_empty() {
+            let limit = xor_bytes - xor_bytes / 16;
             self.dense_buf.clear();
             self.dense.encode_into(&self.scratch, &mut self.dense_buf);
-            dense = self.dense_buf.len() + CHUNK_OVERHEAD_BYTES <= xor_bytes - xor_bytes / 16;
+            if self.dense_buf.len() + CHUNK_OVERHEAD_BYTES <= limit {
+                choice = Some(ChunkEncoding::Dense);
+            }
+            self.decimal_buf.clear();
+            if self.decimal.encode_into(&self.scratch, &mut self.decimal_buf)
+                && self.decimal_buf.len() + CHUNK_OVERHEAD_BYTES <= limit
+                && (choice.is_none() || self.decimal_buf.len() < self.dense_buf.len())
+            {
+                choice = Some(ChunkEncoding::Decimal);
+            }
         }
-        if dense {
+        if let Some(enc) = choice {
             let (mint, maxt) = (pending[0].mint_ms, pending[pending.len() - 1].maxt_ms);
-            let buf = std::mem::take(&mut self.dense_buf);
-            let r = self.write_chunk(ChunkEncoding::Dense, &buf, mint, maxt);
-            self.dense_buf = buf;
+            let buf = std::mem::take(if enc == ChunkEncoding::Dense { &mut self.dense_buf } else { &mut self.decimal_buf });
+            let r = self.write_chunk(enc, &buf, mint, maxt);
+            *(if enc == ChunkEncoding::Dense { &mut self.dense_buf } else { &mut self.decimal_buf }) = buf;
             r?;
         } else {
             for c in &pending {
@@ -368,6 +384,9 @@ impl Drop for BlockWriter {
 pub(crate) fn chunk_samples(encoding: ChunkEncoding, data: &[u8]) -> u64 {
     if encoding == ChunkEncoding::Dense {
         return tessera_encoding::dense_sample_count(data).unwrap_or(0);
+    }
+    if encoding == ChunkEncoding::Decimal {
+        return tessera_encoding::decimal_sample_count(data).unwrap_or(0);
     }
     if encoding == ChunkEncoding::Buckets {
         // A tier block counts buckets.
@@ -473,10 +492,11 @@ mod tests {
         assert_eq!(refs.len(), 1);
         let (_, got) = b.series(refs[0]).expect("series");
         let encs: Vec<ChunkEncoding> = got.iter().map(|c| c.encoding).collect();
-        // The counter (slowly growing integers) is smaller as XOR and stays so; the overlapping pair
-        // [2000, 2099], [2050, 2199] becomes two single-chunk runs (the second ends at the sample limit).
-        use ChunkEncoding::{Dense, Xor, XorSt};
-        assert_eq!(encs, [Dense, Dense, XorSt, Dense, Dense, Xor]);
+        // The counter (slowly growing integers) is smaller as Dense than XOR only marginally, and much
+        // smaller as Decimal; the overlapping pair [2000, 2099], [2050, 2199] becomes two single-chunk runs
+        // (the second ends at the sample limit). Random doubles are no exact short decimals: Dense.
+        use ChunkEncoding::{Decimal, Dense, XorSt};
+        assert_eq!(encs, [Dense, Dense, XorSt, Dense, Dense, Decimal]);
         let bounds: Vec<(i64, i64)> = got.iter().map(|c| (c.mint_ms, c.maxt_ms)).collect();
         assert_eq!(bounds, [(0, 239), (240, 364), (1000, 1009), (2000, 2099), (2050, 2199), (3000, 3119)]);
         assert_eq!(got[2].data, st_chunk.data);

@@ -1,0 +1,401 @@
+//! Decimal float chunks: `ChunkEncoding::Decimal` (0x44, Tessera's own), for cold chunks whose values
+//! are all decimal numbers of a few significant digits — what monitoring values mostly are (counters of
+//! seconds with centisecond resolution, byte counts, gauges like `0.25`, constants), VictoriaMetrics'
+//! lesson. Every value is `m / 10^k` for one exponent `k` per chunk and integers `m` of at most 53 bits,
+//! and the `m` are stored as differences from the previous one (or differences of those), runs of zero
+//! differences counted rather than written where that is smaller: a constant costs a few bytes per
+//! chunk, a counter one or two bytes a sample.
+//!
+//! ```text
+//! u8 version (1) │ uvarint n │ times (as dense chunks: varint t0 │ [n>=2: varint t1-t0] │ uvarint ts_len │
+//! (uvarint zero-run, varint dod)…) │ u8 k │ u8 mode │ varint m0 │ uvarint vs_len │ vs_len bytes:
+//!   mode 0: (uvarint zero-run, varint delta)…   (constants and rarely changing values)
+//!   mode 1: varint delta × (n-1)                 (counters and gauges that move every sample)
+//!   mode 2: varint dod × (n-1), the first against 0   (steady rates)
+//! ```
+//! The encoder writes the smallest of the three.
+//! A value decodes as `m as f64 / 10^k` (`m as f64` for `k = 0`), a correctly rounded IEEE division, so
+//! the encoder keeps a chunk only when every value reads back **bit for bit** that way (NaN, infinities,
+//! `-0.0` and values needing more than 15 decimals or 53-bit integers never qualify: they stay XOR or
+//! Dense). Not a Prometheus encoding: remote read re-encodes it as XOR before it leaves.
+
+use crate::error::ChunkError;
+use crate::varint;
+use tessera_model::Sample;
+
+/// Format version byte.
+const VERSION: u8 = 1;
+/// Most samples one decimal chunk may hold; bounds what a corrupt count can make a decoder produce.
+pub const MAX_DECIMAL_SAMPLES: usize = 1 << 20;
+/// Largest decimal exponent tried (`10^15` is exact in a double, and so is every smaller power).
+const MAX_K: u8 = 15;
+/// Value layouts: runs of zero differences (`(uvarint zero-run, varint delta)…`), every difference
+/// (`varint delta`…), every difference of differences (`varint dod`…, the first against 0).
+const MODE_RUNS: u8 = 0;
+const MODE_DELTAS: u8 = 1;
+const MODE_DODS: u8 = 2;
+/// Largest `|m|`: every integer up to 2^53 is exact in a double.
+const MAX_M: f64 = 9_007_199_254_740_992.0;
+
+fn pow10(k: u8) -> f64 {
+    10f64.powi(i32::from(k))
+}
+
+/// The value `m / 10^k` decodes to.
+#[inline]
+fn value(m: i64, k: u8, p: f64) -> f64 {
+    if k == 0 { m as f64 } else { m as f64 / p }
+}
+
+/// `v`'s integer at exponent `k` when it reads back bit for bit.
+#[inline]
+fn integer_at(v: f64, k: u8, p: f64) -> Option<i64> {
+    let m = if k == 0 { v } else { (v * p).round() };
+    if !m.is_finite() || m.abs() > MAX_M || m.fract() != 0.0 {
+        return None;
+    }
+    let m = m as i64;
+    (value(m, k, p).to_bits() == v.to_bits()).then_some(m)
+}
+
+/// The smallest exponent at which every value of `samples` is a decimal integer that reads back bit for
+/// bit, or `None`.
+pub fn decimal_exponent(samples: &[Sample]) -> Option<u8> {
+    // The largest of the values' own smallest exponents; then check all of them at it.
+    let mut k = 0u8;
+    for s in samples {
+        let v = s.v;
+        if !v.is_finite() || (v == 0.0 && v.is_sign_negative()) {
+            return None;
+        }
+        while integer_at(v, k, pow10(k)).is_none() {
+            k += 1;
+            if k > MAX_K {
+                return None;
+            }
+        }
+    }
+    let p = pow10(k);
+    samples.iter().all(|s| integer_at(s.v, k, p).is_some()).then_some(k)
+}
+
+/// Encodes `samples` (at most [`MAX_DECIMAL_SAMPLES`], timestamps increasing) as a decimal chunk, or
+/// `None` when some value is not a decimal that reads back exactly (or there are no samples, or too many).
+pub fn encode_decimal(samples: &[Sample]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    DecimalEncoder::default().encode_into(samples, &mut out).then_some(out)
+}
+
+/// A decimal encoder with scratch buffers kept between chunks.
+#[derive(Default)]
+pub struct DecimalEncoder {
+    ts: Vec<u8>,
+    ms: Vec<i64>,
+    vs: Vec<u8>,
+    alt: [Vec<u8>; 2],
+}
+
+impl DecimalEncoder {
+    /// Appends the chunk of `samples` to `out` and returns true, or returns false (`out` unchanged) when
+    /// the samples do not qualify (see [`encode_decimal`]).
+    pub fn encode_into(&mut self, samples: &[Sample], out: &mut Vec<u8>) -> bool {
+        if samples.is_empty() || samples.len() > MAX_DECIMAL_SAMPLES {
+            return false;
+        }
+        let Some(k) = decimal_exponent(samples) else { return false };
+        let p = pow10(k);
+        out.push(VERSION);
+        varint::put_uvarint(out, samples.len() as u64);
+        crate::dense::put_time_runs(samples, out, &mut self.ts);
+        out.push(k);
+        let ms = &mut self.ms;
+        ms.clear();
+        ms.extend(samples.iter().map(|s| integer_at(s.v, k, p).expect("checked by decimal_exponent")));
+        // The three value layouts; the smallest is kept.
+        let runs = &mut self.vs;
+        let [deltas, dods] = &mut self.alt;
+        runs.clear();
+        deltas.clear();
+        dods.clear();
+        let mut run = 0u64;
+        let mut prev_d = 0i64;
+        for (i, w) in ms.windows(2).enumerate() {
+            let d = w[1].wrapping_sub(w[0]);
+            if d == 0 {
+                run += 1;
+            } else {
+                varint::put_uvarint(runs, run);
+                varint::put_varint(runs, d);
+                run = 0;
+            }
+            varint::put_varint(deltas, d);
+            varint::put_varint(dods, if i == 0 { d } else { d.wrapping_sub(prev_d) });
+            prev_d = d;
+        }
+        if run > 0 {
+            varint::put_uvarint(runs, run);
+        }
+        let (mode, vs) = [(MODE_RUNS, &*runs), (MODE_DELTAS, &*deltas), (MODE_DODS, &*dods)]
+            .into_iter()
+            .min_by_key(|(_, b)| b.len())
+            .expect("three layouts");
+        out.push(mode);
+        varint::put_varint(out, ms[0]);
+        varint::put_uvarint(out, vs.len() as u64);
+        out.extend_from_slice(vs);
+        true
+    }
+}
+
+/// The sample count a decimal chunk's header claims (`None` when unreadable or above the limit).
+pub fn decimal_sample_count(data: &[u8]) -> Option<u64> {
+    let (&version, rest) = data.split_first()?;
+    if version != VERSION {
+        return None;
+    }
+    let (n, _) = varint::read_uvarint(rest).ok()?;
+    (n <= MAX_DECIMAL_SAMPLES as u64).then_some(n)
+}
+
+fn corrupt(offset: usize, reason: &'static str) -> ChunkError {
+    ChunkError::Corrupt { offset, reason }
+}
+
+/// A run-length stream of `(uvarint zero-run, varint step)` pairs, the last run possibly without its
+/// step: hands out one step at a time (0 inside runs).
+struct Runs<'a> {
+    rest: &'a [u8],
+    /// Zero steps left in the current run, then the step that ends it (if any).
+    zeros: u64,
+    pending: Option<i64>,
+    /// The chunk offset where the stream ends (errors name offsets from it).
+    end: usize,
+}
+
+impl Runs<'_> {
+    #[inline]
+    fn next_step(&mut self) -> Result<i64, ChunkError> {
+        if self.zeros > 0 {
+            self.zeros -= 1;
+            return Ok(0);
+        }
+        if let Some(s) = self.pending.take() {
+            return Ok(s);
+        }
+        if self.rest.is_empty() {
+            return Err(ChunkError::Truncated { offset: self.end });
+        }
+        let at = self.end - self.rest.len();
+        let (run, r) = varint::read_uvarint(self.rest).map_err(|_| corrupt(at, "bad run length"))?;
+        self.rest = r;
+        if !self.rest.is_empty() {
+            let at = self.end - self.rest.len();
+            let (step, r) = varint::read_varint(self.rest).map_err(|_| corrupt(at, "bad step"))?;
+            self.rest = r;
+            self.pending = Some(step);
+        }
+        if run == 0 {
+            return self.pending.take().ok_or(corrupt(at, "empty run"));
+        }
+        self.zeros = run - 1;
+        Ok(0)
+    }
+}
+
+/// Decodes a whole decimal chunk, appending its samples to `out`.
+pub fn decode_decimal_into(data: &[u8], out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+    decode_decimal_range_into(data, i64::MIN, i64::MAX, out)
+}
+
+/// Decodes the samples with `mint_ms <= t <= maxt_ms` of a decimal chunk, appending them to `out`; on
+/// error `out` is left as it was.
+pub fn decode_decimal_range_into(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+    let before = out.len();
+    let r = decode_inner(data, mint_ms, maxt_ms, out);
+    if r.is_err() {
+        out.truncate(before);
+    }
+    r
+}
+
+fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+    let off = |rest: &[u8]| data.len() - rest.len();
+    let vi = |e: varint::VarintError, at: usize| match e {
+        varint::VarintError::Overflow => corrupt(at, "varint overflows 64 bits"),
+        _ => ChunkError::Truncated { offset: data.len() },
+    };
+    let (&version, rest) = data.split_first().ok_or(ChunkError::Truncated { offset: 0 })?;
+    if version != VERSION {
+        return Err(corrupt(0, "unknown decimal chunk version"));
+    }
+    let (n, rest) = varint::read_uvarint(rest).map_err(|e| vi(e, 1))?;
+    if n > MAX_DECIMAL_SAMPLES as u64 {
+        return Err(corrupt(1, "sample count above the decimal chunk limit"));
+    }
+    let n = n as usize;
+    if n == 0 {
+        return Ok(());
+    }
+    let (t0, rest) = varint::read_varint(rest).map_err(|e| vi(e, off(rest)))?;
+    let (d0, rest) = if n >= 2 { varint::read_varint(rest).map_err(|e| vi(e, off(rest)))? } else { (0, rest) };
+    let (ts_len, rest) = varint::read_uvarint(rest).map_err(|e| vi(e, off(rest)))?;
+    if ts_len > rest.len() as u64 {
+        return Err(ChunkError::Truncated { offset: data.len() });
+    }
+    let (ts, rest) = rest.split_at(ts_len as usize);
+    let mut times = Runs { rest: ts, zeros: 0, pending: None, end: off(rest) };
+    let (&k, rest) = rest.split_first().ok_or(ChunkError::Truncated { offset: data.len() })?;
+    if k > MAX_K {
+        return Err(corrupt(off(rest) - 1, "decimal exponent above 15"));
+    }
+    let p = pow10(k);
+    let (&mode, rest) = rest.split_first().ok_or(ChunkError::Truncated { offset: data.len() })?;
+    if mode > MODE_DODS {
+        return Err(corrupt(off(rest) - 1, "unknown decimal value layout"));
+    }
+    let (m0, rest) = varint::read_varint(rest).map_err(|e| vi(e, off(rest)))?;
+    let (vs_len, rest) = varint::read_uvarint(rest).map_err(|e| vi(e, off(rest)))?;
+    if vs_len != rest.len() as u64 {
+        return Err(if vs_len > rest.len() as u64 { ChunkError::Truncated { offset: data.len() } } else { corrupt(off(rest), "trailing bytes after the values") });
+    }
+    let mut vals = Runs { rest, zeros: 0, pending: None, end: data.len() };
+    let mut plain = rest;
+    out.reserve(n.min(data.len() * 8));
+    let (mut t, mut delta, mut m, mut dm) = (t0, d0, m0, 0i64);
+    for i in 0..n {
+        if i >= 2 {
+            delta = delta.wrapping_add(times.next_step()?);
+        }
+        if i >= 1 {
+            t = t.wrapping_add(delta);
+            let step = if mode == MODE_RUNS {
+                vals.next_step()?
+            } else {
+                let (x, r) = varint::read_varint(plain).map_err(|e| vi(e, off(plain)))?;
+                plain = r;
+                x
+            };
+            dm = if mode == MODE_DODS { dm.wrapping_add(step) } else { step };
+            m = m.wrapping_add(dm);
+        }
+        if t > maxt_ms {
+            return Ok(());
+        }
+        if t >= mint_ms {
+            out.push(Sample { t, v: value(m, k, p) });
+        }
+    }
+    if mode != MODE_RUNS && !plain.is_empty() {
+        return Err(corrupt(off(plain), "trailing bytes after the values"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn scrape(n: usize, f: impl Fn(usize) -> f64) -> Vec<Sample> {
+        (0..n).map(|i| Sample::new(1_700_000_000_000 + i as i64 * 15_000, f(i))).collect()
+    }
+
+    fn round_trip(s: &[Sample]) -> Vec<u8> {
+        let c = encode_decimal(s).expect("qualifies");
+        let mut out = Vec::new();
+        decode_decimal_into(&c, &mut out).expect("decodes");
+        assert_eq!(out.len(), s.len());
+        for (a, b) in out.iter().zip(s) {
+            assert!(a.t == b.t && a.v.to_bits() == b.v.to_bits(), "{a:?} vs {b:?}");
+        }
+        assert_eq!(decimal_sample_count(&c), Some(s.len() as u64));
+        c
+    }
+
+    #[test]
+    fn monitoring_values_round_trip_small() {
+        // A constant: a few bytes for the whole chunk.
+        let c = round_trip(&scrape(120, |_| 8_250_011_648.0));
+        assert!(c.len() <= 24, "{} bytes", c.len());
+        // A centisecond counter: one or two bytes a sample.
+        // (as a scrape parses it from text: the shortest decimal, not float arithmetic's residue)
+        let c = round_trip(&scrape(120, |i| (1_234_567 + (i * i % 7) * 101 + i * 999) as f64 / 100.0));
+        assert!(c.len() < 120 * 2 + 20, "{} bytes", c.len());
+        round_trip(&scrape(120, |i| [0.25, 0.5, 1.75, -3.0][i % 4]));
+        round_trip(&scrape(1, |_| 0.1));
+        round_trip(&scrape(2, |_| 0.0));
+        round_trip(&scrape(50, |i| i as f64 / 1e15));
+        round_trip(&scrape(50, |i| 9_007_199_254_740_992.0 - i as f64));
+        // Sixteen significant digits still qualify when they fit 53 bits at 10^-15.
+        round_trip(&scrape(3, |_| std::f64::consts::PI));
+    }
+
+    #[test]
+    fn values_that_are_not_exact_decimals_do_not_qualify() {
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 1.0 / 3.0, 0.1 + 0.2, 1e300, 9_007_199_254_740_993.0 * 4.0, f64::from_bits(0x7ff0_0000_0000_0002)] {
+            assert!(encode_decimal(&scrape(3, |i| if i == 1 { bad } else { 1.5 })).is_none(), "{bad}");
+        }
+        assert!(encode_decimal(&[]).is_none());
+    }
+
+    /// The bytes of a small chunk, as the module documentation lays them out.
+    #[test]
+    fn golden_bytes() {
+        let s = [Sample::new(1000, 1.5), Sample::new(2000, 1.5), Sample::new(3000, 1.75), Sample::new(4000, 1.75)];
+        let c = encode_decimal(&s).expect("qualifies");
+        // version 1, n 4, t0 1000 (zz 2000 = d0 0f), d0 1000 (d0 0f), ts: one run of 2 zero dods (1 byte),
+        // k 2, mode 0 (runs; the three layouts tie at 3 bytes and the first is kept), m0 150 (zz 300 =
+        // ac 02), values: (1 zero, +25 = zz 50), then a trailing run of 1.
+        assert_eq!(c, vec![1, 4, 0xd0, 0x0f, 0xd0, 0x0f, 1, 2, 2, 0, 0xac, 0x02, 3, 1, 50, 1]);
+        // A steady counter takes the difference-of-difference layout: 0 after the first.
+        let c = encode_decimal(&[Sample::new(0, 100.0), Sample::new(1, 200.0), Sample::new(2, 300.0), Sample::new(3, 400.0)]).expect("qualifies");
+        // k 0, mode 2, m0 100 (zz 200 = c8 01), 4 bytes: the first difference 100 (c8 01), then 0, 0.
+        assert_eq!(&c[c.len() - 9..], &[0, 2, 0xc8, 0x01, 4, 0xc8, 0x01, 0, 0][..], "{c:?}");
+    }
+
+    #[test]
+    fn truncated_and_corrupt_chunks_are_errors() {
+        let c = encode_decimal(&scrape(30, |i| i as f64 * 0.5)).expect("qualifies");
+        for cut in 0..c.len() {
+            let mut out = vec![Sample::new(0, 0.0)];
+            assert!(decode_decimal_into(&c[..cut], &mut out).is_err(), "cut at {cut}");
+            assert_eq!(out.len(), 1, "left as it was");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn random_decimals_round_trip(ms in proptest::collection::vec(-1_000_000_000i64..1_000_000_000, 1..300), k in 0u8..6, gaps in proptest::collection::vec(1i64..100_000, 300)) {
+            let p = pow10(k);
+            let mut t = -5_000i64;
+            let s: Vec<Sample> = ms.iter().enumerate().map(|(i, &m)| { t += gaps[i]; Sample::new(t, value(m, k, p)) }).collect();
+            if let Some(c) = encode_decimal(&s) {
+                let mut out = Vec::new();
+                decode_decimal_into(&c, &mut out).expect("decodes");
+                prop_assert_eq!(out.len(), s.len());
+                for (a, b) in out.iter().zip(&s) {
+                    prop_assert!(a.t == b.t && a.v.to_bits() == b.v.to_bits());
+                }
+                // A range decodes exactly its samples.
+                let (lo, hi) = (s[s.len() / 3].t, s[s.len() * 2 / 3].t);
+                let mut part = Vec::new();
+                decode_decimal_range_into(&c, lo, hi, &mut part).expect("decodes");
+                let want: Vec<&Sample> = s.iter().filter(|x| x.t >= lo && x.t <= hi).collect();
+                prop_assert_eq!(part.len(), want.len());
+            } else {
+                // Every such value is an exact decimal at k: only overflow of 2^53 can refuse it.
+                prop_assert!(false, "exact decimals refused");
+            }
+        }
+
+        #[test]
+        fn arbitrary_and_mutated_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), pos in 0usize..400, val in any::<u8>()) {
+            let mut out = Vec::new();
+            let _ = decode_decimal_into(&bytes, &mut out);
+            let mut c = encode_decimal(&scrape(40, |i| (i % 5) as f64 * 0.01)).expect("qualifies");
+            let p = pos % c.len();
+            c[p] = val;
+            let _ = decode_decimal_range_into(&c, i64::MIN, i64::MAX, &mut out);
+        }
+    }
+}
