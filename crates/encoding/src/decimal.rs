@@ -8,7 +8,8 @@
 //!
 //! ```text
 //! u8 version (1) │ uvarint n │ times (as dense chunks: varint t0 │ [n>=2: varint t1-t0] │ uvarint ts_len │
-//! (uvarint zero-run, varint dod)…) │ u8 k │ u8 mode │ varint m0 │ uvarint vs_len │ vs_len bytes:
+//! (uvarint zero-run, varint dod)…) │ u8 k │ u8 mode │ uvarint g │ varint m0 │ uvarint vs_len │ vs_len bytes
+//! (every difference below is stored divided by `g`, the differences' greatest common divisor, ≥ 1):
 //!   mode 0: (uvarint zero-run, varint delta)…   (constants and rarely changing values)
 //!   mode 1: varint delta × (n-1)                 (counters and gauges that move every sample)
 //!   mode 2: varint dod × (n-1), the first against 0   (steady rates)
@@ -117,10 +118,13 @@ impl DecimalEncoder {
         runs.clear();
         deltas.clear();
         dods.clear();
+        // The differences' common factor (byte counts move in pages, for example): they are stored divided
+        // by it.
+        let g = ms.windows(2).fold(0u64, |g, w| gcd(g, w[1].wrapping_sub(w[0]).unsigned_abs())).max(1);
         let mut run = 0u64;
         let mut prev_d = 0i64;
         for (i, w) in ms.windows(2).enumerate() {
-            let d = w[1].wrapping_sub(w[0]);
+            let d = w[1].wrapping_sub(w[0]) / g as i64;
             if d == 0 {
                 run += 1;
             } else {
@@ -140,11 +144,19 @@ impl DecimalEncoder {
             .min_by_key(|(_, b)| b.len())
             .expect("three layouts");
         out.push(mode);
+        varint::put_uvarint(out, g);
         varint::put_varint(out, ms[0]);
         varint::put_uvarint(out, vs.len() as u64);
         out.extend_from_slice(vs);
         true
     }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// The sample count a decimal chunk's header claims (`None` when unreadable or above the limit).
@@ -253,6 +265,11 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
     if mode > MODE_DODS {
         return Err(corrupt(off(rest) - 1, "unknown decimal value layout"));
     }
+    let (g, rest) = varint::read_uvarint(rest).map_err(|e| vi(e, off(rest)))?;
+    if g == 0 || g > 1 << 54 {
+        return Err(corrupt(off(rest), "difference factor out of range"));
+    }
+    let g = g as i64;
     let (m0, rest) = varint::read_varint(rest).map_err(|e| vi(e, off(rest)))?;
     let (vs_len, rest) = varint::read_uvarint(rest).map_err(|e| vi(e, off(rest)))?;
     if vs_len != rest.len() as u64 {
@@ -275,6 +292,7 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
                 plain = r;
                 x
             };
+            let step = step.wrapping_mul(g);
             dm = if mode == MODE_DODS { dm.wrapping_add(step) } else { step };
             m = m.wrapping_add(dm);
         }
@@ -320,7 +338,10 @@ mod tests {
         // A centisecond counter: one or two bytes a sample.
         // (as a scrape parses it from text: the shortest decimal, not float arithmetic's residue)
         let c = round_trip(&scrape(120, |i| (1_234_567 + (i * i % 7) * 101 + i * 999) as f64 / 100.0));
-        assert!(c.len() < 120 * 2 + 20, "{} bytes", c.len());
+        assert!(c.len() <= 120 * 2 + 20, "{} bytes", c.len());
+        // Byte counts that move in 4 KiB pages: the common factor makes each difference one byte.
+        let c = round_trip(&scrape(120, |i| (8_000_000_000u64 - (i as u64 * 37 % 50) * 4096) as f64));
+        assert!(c.len() <= 120 + 30, "{} bytes", c.len());
         round_trip(&scrape(120, |i| [0.25, 0.5, 1.75, -3.0][i % 4]));
         round_trip(&scrape(1, |_| 0.1));
         round_trip(&scrape(2, |_| 0.0));
@@ -344,13 +365,15 @@ mod tests {
         let s = [Sample::new(1000, 1.5), Sample::new(2000, 1.5), Sample::new(3000, 1.75), Sample::new(4000, 1.75)];
         let c = encode_decimal(&s).expect("qualifies");
         // version 1, n 4, t0 1000 (zz 2000 = d0 0f), d0 1000 (d0 0f), ts: one run of 2 zero dods (1 byte),
-        // k 2, mode 0 (runs; the three layouts tie at 3 bytes and the first is kept), m0 150 (zz 300 =
-        // ac 02), values: (1 zero, +25 = zz 50), then a trailing run of 1.
-        assert_eq!(c, vec![1, 4, 0xd0, 0x0f, 0xd0, 0x0f, 1, 2, 2, 0, 0xac, 0x02, 3, 1, 50, 1]);
+        // k 2, mode 0 (runs; the three layouts tie at 3 bytes and the first is kept), g, m0 150 (zz 300
+        // = ac 02), values: (1 zero, +25/g), then a trailing run of 1.
+        // The only difference, 25, is its own common factor: g 25, stored as 1 (zz 2).
+        assert_eq!(c, vec![1, 4, 0xd0, 0x0f, 0xd0, 0x0f, 1, 2, 2, 0, 25, 0xac, 0x02, 3, 1, 2, 1]);
         // A steady counter takes the difference-of-difference layout: 0 after the first.
         let c = encode_decimal(&[Sample::new(0, 100.0), Sample::new(1, 200.0), Sample::new(2, 300.0), Sample::new(3, 400.0)]).expect("qualifies");
-        // k 0, mode 2, m0 100 (zz 200 = c8 01), 4 bytes: the first difference 100 (c8 01), then 0, 0.
-        assert_eq!(&c[c.len() - 9..], &[0, 2, 0xc8, 0x01, 4, 0xc8, 0x01, 0, 0][..], "{c:?}");
+        // k 0, mode 1 (deltas; dods 2, 0, 0 are as long, and deltas are listed first), g 100, m0 100 (zz 200
+        // = c8 01), 3 bytes: each difference 100/g (zz 2).
+        assert_eq!(&c[c.len() - 9..], &[0, 1, 100, 0xc8, 0x01, 3, 2, 2, 2][..], "{c:?}");
     }
 
     #[test]
