@@ -255,7 +255,8 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
         return Err(ChunkError::Truncated { offset: data.len() });
     }
     let (ts, rest) = rest.split_at(ts_len as usize);
-    let mut times = Runs { rest: ts, zeros: 0, pending: None, end: off(rest) };
+    let ts_end = off(rest);
+    let mut times = Runs { rest: ts, zeros: 0, pending: None, end: ts_end };
     let (&k, rest) = rest.split_first().ok_or(ChunkError::Truncated { offset: data.len() })?;
     if k > MAX_K {
         return Err(corrupt(off(rest) - 1, "decimal exponent above 15"));
@@ -303,8 +304,13 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
             out.push(Sample { t, v: value(m, k, p) });
         }
     }
-    if mode != MODE_RUNS && !plain.is_empty() {
-        return Err(corrupt(off(plain), "trailing bytes after the values"));
+    // Every stream used up exactly (a damaged chunk fails here rather than later in a compaction).
+    let vals_left = if mode == MODE_RUNS { !vals.rest.is_empty() || vals.zeros > 0 || vals.pending.is_some() } else { !plain.is_empty() };
+    if vals_left {
+        return Err(corrupt(data.len(), "trailing bytes after the values"));
+    }
+    if !times.rest.is_empty() || times.zeros > 0 || times.pending.is_some() {
+        return Err(corrupt(ts_end, "trailing bytes after the timestamps"));
     }
     Ok(())
 }

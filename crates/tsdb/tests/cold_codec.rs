@@ -73,6 +73,11 @@ fn encodings(db: &Arc<Db>, i: usize) -> Vec<ChunkEncoding> {
 
 /// The share of series `i`'s samples that the querier hands out in Dense chunks.
 fn dense_share(db: &Arc<Db>, i: usize) -> f64 {
+    share(db, i, ChunkEncoding::Dense)
+}
+
+/// The share of series `i`'s samples that the querier hands out in chunks of `enc`.
+fn share(db: &Arc<Db>, i: usize, enc: ChunkEncoding) -> f64 {
     let q = db.querier(i64::MIN / 2, i64::MAX / 2).expect("querier");
     let set = q.select(&[eq("i", &i.to_string())], &SelectHints::default()).expect("select");
     let (mut dense, mut all) = (0, 0);
@@ -81,7 +86,7 @@ fn dense_share(db: &Arc<Db>, i: usize) -> f64 {
             let mut v = Vec::new();
             tessera_encoding::decode_chunk_range_into(&c, i64::MIN, i64::MAX, &mut v).expect("decodes");
             all += v.len();
-            if c.encoding == ChunkEncoding::Dense {
+            if c.encoding == enc {
                 dense += v.len();
             }
         }
@@ -144,10 +149,12 @@ fn dense_blocks_answer_like_the_head_and_like_xor_blocks() {
     assert_eq!(answers(&x), head);
 
     // Random doubles went Dense (all but short leftovers where a head chunk was closed at a block
-    // boundary: a few samples do not pay for Dense's header), the counter stayed XOR; XOR blocks hold
-    // only XOR.
+    // boundary: a few samples do not pay for Dense's header), the counter (small integers) went Decimal
+    // (again but for short leftovers); XOR blocks hold only XOR.
     assert!(dense_share(&d, 0) > 0.95, "{:?}", encodings(&d, 0));
-    assert!(encodings(&d, 4).iter().all(|&e| e == ChunkEncoding::Xor), "{:?}", encodings(&d, 4));
+    let counter = encodings(&d, 4);
+    assert!(counter.iter().all(|&e| matches!(e, ChunkEncoding::Decimal | ChunkEncoding::Xor)), "{counter:?}");
+    assert!(share(&d, 4, ChunkEncoding::Decimal) > 0.9, "{counter:?}");
     assert!(encodings(&x, 0).iter().all(|&e| e == ChunkEncoding::Xor));
     // Dense chunks hold up to 1024 samples: 8 head chunks of 120.
     let n0 = encodings(&d, 0).len();

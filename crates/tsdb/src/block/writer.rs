@@ -5,8 +5,9 @@
 //! or a complete one; a leftover `.tmp` directory is removed by `compact::cleanup_after_crash`.
 //!
 //! Cold codec: with [`ColdCodec::Dense`] (the database's default, see [`WriteOptions::cold_codec`]) the
-//! writer, not its callers, turns runs of a series' consecutive XOR chunks into one `Dense` chunk of up
-//! to [`DENSE_CHUNK_SAMPLES`] samples when that saves at least 1/16 of the bytes. Doing it here covers
+//! writer, not its callers, turns runs of a series' consecutive XOR chunks into one `Decimal` chunk (when
+//! every value is an exact short decimal) or `Dense` chunk, whichever is smaller, of up to
+//! [`DENSE_CHUNK_SAMPLES`] samples when that saves at least 1/16 of the bytes. Doing it here covers
 //! both the head cut and compaction, and keeps memory flat: only one run's chunk handles and decoded
 //! samples are held at a time.
 
@@ -36,7 +37,7 @@ const CHUNK_OVERHEAD_BYTES: usize = 10;
 pub struct WriteOptions {
     /// Upper bound of a chunk segment file (clamped to [`super::chunks::MAX_SEGMENT_BYTES`]).
     pub max_segment_bytes: u64,
-    /// Whether runs of XOR chunks are re-encoded as Dense. Default [`ColdCodec::Xor`]: the block API
+    /// Whether runs of XOR chunks are re-encoded as Decimal or Dense. Default [`ColdCodec::Xor`]: the block API
     /// ([`write_block`], `compact::compact`) stores chunks byte for byte unless asked; the database passes
     /// its [`crate::Options::cold_codec`] (default Dense) through [`WriteOptions::from_db_options`].
     pub cold_codec: ColdCodec,
