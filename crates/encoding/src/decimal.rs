@@ -20,6 +20,7 @@
 //! `-0.0` and values needing more than 15 decimals or 53-bit integers never qualify: they stay XOR or
 //! Dense). Not a Prometheus encoding: remote read re-encodes it as XOR before it leaves.
 
+use crate::dense::corrupt;
 use crate::error::ChunkError;
 use crate::varint;
 use tessera_model::Sample;
@@ -161,16 +162,7 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 
 /// The sample count a decimal chunk's header claims (`None` when unreadable or above the limit).
 pub fn decimal_sample_count(data: &[u8]) -> Option<u64> {
-    let (&version, rest) = data.split_first()?;
-    if version != VERSION {
-        return None;
-    }
-    let (n, _) = varint::read_uvarint(rest).ok()?;
-    (n <= MAX_DECIMAL_SAMPLES as u64).then_some(n)
-}
-
-fn corrupt(offset: usize, reason: &'static str) -> ChunkError {
-    ChunkError::Corrupt { offset, reason }
+    crate::dense::header_sample_count(data, VERSION, MAX_DECIMAL_SAMPLES)
 }
 
 /// A run-length stream of `(uvarint zero-run, varint step)` pairs, the last run possibly without its
@@ -232,29 +224,17 @@ pub fn decode_decimal_range_into(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &
 
 fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
     let off = |rest: &[u8]| data.len() - rest.len();
-    let vi = |e: varint::VarintError, at: usize| match e {
-        varint::VarintError::Overflow => corrupt(at, "varint overflows 64 bits"),
-        _ => ChunkError::Truncated { offset: data.len() },
-    };
-    let (&version, rest) = data.split_first().ok_or(ChunkError::Truncated { offset: 0 })?;
-    if version != VERSION {
-        return Err(corrupt(0, "unknown decimal chunk version"));
-    }
-    let (n, rest) = varint::read_uvarint(rest).map_err(|e| vi(e, 1))?;
-    if n > MAX_DECIMAL_SAMPLES as u64 {
-        return Err(corrupt(1, "sample count above the decimal chunk limit"));
-    }
-    let n = n as usize;
-    if n == 0 {
+    let vi = |e, at| crate::dense::varint_err(e, at, data.len());
+    let Some(crate::dense::TimesHeader { n, t0, d0, ts, rest }) = crate::dense::read_times_header(
+        data,
+        VERSION,
+        MAX_DECIMAL_SAMPLES,
+        "unknown decimal chunk version",
+        "sample count above the decimal chunk limit",
+    )?
+    else {
         return Ok(());
-    }
-    let (t0, rest) = varint::read_varint(rest).map_err(|e| vi(e, off(rest)))?;
-    let (d0, rest) = if n >= 2 { varint::read_varint(rest).map_err(|e| vi(e, off(rest)))? } else { (0, rest) };
-    let (ts_len, rest) = varint::read_uvarint(rest).map_err(|e| vi(e, off(rest)))?;
-    if ts_len > rest.len() as u64 {
-        return Err(ChunkError::Truncated { offset: data.len() });
-    }
-    let (ts, rest) = rest.split_at(ts_len as usize);
+    };
     let ts_end = off(rest);
     let mut times = Runs { rest: ts, zeros: 0, pending: None, end: ts_end };
     let (&k, rest) = rest.split_first().ok_or(ChunkError::Truncated { offset: data.len() })?;

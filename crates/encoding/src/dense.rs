@@ -64,12 +64,7 @@ pub fn encode_dense_always(samples: &[Sample]) -> Vec<u8> {
 /// The sample count a dense chunk's header claims (`None` when the header is unreadable or the count is
 /// above [`MAX_DENSE_SAMPLES`]); a block's `num_samples` statistic is summed from it.
 pub fn dense_sample_count(data: &[u8]) -> Option<u64> {
-    let (&version, rest) = data.split_first()?;
-    if version != VERSION {
-        return None;
-    }
-    let (n, _) = varint::read_uvarint(rest).ok()?;
-    (n <= MAX_DENSE_SAMPLES as u64).then_some(n)
+    header_sample_count(data, VERSION, MAX_DENSE_SAMPLES)
 }
 
 /// The timestamps of `samples` (at least one) as dense chunks (and decimal ones) store them:
@@ -268,7 +263,7 @@ pub fn decode_dense_into(data: &[u8], out: &mut Vec<Sample>) -> Result<(), Chunk
     decode_dense_range_into(data, i64::MIN, i64::MAX, out)
 }
 
-fn corrupt(offset: usize, reason: &'static str) -> ChunkError {
+pub(crate) fn corrupt(offset: usize, reason: &'static str) -> ChunkError {
     ChunkError::Corrupt { offset, reason }
 }
 
@@ -288,23 +283,46 @@ pub fn decode_dense_range_into(
     res
 }
 
-fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
-    let off = |rest: &[u8]| data.len() - rest.len();
-    let vi = |e: varint::VarintError, at: usize| match e {
+/// The start that dense and decimal chunks share, read by [`read_times_header`]: the sample count, the
+/// first timestamp and delta, the run-length timestamp section, and the bytes after it.
+pub(crate) struct TimesHeader<'a> {
+    pub n: usize,
+    pub t0: i64,
+    pub d0: i64,
+    pub ts: &'a [u8],
+    pub rest: &'a [u8],
+}
+
+/// A varint error at `at` of a chunk of `len` bytes: overflow is damage, anything else truncation.
+pub(crate) fn varint_err(e: varint::VarintError, at: usize, len: usize) -> ChunkError {
+    match e {
         varint::VarintError::Overflow => corrupt(at, "varint overflows 64 bits"),
-        _ => ChunkError::Truncated { offset: data.len() },
-    };
-    let (&version, rest) = data.split_first().ok_or(ChunkError::Truncated { offset: 0 })?;
-    if version != VERSION {
-        return Err(corrupt(0, "unknown dense chunk version"));
+        _ => ChunkError::Truncated { offset: len },
+    }
+}
+
+/// Reads `u8 version │ uvarint n │ times` (see [`put_time_runs`]) as dense and decimal chunks start;
+/// `None` for a chunk of no samples. `bad_version` and `too_many` are the codec's error reasons.
+pub(crate) fn read_times_header<'a>(
+    data: &'a [u8],
+    version: u8,
+    max_samples: usize,
+    bad_version: &'static str,
+    too_many: &'static str,
+) -> Result<Option<TimesHeader<'a>>, ChunkError> {
+    let off = |rest: &[u8]| data.len() - rest.len();
+    let vi = |e, at| varint_err(e, at, data.len());
+    let (&v, rest) = data.split_first().ok_or(ChunkError::Truncated { offset: 0 })?;
+    if v != version {
+        return Err(corrupt(0, bad_version));
     }
     let (n, rest) = varint::read_uvarint(rest).map_err(|e| vi(e, 1))?;
-    if n > MAX_DENSE_SAMPLES as u64 {
-        return Err(corrupt(1, "sample count above the dense chunk limit"));
+    if n > max_samples as u64 {
+        return Err(corrupt(1, too_many));
     }
     let n = n as usize;
     if n == 0 {
-        return Ok(());
+        return Ok(None);
     }
     let (t0, rest) = varint::read_varint(rest).map_err(|e| vi(e, off(rest)))?;
     let (d0, rest) = if n >= 2 { varint::read_varint(rest).map_err(|e| vi(e, off(rest)))? } else { (0, rest) };
@@ -312,7 +330,30 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
     if ts_len > rest.len() as u64 {
         return Err(ChunkError::Truncated { offset: data.len() });
     }
-    let (mut ts, rest) = rest.split_at(ts_len as usize);
+    let (ts, rest) = rest.split_at(ts_len as usize);
+    Ok(Some(TimesHeader { n, t0, d0, ts, rest }))
+}
+
+/// The sample count of a chunk that starts with `u8 version │ uvarint n` (`None` when unreadable or
+/// above `max_samples`), read without decoding.
+pub(crate) fn header_sample_count(data: &[u8], version: u8, max_samples: usize) -> Option<u64> {
+    let (&v, rest) = data.split_first()?;
+    if v != version {
+        return None;
+    }
+    let (n, _) = varint::read_uvarint(rest).ok()?;
+    (n <= max_samples as u64).then_some(n)
+}
+
+fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+    let off = |rest: &[u8]| data.len() - rest.len();
+    let vi = |e, at| varint_err(e, at, data.len());
+    let Some(TimesHeader { n, t0, d0, ts, rest }) =
+        read_times_header(data, VERSION, MAX_DENSE_SAMPLES, "unknown dense chunk version", "sample count above the dense chunk limit")?
+    else {
+        return Ok(());
+    };
+    let mut ts = ts;
     // Where the timestamp section ends, so errors inside it can name their offset.
     let ts_end = off(rest);
     let (&shift, rest) = rest.split_first().ok_or(ChunkError::Truncated { offset: data.len() })?;
