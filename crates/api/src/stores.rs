@@ -207,7 +207,7 @@ impl Store {
         }
         // One change log for the union's life (the result cache keys its entries by it), made once every
         // member is open.
-        let log = self.union_log.get_or_init(|| tessera_model::ChangeLog::union(members.iter().map(|(db, _)| db.change_log()).collect()));
+        let log = self.union_log.get_or_init(|| crate::union::UnionQueryable::log_of(&members));
         Some(Arc::new(crate::union::UnionQueryable { members, log: log.clone() }))
     }
 

@@ -42,8 +42,13 @@ pub struct UnionQueryable {
 impl UnionQueryable {
     /// A union with a new change log following its members'.
     pub fn new(members: Vec<(Arc<Db>, Labels)>) -> UnionQueryable {
-        let log = ChangeLog::union(members.iter().map(|(db, _)| db.change_log()).collect());
+        let log = Self::log_of(&members);
         UnionQueryable { members, log }
+    }
+
+    /// A change log following `members`' (what a union store keeps for its life).
+    pub fn log_of(members: &[(Arc<Db>, Labels)]) -> Arc<ChangeLog> {
+        ChangeLog::union(members.iter().map(|(db, _)| db.change_log()).collect())
     }
 
     fn union_querier(members: Vec<(Arc<dyn Querier>, Labels)>, mint_ms: i64, maxt_ms: i64, tier: Option<TierPart>) -> Arc<dyn Querier> {

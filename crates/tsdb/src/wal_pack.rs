@@ -105,26 +105,30 @@ fn pack(z: &mut zstd::bulk::Compressor<'static>, bufs: &mut (Vec<u8>, Vec<u8>), 
     } else {
         raw
     };
-    out.clear();
-    if body.len() > MAX_UNPACKED_BYTES {
-        // Replay refuses to unpack more than that: logged uncompressed.
-        out.extend_from_slice(body);
-        return ok;
-    }
-    out.push(REC_COMPRESSED);
-    out.push(CODEC_ZSTD);
-    put_uvarint(out, body.len() as u64);
-    // Into the spare capacity of `zbuf` (nothing zero-filled), then behind the header.
-    zbuf.clear();
-    zbuf.reserve(zstd::zstd_safe::compress_bound(body.len()));
-    match z.compress_to_buffer(body, zbuf) {
-        Ok(n) if out.len() + n < body.len() => out.extend_from_slice(&zbuf[..n]),
-        _ => {
-            out.clear();
-            out.extend_from_slice(body);
-        }
-    }
+    zip(z, zbuf, body, out);
     ok
+}
+
+/// `body` as a type 7 record into `out` (cleared), or `body` itself when zstd does not shrink it or it
+/// is larger than replay unpacks. The frame goes into the spare capacity of `zbuf` (nothing zero-filled),
+/// then behind the header.
+fn zip(z: &mut zstd::bulk::Compressor<'static>, zbuf: &mut Vec<u8>, body: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    if body.len() <= MAX_UNPACKED_BYTES {
+        out.push(REC_COMPRESSED);
+        out.push(CODEC_ZSTD);
+        put_uvarint(out, body.len() as u64);
+        zbuf.clear();
+        zbuf.reserve(zstd::zstd_safe::compress_bound(body.len()));
+        if let Ok(n) = z.compress_to_buffer(body, zbuf)
+            && out.len() + n < body.len()
+        {
+            out.extend_from_slice(&zbuf[..n]);
+            return;
+        }
+        out.clear();
+    }
+    out.extend_from_slice(body);
 }
 
 /// Unpacks the records of one WAL directory during replay; [`Unpacker::reset`] at every segment and
@@ -181,20 +185,11 @@ impl Unpacker {
         if codec != CODEC_ZSTD {
             return Err(err(1, "unknown compression codec"));
         }
-        // raw_len: a varint of at most 10 bytes.
-        let (mut len, mut shift, mut at) = (0u64, 0u32, 2usize);
-        loop {
-            let b = *rec.get(at).ok_or(err(at, "truncated compressed record length"))?;
-            at += 1;
-            if shift > 63 || (shift == 63 && b > 1) {
-                return Err(err(at, "compressed record length overflows"));
-            }
-            len |= ((b & 0x7f) as u64) << shift;
-            if b < 0x80 {
-                break;
-            }
-            shift += 7;
-        }
+        let (len, tail) = tessera_encoding::varint::read_uvarint(&rec[2..]).map_err(|e| match e {
+            tessera_encoding::varint::VarintError::Overflow => err(2, "compressed record length overflows"),
+            _ => err(rec.len(), "truncated compressed record length"),
+        })?;
+        let at = rec.len() - tail.len();
         if len > MAX_UNPACKED_BYTES as u64 {
             return Err(err(2, "compressed record declares more than 1 GiB"));
         }
@@ -220,15 +215,12 @@ impl Unpacker {
 /// `raw` compressed as a type 7 record (no value context: for records outside the segments, such as a
 /// checkpoint's series, tombstones and exemplars), or `raw` itself when zstd does not shrink it.
 pub fn compress(raw: &[u8]) -> Vec<u8> {
-    let mut out = vec![REC_COMPRESSED, CODEC_ZSTD];
-    put_uvarint(&mut out, raw.len() as u64);
-    match zstd::bulk::compress(raw, LEVEL) {
-        Ok(z) if out.len() + z.len() < raw.len() => {
-            out.extend_from_slice(&z);
-            out
-        }
-        _ => raw.to_vec(),
+    let mut out = Vec::new();
+    match zstd::bulk::Compressor::new(LEVEL) {
+        Ok(mut z) => zip(&mut z, &mut Vec::new(), raw, &mut out),
+        Err(_) => out.extend_from_slice(raw),
     }
+    out
 }
 
 /// Whether a record type is one this module writes (for callers that count them).

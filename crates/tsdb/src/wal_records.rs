@@ -432,11 +432,6 @@ impl ValueCtx {
         self.broken = false;
     }
 
-    /// Values of this segment kept.
-    pub fn len(&self) -> usize {
-        self.dense.iter().filter(|s| s.0 == self.stamp).count() + self.sparse.len()
-    }
-
     #[inline]
     fn slot(&mut self, r: u32) -> &mut u64 {
         if r < Self::DENSE_REFS {
@@ -475,10 +470,6 @@ impl ValueCtx {
 
     pub(crate) fn set_broken(&mut self) {
         self.broken = true;
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
