@@ -33,6 +33,7 @@ pub mod selector;
 pub mod stores;
 pub mod union;
 pub mod status;
+pub mod ui;
 pub mod write;
 
 use axum::Router;
@@ -373,8 +374,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/admin/tsdb/delete_series", post(admin::delete_series).put(admin::delete_series))
         .route("/api/v1/admin/tsdb/clean_tombstones", post(admin::clean_tombstones).put(admin::clean_tombstones))
         .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot));
+    // The web UI (see `ui`): its pages, Prometheus' older addresses of them, and its two assets.
+    let mut pages: Router<Arc<AppState>> = Router::new()
+        .route("/", get(ui::root))
+        .route("/assets/app.js", get(ui::app_js))
+        .route("/assets/app.css", get(ui::app_css));
+    for p in ui::PAGES {
+        pages = pages.route(p, get(ui::page));
+    }
     // Every API also under `/store/<name>/` (see `stores`).
     Router::new()
+        .merge(pages)
         .merge(api.clone())
         .nest("/store/{store}", api)
         .layer(axum::middleware::from_fn_with_state(state.clone(), access::guard))
