@@ -11,15 +11,43 @@ export class ApiError extends Error {
   }
 }
 
-/** GET `path` with `params` (an object; arrays repeat the key), returns the parsed envelope. */
-export async function apiGet(path, params = {}, { signal } = {}) {
+/** The store the UI reads (chosen in the navigation bar; `default` unless one was chosen), as the
+ * `/store/<name>` prefix its API requests carry. */
+export function currentStore() {
+  try {
+    return localStorage.getItem('tessera.store') || 'default';
+  } catch {
+    return 'default';
+  }
+}
+
+export function setStore(name) {
+  try {
+    if (!name || name === 'default') localStorage.removeItem('tessera.store');
+    else localStorage.setItem('tessera.store', name);
+  } catch {
+    // Private windows may refuse storage: the default store it is.
+  }
+}
+
+/** `/store/<name>` for a chosen store, '' for the default one. */
+export function storePrefix() {
+  const s = currentStore();
+  return s === 'default' ? '' : `/store/${encodeURIComponent(s)}`;
+}
+
+/** GET `path` with `params` (an object; arrays repeat the key) from the chosen store, returns the
+ * parsed envelope. */
+export async function apiGet(path, params = {}, { signal, global = false } = {}) {
   const qs = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
     if (v === undefined || v === null || v === '') continue;
     if (Array.isArray(v)) v.forEach((x) => qs.append(k, x));
     else qs.append(k, String(v));
   }
-  const url = qs.toString() ? `${path}?${qs}` : path;
+  // `global`: a server-wide endpoint, asked without the store prefix.
+  const prefix = global ? '' : storePrefix();
+  const url = qs.toString() ? `${prefix}${path}?${qs}` : `${prefix}${path}`;
   return request(url, { method: 'GET', signal });
 }
 
@@ -30,7 +58,7 @@ export async function apiPost(path, params = {}, { signal } = {}) {
     if (v === undefined || v === null || v === '') continue;
     body.append(k, String(v));
   }
-  return request(path, {
+  return request(`${storePrefix()}${path}`, {
     method: 'POST',
     body,
     headers: { 'Content-Type': 'application/x-www-form-urlencoded' },

@@ -1,6 +1,6 @@
 // Cardinality: /api/v1/status/tsdb drawn — the head's figures, then the top metrics by series, label
 // names by distinct values and by memory, and label pairs by series, each with a bar for its share.
-import { apiGet, el, fmtInt, fmtBytes } from './api.js';
+import { apiGet, el, fmtInt, fmtBytes, currentStore } from './api.js';
 
 export async function renderCardinalityPage(root) {
   const limitSel = el('select', {}, [10, 20, 50, 100].map((n) => el('option', { value: n }, `top ${n}`)));
@@ -48,8 +48,12 @@ function section(title, id, rows, fmt, link) {
 async function churn() {
   try {
     const text = await (await fetch('/metrics', { credentials: 'same-origin' })).text();
+    // The default store's series are unlabelled, another store's carry `store="<name>"`.
+    const store = currentStore();
+    const escape = (x) => x.replace(/[.*+?^$()|[\]{}\\]/g, (c) => `\\${c}`);
+    const sel = store === 'default' ? '' : escape(`{store=${JSON.stringify(store)}}`);
     const pick = (name) => {
-      const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, 'm').exec(text);
+      const m = new RegExp(`^${name}${sel} ([0-9.e+]+)$`, 'm').exec(text);
       return m ? parseFloat(m[1]) : null;
     };
     const created = pick('tessera_tsdb_series_created_total');

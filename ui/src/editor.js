@@ -10,7 +10,7 @@ import { syntaxHighlighting, HighlightStyle, bracketMatching } from '@codemirror
 import { linter, lintGutter } from '@codemirror/lint';
 import { tags } from '@lezer/highlight';
 import { PromQLExtension } from '@prometheus-io/codemirror-promql';
-import { apiGet } from './api.js';
+import { apiGet, storePrefix } from './api.js';
 
 const highlight = HighlightStyle.define([
   { tag: tags.number, color: '#09885a' },
@@ -63,7 +63,7 @@ const serverLinter = linter(
 export function createEditor(parent, { doc = '', onRun, onChange }) {
   const promql = new PromQLExtension()
     .activateLinter(false)
-    .setComplete({ remote: { url: '', httpMethod: 'GET', cache: { maxAge: 60_000 } } });
+    .setComplete({ remote: { url: storePrefix(), httpMethod: 'GET', cache: { maxAge: 60_000 } } });
   const view = new EditorView({
     parent,
     state: EditorState.create({

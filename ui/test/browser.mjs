@@ -224,6 +224,26 @@ try {
     await shot('status');
   });
 
+  if (args.store) {
+    await step('the store selector switches every page to another store, and back', async () => {
+      await page.goto(`${base}/status`);
+      await page.locator('#stores').waitFor({ timeout: 10_000 });
+      assert.match(await page.locator('#stores').innerText(), new RegExp(args.store));
+      await page.locator('#store').selectOption(args.store);
+      await page.waitForLoadState('load');
+      await page.goto(`${base}/explore`);
+      await page.locator(`tr.metric-row[data-metric="${args['store-metric']}"]`).waitFor({ timeout: 10_000 });
+      assert.equal(await page.locator(`tr.metric-row[data-metric="${metric}"]`).count(), 0, 'the default store shows through');
+      await page.goto(`${base}/query?g0.expr=${encodeURIComponent(args['store-metric'])}&g0.tab=table`);
+      await page.locator('.panel table.data tr').first().waitFor({ timeout: 10_000 });
+      await shot('store');
+      await page.locator('#store').selectOption('default');
+      await page.waitForLoadState('load');
+      await page.goto(`${base}/explore`);
+      await page.locator(`tr.metric-row[data-metric="${metric}"]`).waitFor({ timeout: 10_000 });
+    });
+  }
+
   assert.deepEqual(offsite, [], 'requests left the server');
   assert.deepEqual(consoleErrors.filter((e) => !/status of 400/.test(e)), [], 'errors in the console');
   console.log(`RESULT ${JSON.stringify(results)}`);

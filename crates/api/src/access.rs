@@ -444,8 +444,12 @@ fn plain(status: StatusCode, body: String) -> Response {
     (status, [(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
 }
 
+fn needs_no_grant(path: &str) -> bool {
+    path == "/api/v1/status/stores" || crate::ui::is_ui_path(path)
+}
+
 /// The middleware: rate limit, authentication, authorisation, response headers.
-pub async fn guard(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+pub async fn guard(State(st): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
     let Some(a) = st.access() else { return next.run(req).await };
     if !a.admit() {
         return plain(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n".into());
@@ -461,14 +465,19 @@ pub async fn guard(State(st): State<Arc<AppState>>, req: Request, next: Next) ->
                 r.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Basic"));
                 return r;
             }
-            Some((who, g)) if !g.allows(right, store) => {
+            // The UI's pages and the list of stores need a valid credential but no grant on a store:
+            // the pages hold no data, and the list shows only the stores the credential may read.
+            Some((who, g)) if !needs_no_grant(path) && !g.allows(right, store) => {
                 let who = match who {
                     Principal::User(u) => format!("user {u:?}"),
                     Principal::Token(t) => format!("token {t:?}"),
                 };
                 return plain(StatusCode::FORBIDDEN, format!("Forbidden: {who} has no {} right on store {store:?}\n", right.as_str()));
             }
-            Some(_) => {}
+            // Handlers that list stores show only those this credential may read.
+            Some((_, g)) => {
+                req.extensions_mut().insert(g);
+            }
         }
     }
     let mut resp = next.run(req).await;

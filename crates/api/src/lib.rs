@@ -371,6 +371,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/status/runtimeinfo", get(status::runtimeinfo))
         .route("/api/v1/status/flags", get(status::flags))
         .route("/api/v1/status/tsdb", get(status::tsdb))
+        .route("/api/v1/status/stores", get(status::stores))
         .route("/api/v1/admin/tsdb/delete_series", post(admin::delete_series).put(admin::delete_series))
         .route("/api/v1/admin/tsdb/clean_tombstones", post(admin::clean_tombstones).put(admin::clean_tombstones))
         .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot));

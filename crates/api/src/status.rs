@@ -154,3 +154,121 @@ pub async fn tsdb(State(st): State<Arc<AppState>>, req: Request) -> Response {
         Err(e) => e.into_response(),
     }
 }
+
+/// One store in `/api/v1/status/stores`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StoreStatus {
+    name: String,
+    /// `store` or `union`.
+    kind: &'static str,
+    /// Whether its database is open (a union: all its members').
+    ready: bool,
+    /// A union's members with their external labels.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    members: Vec<UnionMember>,
+    limits: StoreLimits,
+    /// A store's usage (absent for a union, which holds nothing of its own, and before it is open).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<StoreUsage>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct UnionMember {
+    name: String,
+    external_labels: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StoreLimits {
+    /// Samples per second remote write may add (0: none).
+    ingestion_rate: f64,
+    ingestion_burst: f64,
+    /// `null`: the server's `--query.max-samples`.
+    query_max_samples: Option<usize>,
+    /// 0: only the server's `--query.max-concurrency`.
+    query_max_concurrency: usize,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StoreUsage {
+    head_series: u64,
+    head_chunks: u64,
+    head_samples: u64,
+    /// Unix ms of the head's first and last samples (`null` when it is empty).
+    head_min_time: Option<i64>,
+    head_max_time: Option<i64>,
+    blocks: u64,
+    block_bytes: u64,
+    tier_blocks: u64,
+    tier_bytes: u64,
+    wal_bytes: u64,
+    shards: usize,
+    /// Seconds opening the database took at start (WAL replay included).
+    open_seconds: Option<f64>,
+}
+
+/// `GET /api/v1/status/stores` (Tessera's own): every store and union store the caller may read, with
+/// its limits and, for a store, what it holds. With access control on, a credential sees only the
+/// stores it has the `read` right on (the guard hands its grants over in the request's extensions).
+pub async fn stores(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    let grants = req.extensions().get::<crate::access::Grants>().cloned();
+    let visible: Vec<_> = st
+        .all_stores()
+        .into_iter()
+        .filter(|s| grants.as_ref().is_none_or(|g| g.allows(crate::access::Right::Read, &s.name)))
+        .collect();
+    let r = tokio::task::spawn_blocking(move || {
+        visible
+            .iter()
+            .map(|s| {
+                let l = s.limits();
+                let usage = (!s.is_union()).then(|| s.db()).flatten().map(|db| {
+                    let x = db.stats();
+                    StoreUsage {
+                        head_series: x.head_series,
+                        head_chunks: x.head_chunks,
+                        head_samples: x.head_samples,
+                        head_min_time: (x.head_min_t != i64::MAX).then_some(x.head_min_t),
+                        head_max_time: (x.head_max_t != i64::MIN).then_some(x.head_max_t),
+                        blocks: x.blocks,
+                        block_bytes: x.disk_bytes,
+                        tier_blocks: x.tier_blocks,
+                        tier_bytes: x.tier_bytes,
+                        wal_bytes: x.wal_bytes,
+                        shards: x.shards,
+                        open_seconds: s.open_duration().map(|d| d.as_secs_f64()),
+                    }
+                });
+                StoreStatus {
+                    name: s.name.clone(),
+                    kind: if s.is_union() { "union" } else { "store" },
+                    ready: if s.is_union() { s.members.iter().all(|(m, _)| m.db().is_some()) } else { s.db().is_some() },
+                    members: s
+                        .members
+                        .iter()
+                        .map(|(m, ext)| UnionMember {
+                            name: m.name.clone(),
+                            external_labels: ext.iter().map(|l| (l.name.clone(), l.value.clone())).collect(),
+                        })
+                        .collect(),
+                    limits: StoreLimits {
+                        ingestion_rate: l.ingestion_rate,
+                        ingestion_burst: l.ingestion_burst,
+                        query_max_samples: l.query_max_samples,
+                        query_max_concurrency: l.query_max_concurrency,
+                    },
+                    usage,
+                }
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    match r {
+        Ok(v) => success(&v, &[], &[]),
+        Err(e) => ApiError::internal(format!("request task failed: {e}")).into_response(),
+    }
+}

@@ -105,6 +105,8 @@ pub struct Store {
     query_gate: parking_lot::RwLock<Option<Arc<tokio::sync::Semaphore>>>,
     /// A union store's change log (see [`crate::union`]).
     union_log: OnceLock<Arc<tessera_model::ChangeLog>>,
+    /// How long opening the database took (WAL replay included), once open.
+    opened_in: OnceLock<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Store {
@@ -125,6 +127,7 @@ impl Store {
             bucket: parking_lot::Mutex::new(Bucket { tokens: 0.0, at: std::time::Instant::now() }),
             query_gate: parking_lot::RwLock::new(None),
             union_log: OnceLock::new(),
+            opened_in: OnceLock::new(),
         }
     }
 
@@ -221,6 +224,16 @@ impl Store {
     /// The database, once open.
     pub fn db(&self) -> Option<&Arc<Db>> {
         self.db.get()
+    }
+
+    /// Records how long opening the database took (shown by `/api/v1/status/stores`).
+    pub fn set_open_duration(&self, d: std::time::Duration) {
+        let _ = self.opened_in.set(d);
+    }
+
+    /// How long opening the database took, once recorded.
+    pub fn open_duration(&self) -> Option<std::time::Duration> {
+        self.opened_in.get().copied()
     }
 }
 

@@ -49,6 +49,11 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsa
 /// The paths that answer the UI's page.
 pub const PAGES: &[&str] = &["/query", "/graph", "/explore", "/cardinality", "/tsdb-status", "/status", "/flags"];
 
+/// Whether `path` is one of the UI's (its pages, its assets, `/`).
+pub fn is_ui_path(path: &str) -> bool {
+    path == "/" || path == "/assets/app.js" || path == "/assets/app.css" || PAGES.contains(&path)
+}
+
 /// `GET /`: to the query page, as Prometheus does.
 pub async fn root() -> Response {
     (StatusCode::FOUND, [(LOCATION, HeaderValue::from_static("/query"))]).into_response()
@@ -164,6 +169,56 @@ mod tests {
             let crc = u32::from_le_bytes(a.gzip[n - 8..n - 4].try_into().expect("4 bytes"));
             let len = u32::from_le_bytes(a.gzip[n - 4..].try_into().expect("4 bytes"));
             assert_eq!((crc, len as usize), (crc32(a.plain), a.plain.len()), "a gzip copy is not of its file");
+        }
+    }
+
+    #[tokio::test]
+    async fn routes_headers_and_revalidation() {
+        use axum::body::Body;
+        use axum::http::Request;
+        use tower::ServiceExt;
+        let app = crate::router(crate::AppState::new(crate::ApiOptions::default(), std::collections::BTreeMap::new()));
+        let get = |uri: &str, hdrs: &[(&str, &str)]| {
+            let mut b = Request::get(uri);
+            for (k, v) in hdrs {
+                b = b.header(*k, *v);
+            }
+            let app = app.clone();
+            let req = b.body(Body::empty()).expect("request");
+            async move {
+                let r = app.oneshot(req).await.expect("infallible");
+                let (parts, body) = r.into_parts();
+                (parts.status, parts.headers, axum::body::to_bytes(body, usize::MAX).await.expect("body"))
+            }
+        };
+        // `/` to the query page; the pages (served before the database is open: they hold no data).
+        let (s, h, _) = get("/", &[]).await;
+        assert_eq!((s, h.get(LOCATION).map(|v| v.to_str().expect("ascii"))), (StatusCode::FOUND, Some("/query")));
+        for p in PAGES {
+            let (s, h, b) = get(&format!("{p}?g0.expr=up&g0.tab=1"), &[]).await;
+            assert_eq!(s, StatusCode::OK, "{p}");
+            assert_eq!(&b[..], INDEX.plain, "{p}");
+            assert_eq!(h[CONTENT_TYPE], "text/html; charset=utf-8");
+            assert!(h[CONTENT_SECURITY_POLICY].to_str().expect("ascii").contains("connect-src 'self'"));
+        }
+        // gzip when accepted, the same ETag either way; If-None-Match gets a 304 with no body.
+        let (s, h, b) = get("/assets/app.js", &[("accept-encoding", "gzip, br")]).await;
+        assert_eq!((s, h.get(CONTENT_ENCODING).map(|v| v.as_bytes())), (StatusCode::OK, Some(&b"gzip"[..])));
+        assert_eq!(&b[..], APP_JS.gzip);
+        let tag = h[ETAG].to_str().expect("ascii").to_string();
+        let (s, h2, b) = get("/assets/app.js", &[]).await;
+        assert_eq!((s, h2.get(CONTENT_ENCODING), &b[..]), (StatusCode::OK, None, APP_JS.plain));
+        assert_eq!(h2[ETAG], tag.as_str());
+        assert_eq!(h2[VARY], "Accept-Encoding");
+        let (s, _, b) = get("/assets/app.js", &[("if-none-match", &format!("W/\"x\", {tag}"))]).await;
+        assert_eq!((s, b.len()), (StatusCode::NOT_MODIFIED, 0));
+        let (s, _, _) = get("/assets/app.js", &[("if-none-match", "\"stale\"")]).await;
+        assert_eq!(s, StatusCode::OK);
+        let (s, h, _) = get("/assets/app.css", &[("accept-encoding", "identity")]).await;
+        assert_eq!((s, h[CONTENT_TYPE].to_str().expect("ascii")), (StatusCode::OK, "text/css; charset=utf-8"));
+        // Nothing else is served from the UI's paths.
+        for p in ["/assets/../Cargo.toml", "/assets/app.js.gz", "/assets/", "/query/x", "/store/default/query", "/index.html"] {
+            assert_eq!(get(p, &[]).await.0, StatusCode::NOT_FOUND, "{p}");
         }
     }
 

@@ -362,6 +362,7 @@ fn spawn_open(store: Arc<tessera_api::stores::Store>, opts: Options, fatal: Opti
                     Err(e) => tracing::warn!(store = %store.name, error = %e, "metadata.json unreadable; starting with empty metadata"),
                 }
                 let st = db.stats();
+                store.set_open_duration(started.elapsed());
                 store.set_db(db);
                 tracing::info!(
                     store = %store.name,

@@ -95,6 +95,43 @@ fn stores_are_apart_and_addressed_both_ways() {
     // Readiness and status per store.
     let r = s.http.get(format!("{}/store/team-a/-/ready", s.base)).header("Authorization", &admin).send().expect("GET");
     assert_eq!(r.status().as_u16(), 200);
+    // /api/v1/status/stores lists the stores a credential may read, with limits and usage.
+    let stores = |auth: &str| -> serde_json::Value {
+        let r = s.http.get(format!("{}/api/v1/status/stores", s.base)).header("Authorization", auth).send().expect("GET");
+        serde_json::from_str(&r.text().expect("body")).expect("json")
+    };
+    let all = stores(&admin);
+    let names_of = |v: &serde_json::Value| -> Vec<String> {
+        v["data"].as_array().expect("list").iter().map(|x| x["name"].as_str().expect("name").to_string()).collect()
+    };
+    assert_eq!(names_of(&all), ["default", "team-a", "team_b"], "{all}");
+    let b_status = &all["data"][2];
+    assert_eq!(b_status["kind"], "store");
+    assert_eq!(b_status["ready"], true);
+    assert_eq!(b_status["usage"]["headSeries"], 1, "{all}");
+    assert_eq!(b_status["limits"]["ingestionRate"], 0.0);
+    assert!(b_status["usage"]["openSeconds"].as_f64().is_some_and(|x| x >= 0.0), "{all}");
+    assert!(b_status["usage"]["walBytes"].as_u64().is_some_and(|x| x > 0), "{all}");
+    // bob reads team_b only, so he sees only team_b; the list and the UI's pages need a credential but
+    // no grant on the default store (the pages hold no data), the data behind them does.
+    for path in ["/api/v1/status/stores", "/store/team_b/api/v1/status/stores"] {
+        let r = s.http.get(format!("{}{path}", s.base)).header("Authorization", &bob).send().expect("GET");
+        assert_eq!(r.status().as_u16(), 200);
+        let v: serde_json::Value = serde_json::from_str(&r.text().expect("body")).expect("json");
+        assert_eq!(names_of(&v), ["team_b"], "{v}");
+    }
+    let ui = |path: &str, auth: Option<&str>| {
+        let mut r = s.http.get(format!("{}{path}", s.base));
+        if let Some(a) = auth {
+            r = r.header("Authorization", a);
+        }
+        r.send().expect("GET").status().as_u16()
+    };
+    assert_eq!(ui("/query", Some(&bob)), 200);
+    assert_eq!(ui("/assets/app.js", Some(&bob)), 200);
+    assert_eq!(ui("/query", None), 401);
+    assert_eq!(ui("/api/v1/status/stores", None), 401);
+    assert_eq!(ui("/api/v1/status/tsdb", Some(&bob)), 403);
     // Restart: the stores keep their data apart.
     s.terminate();
     let s = Server::start_auth(&data, &flags, Some(&admin));
@@ -167,6 +204,15 @@ fn union_stores_read_their_members_as_one() {
         assert_eq!(r.status().as_u16(), 200);
         serde_json::from_str(&r.text().expect("body")).expect("json")
     };
+    // The union store in /api/v1/status/stores: its members with their external labels, no usage of
+    // its own.
+    let r = s.http.get(format!("{}/api/v1/status/stores", s.base)).send().expect("GET");
+    let v: serde_json::Value = serde_json::from_str(&r.text().expect("body")).expect("json");
+    let ab = v["data"].as_array().expect("list").iter().find(|x| x["name"] == "ab").expect("ab listed").clone();
+    assert_eq!(ab["kind"], "union", "{v}");
+    assert_eq!(ab["ready"], true);
+    assert_eq!(ab["members"], serde_json::json!([{"name": "a", "externalLabels": {"team": "a"}}, {"name": "b", "externalLabels": {"team": "b"}}]));
+    assert!(ab.get("usage").is_none(), "{ab}");
     let v = ask("ab", "m");
     let res = v["data"]["result"].as_array().expect("result");
     assert_eq!(res.len(), 2, "{v}");

@@ -64,7 +64,10 @@ fn the_ui_works_in_a_real_browser() {
         }
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let s = Server::start(dir.path(), &[]);
+    // A second store, which the navigation bar's selector must offer and switch every page to.
+    let cfg = dir.path().join("tessera.toml");
+    std::fs::write(&cfg, "[stores.team-a]\n").expect("config");
+    let s = Server::start(&dir.path().join("data"), &[&format!("--config.file={}", cfg.display())]);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as i64;
 
     // A counter over 3 instances × 4 codes (12 series) with metadata, and a gauge with 40 series: the
@@ -90,6 +93,16 @@ fn the_ui_works_in_a_real_browser() {
     ];
     let (status, _, body) = s.write_v1(&series, &md);
     assert_eq!(status, 204, "{body}");
+    let team = [counter("ui_team_a_jobs_total", &[("job", "batch")], now, 2.0)];
+    let r = s
+        .http
+        .post(format!("{}/store/team-a/api/v1/write", s.base))
+        .header("Content-Type", common::CT_V1)
+        .header("Content-Encoding", "snappy")
+        .body(tessera_protocol::remote_write::compress(&tessera_protocol::remote_write::encode_v1(&team, &[])))
+        .send()
+        .expect("POST");
+    assert_eq!(r.status().as_u16(), 204);
 
     let out = std::env::var("TESSERA_UI_SCREENSHOTS")
         .map(PathBuf::from)
@@ -100,6 +113,7 @@ fn the_ui_works_in_a_real_browser() {
         .args(["test/browser.mjs", "--url", &s.base, "--out"])
         .arg(&out)
         .args(["--metric", "ui_http_requests_total", "--top-metric", "ui_queue_items", "--label", "code"])
+        .args(["--store", "team-a", "--store-metric", "ui_team_a_jobs_total"])
         .output()
         .expect("run node");
     let stdout = String::from_utf8_lossy(&run.stdout);
@@ -108,7 +122,7 @@ fn the_ui_works_in_a_real_browser() {
     println!("{stdout}");
     assert!(run.status.success(), "the browser test failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("RESULT "), "{stdout}");
-    for page in ["query-table", "query-graph", "explain", "cardinality", "explore", "status", "invalid-query", "autocomplete"] {
+    for page in ["query-table", "query-graph", "explain", "cardinality", "explore", "status", "invalid-query", "autocomplete", "store"] {
         let p = out.join(format!("{page}.png"));
         assert!(std::fs::metadata(&p).is_ok_and(|m| m.len() > 1000), "no screenshot {}", p.display());
     }
