@@ -93,6 +93,38 @@ try {
     await shot('query-table');
   });
 
+  if (args.histogram) {
+    await step('a native histogram shows its count, sum and buckets in the table', async () => {
+      await typeQuery(0, args.histogram);
+      await page.keyboard.press('Escape');
+      await page.locator('.panel').nth(0).locator('button.execute').click();
+      const h = page.locator('.panel').nth(0).locator('details.histogram');
+      await h.waitFor({ timeout: 10_000 });
+      await h.locator('summary').click();
+      const text = await h.innerText();
+      // The newest sample of the test's histogram: 240 scrapes in, 1,440 observations, buckets 240/480/720.
+      assert.match(text, /count: 1440, sum: 2160, 3 buckets/, text);
+      assert.match(text, /\(0\.5, 1\]\s+240/, text);
+      assert.match(text, /\(1, 2\]\s+480/, text);
+      assert.match(text, /\(2, 4\]\s+720/, text);
+      await shot('histogram');
+    });
+  }
+
+  await step('an info annotation is shown as Prometheus shows it', async () => {
+    // rate() over a metric whose name does not say it is a counter: Prometheus' info annotation.
+    await typeQuery(0, `rate(${topMetric}[5m])`);
+    await page.keyboard.press('Escape');
+    await page.locator('.panel').nth(0).locator('button.execute').click();
+    const info = page.locator('.panel').nth(0).locator('.alert.info');
+    await info.waitFor({ timeout: 10_000 });
+    assert.match(await info.innerText(), /PromQL info: metric might not be a counter, name does not end in _total\/_sum\/_count\/_bucket: "/);
+    await typeQuery(0, metric);
+    await page.keyboard.press('Escape');
+    await page.locator('.panel').nth(0).locator('button.execute').click();
+    await page.locator('.panel').nth(0).locator('table.data').waitFor({ timeout: 10_000 });
+  });
+
   await step('a range query draws a graph (the canvas is not blank) with a legend of label sets', async () => {
     await page.locator('.panel').nth(0).locator('button[data-tab="graph"]').click();
     const canvas = page.locator('.panel').nth(0).locator('.uplot canvas');

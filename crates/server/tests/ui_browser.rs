@@ -15,7 +15,8 @@ mod common;
 use common::Server;
 use std::path::PathBuf;
 use std::process::Command;
-use tessera_model::{Labels, Sample};
+use tessera_model::histogram::{CounterResetHint, Histogram, Span};
+use tessera_model::{HistogramSample, HistogramValue, Labels, Sample};
 use tessera_protocol::remote_write::{Metadata, MetricType, WriteSeries};
 
 fn ui_dir() -> PathBuf {
@@ -82,6 +83,30 @@ fn the_ui_works_in_a_real_browser() {
         let name = format!("queue-{q:02}");
         series.push(counter("ui_queue_items", &[("queue", &name), ("job", "worker")], now, 0.5));
     }
+    // A native histogram (schema 0: buckets (0.5,1], (1,2], (2,4]), growing each scrape.
+    let mut h = counter("ui_request_duration_seconds", &[("job", "web")], now, 1.0);
+    h.samples.clear();
+    h.histogram_samples = (0..240i64)
+        .map(|i| {
+            let k = i + 1;
+            let v = HistogramValue::Int(Histogram {
+                counter_reset_hint: CounterResetHint::Unknown,
+                schema: 0,
+                zero_threshold: 1e-128,
+                zero_count: 0,
+                count: 6 * k as u64,
+                sum: 9.0 * k as f64,
+                positive_spans: vec![Span::new(0, 3)],
+                negative_spans: vec![],
+                // Deltas: 1k, 2k, 3k observations.
+                positive_buckets: vec![k, k, k],
+                negative_buckets: vec![],
+                custom_values: vec![],
+            });
+            HistogramSample::new(now - 3_600_000 + i * 15_000, v)
+        })
+        .collect();
+    series.push(h);
     let md = [
         Metadata {
             metric_family_name: "ui_http_requests_total".into(),
@@ -113,7 +138,7 @@ fn the_ui_works_in_a_real_browser() {
         .args(["test/browser.mjs", "--url", &s.base, "--out"])
         .arg(&out)
         .args(["--metric", "ui_http_requests_total", "--top-metric", "ui_queue_items", "--label", "code"])
-        .args(["--store", "team-a", "--store-metric", "ui_team_a_jobs_total"])
+        .args(["--store", "team-a", "--store-metric", "ui_team_a_jobs_total", "--histogram", "ui_request_duration_seconds"])
         .output()
         .expect("run node");
     let stdout = String::from_utf8_lossy(&run.stdout);
