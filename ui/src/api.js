@@ -115,9 +115,26 @@ export function parseDuration(s) {
   return consumed === s.length && total > 0 ? total : null;
 }
 
+/** A label or metric name as PromQL reads it: bare when it is a classic name, quoted (UTF-8 names,
+ * Prometheus 3) otherwise. */
+export function promqlName(n) {
+  return /^[a-zA-Z_][a-zA-Z0-9_]*$/.test(n) ? n : JSON.stringify(n);
+}
+
+/** The selector of `metric` (and optionally one `label="value"`), valid PromQL whatever the names and
+ * values hold: classic names bare, others quoted; values as JSON strings, whose escapes PromQL shares. */
+export function selector(metric, label, value) {
+  const classic = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(metric);
+  const m = [];
+  if (!classic) m.push(JSON.stringify(metric));
+  if (label !== undefined) m.push(`${promqlName(label)}=${JSON.stringify(value)}`);
+  if (classic) return m.length ? `${metric}{${m.join(', ')}}` : metric;
+  return `{${m.join(', ')}}`;
+}
+
 /** Milliseconds as a Prometheus duration (`1h30m`). */
 export function formatDuration(ms) {
-  if (ms <= 0 || !Number.isFinite(ms)) return '0s';
+  if (ms < 1 || !Number.isFinite(ms)) return '0s';
   const parts = [];
   const units = [['y', 31536000e3], ['w', 604800e3], ['d', 86400e3], ['h', 3600e3], ['m', 60e3], ['s', 1e3], ['ms', 1]];
   for (const [u, n] of units) {

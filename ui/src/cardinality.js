@@ -1,6 +1,6 @@
 // Cardinality: /api/v1/status/tsdb drawn — the head's figures, then the top metrics by series, label
 // names by distinct values and by memory, and label pairs by series, each with a bar for its share.
-import { apiGet, el, fmtInt, fmtBytes, currentStore } from './api.js';
+import { apiGet, el, fmtInt, fmtBytes, currentStore, selector } from './api.js';
 
 export async function renderCardinalityPage(root) {
   const limitSel = el('select', {}, [10, 20, 50, 100].map((n) => el('option', { value: n }, `top ${n}`)));
@@ -15,7 +15,7 @@ export async function renderCardinalityPage(root) {
           el('tr', {}, el('th', {}, 'head series'), el('th', {}, 'chunks'), el('th', {}, 'label pairs'), el('th', {}, 'min time'), el('th', {}, 'max time')),
           el('tr', {}, el('td', { class: 'num', id: 'head-series' }, fmtInt(h.numSeries)), el('td', { class: 'num' }, fmtInt(h.chunkCount)),
             el('td', { class: 'num' }, fmtInt(h.numLabelPairs)), el('td', {}, fmtT(h.minTime)), el('td', {}, fmtT(h.maxTime)))),
-        section('Top metrics by series', 'metrics-by-series', data.seriesCountByMetricName, fmtInt, (n) => `/query?${new URLSearchParams({ 'g0.expr': n })}`),
+        section('Top metrics by series', 'metrics-by-series', data.seriesCountByMetricName, fmtInt, (n) => `/query?${new URLSearchParams({ 'g0.expr': selector(n), 'g0.tab': '1' })}`),
         section('Label names by distinct values', 'labels-by-values', data.labelValueCountByLabelName, fmtInt),
         section('Label names by memory (bytes of values)', 'labels-by-memory', data.memoryInBytesByLabelName, fmtBytes),
         section('Label pairs by series', 'pairs-by-series', data.seriesCountByLabelValuePair, fmtInt),

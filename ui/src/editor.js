@@ -10,7 +10,7 @@ import { syntaxHighlighting, HighlightStyle, bracketMatching } from '@codemirror
 import { linter, lintGutter } from '@codemirror/lint';
 import { tags } from '@lezer/highlight';
 import { PromQLExtension } from '@prometheus-io/codemirror-promql';
-import { apiGet, storePrefix } from './api.js';
+import { apiPost, storePrefix } from './api.js';
 
 const highlight = HighlightStyle.define([
   { tag: tags.number, color: '#09885a' },
@@ -47,10 +47,11 @@ const serverLinter = linter(
     const text = view.state.doc.toString();
     if (!text.trim()) return [];
     try {
-      await apiGet('/api/v1/parse_query', { query: text });
+      await apiPost('/api/v1/parse_query', { query: text });
       return [];
     } catch (e) {
-      if (e.type === 'network' || e.status >= 500) return [];
+      // Only the parser's verdicts are lint: not a lost connection, a refused credential or a rate limit.
+      if (e.type !== 'bad_data') return [];
       const msg = e.message.replace(/^invalid parameter "query": /, '');
       const { from, to } = errorRange(view.state.doc, msg);
       return [{ from, to: Math.max(to, from), severity: 'error', message: msg, source: 'tessera' }];

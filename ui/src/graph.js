@@ -12,21 +12,37 @@ const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b
  * values per series with `null` where a series has no point at a step. Histogram samples are drawn by
  * their count, as a float view of them. */
 export function toColumns(matrix, startS, endS, stepS, stacked) {
+  return toColumnsRaw(matrix, startS, endS, stepS, stacked).data;
+}
+
+/** Prometheus' value strings as numbers: `+Inf`, `-Inf` and `NaN` are not JavaScript's spellings. */
+export function parseValue(s) {
+  if (s === '+Inf' || s === 'Inf') return Infinity;
+  if (s === '-Inf') return -Infinity;
+  if (s === 'NaN') return NaN;
+  return parseFloat(s);
+}
+
+/** The columns to draw (`data`: non-finite values are gaps, which a chart cannot place) and each
+ * series' own values (`raw`: what the legend shows, NaN and ±Inf included, unstacked). */
+export function toColumnsRaw(matrix, startS, endS, stepS, stacked) {
   const n = Math.max(0, Math.round((endS - startS) / stepS) + 1);
   const xs = new Float64Array(n);
   for (let i = 0; i < n; i++) xs[i] = startS + i * stepS;
   const cols = [];
+  const raw = [];
   for (const s of matrix.slice(0, MAX_SERIES)) {
-    const col = new Array(n).fill(null);
+    const r = new Array(n).fill(null);
     for (const [t, v] of s.values || []) {
       const i = Math.round((t - startS) / stepS);
-      if (i >= 0 && i < n) col[i] = parseFloat(v);
+      if (i >= 0 && i < n) r[i] = parseValue(v);
     }
     for (const [t, h] of s.histograms || []) {
       const i = Math.round((t - startS) / stepS);
-      if (i >= 0 && i < n) col[i] = parseFloat(h.count);
+      if (i >= 0 && i < n) r[i] = parseValue(h.count);
     }
-    cols.push(col);
+    raw.push(r);
+    cols.push(r.map((v) => (v !== null && Number.isFinite(v) ? v : null)));
   }
   if (stacked) {
     // Each column becomes the running sum of those before it (absent points count as 0 within a
@@ -41,14 +57,14 @@ export function toColumns(matrix, startS, endS, stepS, stacked) {
       }
     }
   }
-  return [Array.from(xs), ...cols];
+  return { data: [Array.from(xs), ...cols], raw };
 }
 
 /** Draws `matrix` into `parent`. `onZoom(startMs, endMs)` fires after a drag selection. */
 export function drawGraph(parent, matrix, { startS, endS, stepS, stacked, onZoom }) {
   parent.replaceChildren();
-  const data = toColumns(matrix, startS, endS, stepS, stacked);
-  const series = [{ label: 'time' }];
+  const { data, raw } = toColumnsRaw(matrix, startS, endS, stepS, stacked);
+  const series = [{ label: 'time (UTC)' }];
   matrix.slice(0, MAX_SERIES).forEach((s, i) => {
     const color = PALETTE[i % PALETTE.length];
     series.push({
@@ -58,6 +74,11 @@ export function drawGraph(parent, matrix, { startS, endS, stepS, stacked, onZoom
       fill: stacked ? color + '55' : undefined,
       spanGaps: false,
       points: { show: false },
+      // The legend shows the series' own value at the cursor (stacked or not, NaN and ±Inf as such).
+      value: (u, v, si, idx) => {
+        const x = idx === null || idx === undefined ? null : raw[si - 1][idx];
+        return x === null ? '--' : fmtLegend(x);
+      },
     });
   });
   const box = el('div', { class: 'graph-canvas' });
@@ -71,6 +92,8 @@ export function drawGraph(parent, matrix, { startS, endS, stepS, stacked, onZoom
     height: 360,
     series,
     scales: { x: { time: true, min: startS, max: endS } },
+    // Times in UTC, as the time inputs and Prometheus' links have them.
+    tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), 'Etc/UTC'),
     axes: [{}, { size: 70, values: (u, vals) => vals.map(fmtAxis) }],
     cursor: { drag: { x: true, y: false, setScale: false } },
     legend: { show: true, live: true },
@@ -92,7 +115,21 @@ export function drawGraph(parent, matrix, { startS, endS, stepS, stacked, onZoom
     if (w > 0 && Math.abs(w - plot.width) > 4) plot.setSize({ width: w, height: 360 });
   });
   ro.observe(parent);
-  return plot;
+  // The caller disposes of the chart before drawing the next (uPlot holds window listeners and the data).
+  return {
+    plot,
+    destroy() {
+      ro.disconnect();
+      plot.destroy();
+    },
+  };
+}
+
+function fmtLegend(v) {
+  if (Number.isNaN(v)) return 'NaN';
+  if (v === Infinity) return '+Inf';
+  if (v === -Infinity) return '-Inf';
+  return String(v);
 }
 
 function fmtAxis(v) {

@@ -44,6 +44,12 @@ async function storeSelector(nav) {
     return;
   }
   const current = currentStore();
+  // A credential that cannot read the chosen store (or `default`) but can read exactly one: that one.
+  if (!stores.some((s) => s.name === current) && stores.length === 1) {
+    setStore(stores[0].name);
+    location.reload();
+    return;
+  }
   if (stores.length < 2 && stores.every((s) => s.name === current)) return;
   const sel = el('select', { id: 'store', title: 'The store every page reads' },
     stores.map((s) => el('option', { value: s.name }, s.kind === 'union' ? `${s.name} (union)` : s.name)));

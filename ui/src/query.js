@@ -28,7 +28,8 @@ export function panelsFromParams(params) {
       rangeMs: parseDuration(p('range_input')) || 3600e3,
       endMs: parseTime(p('end_input')),
       momentMs: parseTime(p('moment_input')),
-      stepMs: p('step_input') ? parseDuration(p('step_input')) : null,
+      // Prometheus 2's `step_input` (seconds); Prometheus 3's `res_type=fixed|custom` with `res_step`.
+      stepMs: parseDuration(p('step_input') || (p('res_type') === 'auto' ? null : p('res_step'))) || null,
       stacked: p('stacked') === '1' || p('display_mode') === 'stacked',
       explainRange: p('explain_range') === '1',
     });
@@ -46,7 +47,8 @@ export function panelsToParams(panels) {
   const q = new URLSearchParams();
   panels.forEach((p, i) => {
     q.set(`g${i}.expr`, p.expr);
-    q.set(`g${i}.tab`, p.tab);
+    // `0` (graph) and `1` (table) are what both Prometheus 2 and 3 read; `explain` is ours.
+    q.set(`g${i}.tab`, p.tab === 'graph' ? '0' : p.tab === 'table' ? '1' : p.tab);
     q.set(`g${i}.range_input`, formatDuration(p.rangeMs));
     if (p.endMs !== null) q.set(`g${i}.end_input`, formatTime(p.endMs));
     if (p.momentMs !== null) q.set(`g${i}.moment_input`, formatTime(p.momentMs));
@@ -65,7 +67,12 @@ export function autoStepMs(rangeMs) {
 export function renderQueryPage(root) {
   const panels = panelsFromParams(new URLSearchParams(location.search));
   const list = el('div', { class: 'panels' });
-  const sync = () => history.replaceState(null, '', `${location.pathname}?${panelsToParams(panels)}`);
+  // The URL follows the panels, at most every 300 ms (browsers throttle bursts of history updates).
+  let timer = null;
+  const sync = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => history.replaceState(null, '', `${location.pathname}?${panelsToParams(panels)}`), 300);
+  };
   const add = (state, run) => {
     const node = renderPanel(state, {
       onChange: sync,
@@ -98,6 +105,11 @@ export function renderQueryPage(root) {
 
 function renderPanel(state, { onChange, onRemove }) {
   let controller = null;
+  let chart = null;
+  const dropChart = () => {
+    chart?.destroy();
+    chart = null;
+  };
   const result = el('div', { class: 'result' });
   const statsLine = el('div', { class: 'stats' });
   const notes = el('div', { class: 'notes' });
@@ -125,14 +137,14 @@ function renderPanel(state, { onChange, onRemove }) {
   };
 
   // Controls of each tab.
-  const momentInput = el('input', { class: 'time', placeholder: 'Evaluation time (now)', value: state.momentMs === null ? '' : formatTime(state.momentMs) });
+  const momentInput = el('input', { class: 'time', placeholder: 'Evaluation time, UTC (now)', title: 'YYYY-MM-DD hh:mm:ss (UTC) or Unix seconds', value: state.momentMs === null ? '' : formatTime(state.momentMs) });
   momentInput.addEventListener('change', () => {
     state.momentMs = parseTime(momentInput.value);
     onChange();
     execute();
   });
   const rangeInput = el('input', { class: 'range', value: formatDuration(state.rangeMs), title: 'Range (e.g. 1h, 30m, 2d)' });
-  const endInput = el('input', { class: 'time', placeholder: 'End time (now)', value: state.endMs === null ? '' : formatTime(state.endMs) });
+  const endInput = el('input', { class: 'time', placeholder: 'End time, UTC (now)', title: 'YYYY-MM-DD hh:mm:ss (UTC) or Unix seconds', value: state.endMs === null ? '' : formatTime(state.endMs) });
   const stepInput = el('input', { class: 'step', placeholder: 'Res. (s)', value: state.stepMs ? String(state.stepMs / 1000) : '', title: 'Resolution in seconds (empty: automatic)' });
   const stackedBox = el('input', { type: 'checkbox', checked: state.stacked });
   const applyRange = () => {
@@ -172,7 +184,7 @@ function renderPanel(state, { onChange, onRemove }) {
   const node = el('div', { class: 'panel' },
     el('div', { class: 'panel-head' }, editorBox,
       el('button', { class: 'execute', onclick: run }, 'Execute'),
-      el('button', { class: 'remove', title: 'Remove panel', onclick: () => { controller?.abort(); onRemove(); } }, '×')),
+      el('button', { class: 'remove', title: 'Remove panel', onclick: () => { controller?.abort(); dropChart(); onRemove(); } }, '×')),
     el('div', { class: 'tabs' }, tabButtons, controls),
     notes, result, statsLine);
 
@@ -187,6 +199,7 @@ function renderPanel(state, { onChange, onRemove }) {
     const tab = state.tab;
     notes.replaceChildren();
     statsLine.replaceChildren();
+    dropChart();
     result.replaceChildren(el('div', { class: 'loading' }, 'Loading…'));
     result.dataset.state = 'loading';
     const t0 = performance.now();
@@ -216,7 +229,7 @@ function renderPanel(state, { onChange, onRemove }) {
           result.replaceChildren(el('div', { class: 'empty' }, 'Empty query result'));
         } else {
           result.replaceChildren();
-          drawGraph(result, data.result, {
+          chart = drawGraph(result, data.result, {
             startS: startMs / 1000, endS: endMs / 1000, stepS: stepMs / 1000, stacked: state.stacked,
             onZoom: (a, b) => {
               state.rangeMs = Math.max(1000, b - a);

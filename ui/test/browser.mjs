@@ -28,7 +28,8 @@ const browser = await chromium.launch({
 const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
 const page = await context.newPage();
 const consoleErrors = [];
-page.on('console', (m) => m.type() === 'error' && consoleErrors.push(m.text()));
+// Errors in the console, but for the 400s the linter's parse_query requests get for invalid text.
+page.on('console', (m) => m.type() === 'error' && !/\/api\/v1\/parse_query/.test(m.location().url || '') && consoleErrors.push(`${m.text()} (${m.location().url})`));
 page.on('pageerror', (e) => consoleErrors.push(String(e)));
 const offsite = [];
 page.on('request', (r) => {
@@ -43,6 +44,14 @@ const step = async (name, f) => {
 };
 const shot = (name) => page.screenshot({ path: `${out}/${name}.png`, fullPage: true });
 const editorAt = (i) => page.locator('.panel').nth(i).locator('.cm-content');
+// Runs panel i and waits for its new result (not the previous one still on the page).
+const runPanel = async (i) => {
+  const panel = page.locator('.panel').nth(i);
+  await panel.locator('.result').evaluate((r) => (r.dataset.state = 'stale'));
+  await panel.locator('button.execute').click();
+  await panel.locator('.result[data-state="done"], .result[data-state="error"]').waitFor({ timeout: 10_000 });
+  return panel;
+};
 const typeQuery = async (i, text) => {
   await editorAt(i).click();
   await page.keyboard.press('Control+A');
@@ -67,6 +76,7 @@ try {
       const sizes = await r.request().sizes();
       bytes += sizes.responseBodySize;
       assert.equal(r.status(), 200, `${r.url()} answered ${r.status()}`);
+      assert.equal((await r.allHeaders())['content-encoding'], 'gzip', `${r.url()} was not sent compressed`);
     }
     const readyMs = await page.evaluate(() => window.__tesseraReady);
     const nav = await page.evaluate(() => performance.getEntriesByType('navigation')[0].toJSON());
@@ -81,7 +91,7 @@ try {
   await step('an instant query shows a table of its series', async () => {
     await typeQuery(0, metric);
     await page.keyboard.press('Escape');
-    await page.locator('.panel').nth(0).locator('button.execute').click();
+    await runPanel(0);
     const rows = page.locator('.panel').nth(0).locator('table.data tr');
     await rows.first().waitFor({ timeout: 10_000 });
     assert.ok((await rows.count()) >= 1);
@@ -97,7 +107,7 @@ try {
     await step('a native histogram shows its count, sum and buckets in the table', async () => {
       await typeQuery(0, args.histogram);
       await page.keyboard.press('Escape');
-      await page.locator('.panel').nth(0).locator('button.execute').click();
+      await runPanel(0);
       const h = page.locator('.panel').nth(0).locator('details.histogram');
       await h.waitFor({ timeout: 10_000 });
       await h.locator('summary').click();
@@ -115,13 +125,13 @@ try {
     // rate() over a metric whose name does not say it is a counter: Prometheus' info annotation.
     await typeQuery(0, `rate(${topMetric}[5m])`);
     await page.keyboard.press('Escape');
-    await page.locator('.panel').nth(0).locator('button.execute').click();
+    await runPanel(0);
     const info = page.locator('.panel').nth(0).locator('.alert.info');
     await info.waitFor({ timeout: 10_000 });
     assert.match(await info.innerText(), /PromQL info: metric might not be a counter, name does not end in _total\/_sum\/_count\/_bucket: "/);
     await typeQuery(0, metric);
     await page.keyboard.press('Escape');
-    await page.locator('.panel').nth(0).locator('button.execute').click();
+    await runPanel(0);
     await page.locator('.panel').nth(0).locator('table.data').waitFor({ timeout: 10_000 });
   });
 
@@ -147,10 +157,10 @@ try {
     assert.ok(colored > 100, `only ${colored} coloured pixels: the graph is blank`);
     const legend = await page.locator('.panel').nth(0).locator('.u-legend').innerText();
     assert.ok(legend.includes(`${label}=`), legend.slice(0, 300));
-    // The panel's state is in the URL in Prometheus' parameters.
+    // The panel's state is in the URL in Prometheus' parameters (written at most every 300 ms).
+    await page.waitForFunction(() => new URL(location.href).searchParams.get('g0.tab') === '0', null, { timeout: 5_000 });
     const url = new URL(page.url());
     assert.equal(url.searchParams.get('g0.expr'), metric);
-    assert.equal(url.searchParams.get('g0.tab'), 'graph');
     await shot('query-graph');
     // Hovering shows values in the legend.
     const box = await canvas.boundingBox();
@@ -165,6 +175,32 @@ try {
     await page.waitForFunction(() => new URL(location.href).searchParams.get('g0.end_input') !== null, null, { timeout: 10_000 });
     const range = new URL(page.url()).searchParams.get('g0.range_input');
     assert.notEqual(range, '1h', 'zoom did not narrow the range');
+    await page.locator('.panel').nth(0).locator('.result[data-state="done"] .uplot canvas').waitFor({ timeout: 10_000 });
+    // A Prometheus link's range, end and resolution arrive in the panel's inputs, and back in the URL.
+    await page.goto(`${base}/graph?g0.expr=${encodeURIComponent(metric)}&g0.tab=0&g0.range_input=2h&g0.end_input=${encodeURIComponent('2030-01-02 03:04:05')}&g0.step_input=60&g0.stacked=1`);
+    await page.locator('.panel .result[data-state="done"]').waitFor({ timeout: 10_000 });
+    assert.ok(await page.locator('.panel .tab.active[data-tab="graph"]').count(), 'tab=0 is the graph');
+    assert.equal(await page.locator('.panel input.range').inputValue(), '2h');
+    assert.equal(await page.locator('.panel input.time').nth(0).inputValue(), '2030-01-02 03:04:05');
+    assert.equal(await page.locator('.panel input.step').inputValue(), '60');
+    assert.ok(await page.locator('.panel input[type=checkbox]').isChecked(), 'stacked');
+    await page.waitForFunction(() => new URL(location.href).searchParams.get('g0.range_input') === '2h', null, { timeout: 5_000 });
+    const u = new URL(page.url()).searchParams;
+    assert.deepEqual([u.get('g0.tab'), u.get('g0.end_input'), u.get('g0.step_input'), u.get('g0.stacked')], ['0', '2030-01-02 03:04:05', '60', '1']);
+    // NaN and ±Inf (0/0 at the counters' first samples, x/0 after) leave gaps, not a blank graph.
+    await page.goto(`${base}/query?g0.expr=${encodeURIComponent(`(${metric} / ${metric}) * ${metric}`)}&g0.tab=0`);
+    await page.locator('.panel .result[data-state="done"] .uplot canvas').waitFor({ timeout: 10_000 });
+    let withNaN = 0;
+    for (let i = 0; i < 50 && withNaN <= 100; i++) {
+      await page.waitForTimeout(100);
+      withNaN = await page.locator('.panel .uplot canvas').evaluate((c) => {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 100 && Math.max(d[i], d[i + 1], d[i + 2]) - Math.min(d[i], d[i + 1], d[i + 2]) > 60) n++;
+        return n;
+      });
+    }
+    assert.ok(withNaN > 100, 'a series starting with NaN blanked the graph');
   });
 
   await step('autocompletion offers a metric name that exists', async () => {
@@ -201,6 +237,8 @@ try {
 
   await step('a Prometheus /graph?g0.expr= link opens with that query', async () => {
     const expr = `sum by (${label}) (${metric})`;
+    await page.goto(`${base}/graph?g0.expr=${encodeURIComponent(expr)}&g0.tab=0&g0.range_input=30m`);
+    await page.locator('.panel .tab.active[data-tab="graph"]').waitFor({ timeout: 10_000 });
     await page.goto(`${base}/graph?g0.expr=${encodeURIComponent(expr)}&g0.tab=1&g0.range_input=30m`);
     await page.locator('.panel .cm-content').first().waitFor();
     assert.equal(await page.locator('.panel .cm-content').first().innerText(), expr);
@@ -245,6 +283,19 @@ try {
     await chip.click();
     await page.waitForURL(/\/query\?/);
     assert.match(await page.locator('.panel .cm-content').first().innerText(), new RegExp(`^${metric}\\{`));
+    await page.locator('.panel .result[data-state="done"] table.data tr').first().waitFor({ timeout: 10_000 });
+    if (args['odd-label']) {
+      // A label value with quotes, a backslash and non-ASCII letters: the query built from it selects it.
+      const [l, v] = JSON.parse(args['odd-label']);
+      await page.goto(`${base}/explore`);
+      await page.locator(`tr.metric-row[data-metric="${metric}"] td`).nth(2).click();
+      await page.locator('.metric-detail a.chip', { hasText: v }).click();
+      await page.waitForURL(/\/query\?/);
+      const rows = page.locator('.panel .result[data-state="done"] table.data tr');
+      await rows.first().waitFor({ timeout: 10_000 });
+      assert.equal(await rows.count(), 1);
+      assert.ok((await rows.first().innerText()).includes(`${l}=${JSON.stringify(v)}`), await rows.first().innerText());
+    }
   });
 
   await step('the status page shows build and runtime information and the flags', async () => {
@@ -261,16 +312,14 @@ try {
       await page.goto(`${base}/status`);
       await page.locator('#stores').waitFor({ timeout: 10_000 });
       assert.match(await page.locator('#stores').innerText(), new RegExp(args.store));
-      await page.locator('#store').selectOption(args.store);
-      await page.waitForLoadState('load');
+      await Promise.all([page.waitForNavigation(), page.locator('#store').selectOption(args.store)]);
       await page.goto(`${base}/explore`);
       await page.locator(`tr.metric-row[data-metric="${args['store-metric']}"]`).waitFor({ timeout: 10_000 });
       assert.equal(await page.locator(`tr.metric-row[data-metric="${metric}"]`).count(), 0, 'the default store shows through');
       await page.goto(`${base}/query?g0.expr=${encodeURIComponent(args['store-metric'])}&g0.tab=table`);
       await page.locator('.panel table.data tr').first().waitFor({ timeout: 10_000 });
       await shot('store');
-      await page.locator('#store').selectOption('default');
-      await page.waitForLoadState('load');
+      await Promise.all([page.waitForNavigation(), page.locator('#store').selectOption('default')]);
       await page.goto(`${base}/explore`);
       await page.locator(`tr.metric-row[data-metric="${metric}"]`).waitFor({ timeout: 10_000 });
     });

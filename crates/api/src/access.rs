@@ -450,6 +450,14 @@ fn needs_no_grant(path: &str) -> bool {
 
 /// The middleware: rate limit, authentication, authorisation, response headers.
 pub async fn guard(State(st): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
+    // Cross-site request forgery: a page on another site must not make a browser (which may hold this
+    // server's basic-auth credentials, or reach a server on localhost) delete data, reload or stop the
+    // server. Browsers say where a request comes from in `Sec-Fetch-Site`; other clients send nothing.
+    if Right::of(req.method(), crate::stores::split_path(req.uri().path()).1) == Right::Admin
+        && req.headers().get("sec-fetch-site").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"))
+    {
+        return plain(StatusCode::FORBIDDEN, "Forbidden: cross-site requests may not use admin or lifecycle endpoints\n".into());
+    }
     let Some(a) = st.access() else { return next.run(req).await };
     if !a.admit() {
         return plain(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n".into());

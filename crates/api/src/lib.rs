@@ -410,6 +410,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn cross_site_browser_requests_cannot_reach_admin_or_lifecycle_endpoints() {
+        let st = AppState::new(ApiOptions::default(), BTreeMap::new());
+        let app = router(st);
+        let send = |uri: &str, site: Option<&str>| {
+            let mut b = Request::builder().method("POST").uri(uri);
+            if let Some(s) = site {
+                b = b.header("Sec-Fetch-Site", s);
+            }
+            let req = b.body(Body::empty()).expect("request");
+            let app = app.clone();
+            async move {
+                let r = app.oneshot(req).await.expect("infallible");
+                let status = r.status();
+                let body = axum::body::to_bytes(r.into_body(), usize::MAX).await.expect("body");
+                (status, String::from_utf8_lossy(&body).into_owned())
+            }
+        };
+        for uri in ["/api/v1/admin/tsdb/delete_series?match[]=up", "/store/default/api/v1/admin/tsdb/snapshot", "/-/quit", "/-/reload"] {
+            for site in ["cross-site", "CROSS-SITE"] {
+                let (status, body) = send(uri, Some(site)).await;
+                assert_eq!(status, StatusCode::FORBIDDEN, "{uri}");
+                assert!(body.contains("cross-site requests may not"), "{uri}: {body}");
+            }
+        }
+        // The same requests from the server's own pages, or from a client that is not a browser, reach
+        // their handlers (which refuse them for their own reasons here: admin API and lifecycle off).
+        for site in [Some("same-origin"), Some("none"), None] {
+            assert_eq!(send("/api/v1/admin/tsdb/delete_series?match[]=up", site).await.0, StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(send("/-/quit", site).await.1, "Lifecycle API is not enabled.");
+        }
+        // Reads are not affected: a dashboard on another origin may still query.
+        assert_ne!(send("/api/v1/query?query=1", Some("cross-site")).await.0, StatusCode::FORBIDDEN);
+    }
+
+    #[tokio::test]
     async fn before_the_database_is_open_only_health_answers() {
         let st = AppState::new(ApiOptions::default(), BTreeMap::new());
         let app = router(st.clone());

@@ -216,6 +216,11 @@ struct StoreUsage {
 /// stores it has the `read` right on (the guard hands its grants over in the request's extensions).
 pub async fn stores(State(st): State<Arc<AppState>>, req: Request) -> Response {
     let grants = req.extensions().get::<crate::access::Grants>().cloned();
+    // Fail closed: with credentials configured, the guard always hands the grants over; without them
+    // here, list nothing rather than everything.
+    if grants.is_none() && st.access().is_some_and(|a| a.has_credentials()) {
+        return ApiError::internal("no credential's grants with the request").into_response();
+    }
     let visible: Vec<_> = st
         .all_stores()
         .into_iter()

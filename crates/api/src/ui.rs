@@ -7,9 +7,11 @@
 //! which routes on the path itself (so `/graph?g0.expr=…` links from a Prometheus open their panels);
 //! `/assets/app.js` and `/assets/app.css` the bundle. Every answer carries an `ETag` (a hash of the
 //! bytes: `If-None-Match` gets a 304) and `Cache-Control: no-cache`, so a new binary's UI is picked up at
-//! once; the gzip copies built beside each file are sent to clients that accept gzip. A
-//! Content-Security-Policy keeps the page from loading or sending anything anywhere but this server.
-//! The pages need the `read` right when access control is on, as the API they call does.
+//! once; the gzip copies built beside each file are sent to clients that accept gzip (with an ETag of
+//! their own). A Content-Security-Policy keeps the page from loading or sending anything anywhere but
+//! this server (a `Content-Security-Policy` set in the web configuration's `http_server_config.headers`
+//! replaces it, as it does on every answer). With access control on, the pages need a valid credential
+//! but no grant on a store: they hold no data, and the API they call checks the grants.
 
 use axum::http::header::{
     ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LOCATION, VARY,
@@ -74,16 +76,23 @@ pub async fn app_css(headers: HeaderMap) -> Response {
     serve(&APP_CSS, &headers, 2)
 }
 
-fn etag(asset: &Asset, slot: usize) -> &'static str {
-    static TAGS: [OnceLock<String>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
-    TAGS[slot].get_or_init(|| format!("\"{:016x}\"", xxhash_rust::xxh3::xxh3_64(asset.plain)))
+/// The asset's ETag: a hash of its bytes, `-gz` for the gzip copy (another representation, RFC 9110
+/// §8.8.3).
+fn etag(asset: &Asset, slot: usize, gzip: bool) -> &'static str {
+    static TAGS: [OnceLock<(String, String)>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let (plain, gz) = TAGS[slot].get_or_init(|| {
+        let h = xxhash_rust::xxh3::xxh3_64(asset.plain);
+        (format!("\"{h:016x}\""), format!("\"{h:016x}-gz\""))
+    });
+    if gzip { gz } else { plain }
 }
 
 fn serve(asset: &Asset, headers: &HeaderMap, slot: usize) -> Response {
-    let tag = etag(asset, slot);
+    let gzip = accepts_gzip(headers);
+    let tag = etag(asset, slot, gzip);
     let mut resp = if if_none_match(headers, tag) {
         StatusCode::NOT_MODIFIED.into_response()
-    } else if accepts_gzip(headers) {
+    } else if gzip {
         let mut r = asset.gzip.into_response();
         r.headers_mut().insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         r
@@ -97,9 +106,7 @@ fn serve(asset: &Asset, headers: &HeaderMap, slot: usize) -> Response {
     if let Ok(v) = HeaderValue::from_str(tag) {
         h.insert(ETAG, v);
     }
-    if !h.contains_key(CONTENT_SECURITY_POLICY) {
-        h.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    }
+    h.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     resp
 }
 
@@ -206,12 +213,16 @@ mod tests {
         assert_eq!((s, h.get(CONTENT_ENCODING).map(|v| v.as_bytes())), (StatusCode::OK, Some(&b"gzip"[..])));
         assert_eq!(&b[..], APP_JS.gzip);
         let tag = h[ETAG].to_str().expect("ascii").to_string();
+        assert!(tag.ends_with("-gz\""), "{tag}");
         let (s, h2, b) = get("/assets/app.js", &[]).await;
         assert_eq!((s, h2.get(CONTENT_ENCODING), &b[..]), (StatusCode::OK, None, APP_JS.plain));
-        assert_eq!(h2[ETAG], tag.as_str());
+        assert_eq!(h2[ETAG].to_str().expect("ascii"), tag.replace("-gz", ""));
         assert_eq!(h2[VARY], "Accept-Encoding");
-        let (s, _, b) = get("/assets/app.js", &[("if-none-match", &format!("W/\"x\", {tag}"))]).await;
+        let (s, _, b) = get("/assets/app.js", &[("if-none-match", &format!("W/\"x\", {tag}")), ("accept-encoding", "gzip")]).await;
         assert_eq!((s, b.len()), (StatusCode::NOT_MODIFIED, 0));
+        // The gzip copy's tag does not validate the plain bytes.
+        let (s, _, _) = get("/assets/app.js", &[("if-none-match", &tag)]).await;
+        assert_eq!(s, StatusCode::OK);
         let (s, _, _) = get("/assets/app.js", &[("if-none-match", "\"stale\"")]).await;
         assert_eq!(s, StatusCode::OK);
         let (s, h, _) = get("/assets/app.css", &[("accept-encoding", "identity")]).await;

@@ -19,6 +19,8 @@ use tessera_model::histogram::{CounterResetHint, Histogram, Span};
 use tessera_model::{HistogramSample, HistogramValue, Labels, Sample};
 use tessera_protocol::remote_write::{Metadata, MetricType, WriteSeries};
 
+const ODD_PATH: &str = "/a\"b\\c/ünï";
+
 fn ui_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../ui"))
 }
@@ -76,7 +78,13 @@ fn the_ui_works_in_a_real_browser() {
     let mut series = Vec::new();
     for (j, inst) in ["web-1:8080", "web-2:8080", "web-3:8080"].iter().enumerate() {
         for (k, code) in ["200", "404", "500", "503"].iter().enumerate() {
-            series.push(counter("ui_http_requests_total", &[("instance", inst), ("code", code), ("job", "web")], now, 1.0 + k as f64 + j as f64 / 3.0));
+            let mut labels = vec![("instance", *inst), ("code", *code), ("job", "web")];
+            // One series with a label value that needs escaping in PromQL (quotes, a backslash,
+            // non-ASCII letters): the explorer's query for it must select it.
+            if j == 0 && k == 0 {
+                labels.push(("path", ODD_PATH));
+            }
+            series.push(counter("ui_http_requests_total", &labels, now, 1.0 + k as f64 + j as f64 / 3.0));
         }
     }
     for q in 0..40 {
@@ -139,6 +147,7 @@ fn the_ui_works_in_a_real_browser() {
         .arg(&out)
         .args(["--metric", "ui_http_requests_total", "--top-metric", "ui_queue_items", "--label", "code"])
         .args(["--store", "team-a", "--store-metric", "ui_team_a_jobs_total", "--histogram", "ui_request_duration_seconds"])
+        .args(["--odd-label", &serde_json::json!(["path", ODD_PATH]).to_string()])
         .output()
         .expect("run node");
     let stdout = String::from_utf8_lossy(&run.stdout);
