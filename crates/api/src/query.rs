@@ -488,9 +488,7 @@ pub const PARALLEL_JSON_POINTS: usize = 1 << 16;
 /// joined in order), so a large answer's JSON — ~50 ns a point, most of what a cached dashboard query
 /// costs — takes both cores. The bytes are the same either way.
 fn write_matrix_series(out: &mut Vec<u8>, series: &[tessera_promql::engine::MatrixSeries]) {
-    use rayon::prelude::*;
-    let weight = |s: &tessera_promql::engine::MatrixSeries| s.points.len() + 8 * s.histograms.len() + 8;
-    let total: usize = series.iter().map(weight).sum();
+    let total: usize = series.iter().map(json_weight).sum();
     let threads = rayon::current_num_threads();
     if total < PARALLEL_JSON_POINTS || threads < 2 || series.len() < 2 {
         write_series_run(out, series, true);
@@ -500,10 +498,15 @@ fn write_matrix_series(out: &mut Vec<u8>, series: &[tessera_promql::engine::Matr
     write_in_groups(out, series, threads * 4);
 }
 
+/// A series' share of a matrix's JSON, in points (a histogram counts as 8, the labels as 8).
+fn json_weight(s: &tessera_promql::engine::MatrixSeries) -> usize {
+    s.points.len() + 8 * s.histograms.len() + 8
+}
+
 /// [`write_matrix_series`]' parallel path: `series` in about `groups` contiguous groups of equal points.
 fn write_in_groups(out: &mut Vec<u8>, series: &[tessera_promql::engine::MatrixSeries], groups: usize) {
     use rayon::prelude::*;
-    let weight = |s: &tessera_promql::engine::MatrixSeries| s.points.len() + 8 * s.histograms.len() + 8;
+    let weight = json_weight;
     let total: usize = series.iter().map(weight).sum();
     let per_group = total.div_ceil(groups.max(1)).max(1);
     let mut groups: Vec<&[tessera_promql::engine::MatrixSeries]> = Vec::new();
