@@ -453,7 +453,9 @@ pub async fn guard(State(st): State<Arc<AppState>>, mut req: Request, next: Next
     // Cross-site request forgery: a page on another site must not make a browser (which may hold this
     // server's basic-auth credentials, or reach a server on localhost) delete data, reload or stop the
     // server. Browsers say where a request comes from in `Sec-Fetch-Site`; other clients send nothing.
-    if Right::of(req.method(), crate::stores::split_path(req.uri().path()).1) == Right::Admin
+    let (_, path) = crate::stores::split_path(req.uri().path());
+    let right = Right::of(req.method(), path);
+    if right == Right::Admin
         && req.headers().get("sec-fetch-site").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"))
     {
         return plain(StatusCode::FORBIDDEN, "Forbidden: cross-site requests may not use admin or lifecycle endpoints\n".into());
@@ -463,8 +465,6 @@ pub async fn guard(State(st): State<Arc<AppState>>, mut req: Request, next: Next
         return plain(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n".into());
     }
     if a.has_credentials() {
-        let (_, path) = crate::stores::split_path(req.uri().path());
-        let right = Right::of(req.method(), path);
         let name = req.extensions().get::<crate::stores::StoreName>().map(|s| s.0.clone());
         let store = name.as_deref().unwrap_or(crate::stores::DEFAULT);
         match a.authenticate(req.headers().get(AUTHORIZATION)).await {

@@ -325,7 +325,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     // Sized for the answer up front (a matrix point is ~30 bytes): growing a large body copied it
     // several times over.
     let points = match &value {
-        Value::Matrix(m) => m.iter().map(|s| s.points.len() + 8 * s.histograms.len() + 8).sum::<usize>(),
+        Value::Matrix(m) => m.iter().map(json_weight).sum::<usize>(),
         Value::Vector(v) => v.len() * 4,
         _ => 0,
     };
@@ -506,13 +506,12 @@ fn json_weight(s: &tessera_promql::engine::MatrixSeries) -> usize {
 /// [`write_matrix_series`]' parallel path: `series` in about `groups` contiguous groups of equal points.
 fn write_in_groups(out: &mut Vec<u8>, series: &[tessera_promql::engine::MatrixSeries], groups: usize) {
     use rayon::prelude::*;
-    let weight = json_weight;
-    let total: usize = series.iter().map(weight).sum();
+    let total: usize = series.iter().map(json_weight).sum();
     let per_group = total.div_ceil(groups.max(1)).max(1);
     let mut groups: Vec<&[tessera_promql::engine::MatrixSeries]> = Vec::new();
     let (mut from, mut acc) = (0, 0);
     for (i, s) in series.iter().enumerate() {
-        acc += weight(s);
+        acc += json_weight(s);
         if acc >= per_group {
             groups.push(&series[from..=i]);
             (from, acc) = (i + 1, 0);
@@ -525,7 +524,7 @@ fn write_in_groups(out: &mut Vec<u8>, series: &[tessera_promql::engine::MatrixSe
         .par_iter()
         .enumerate()
         .map(|(g, run)| {
-            let mut b = Vec::with_capacity(run.iter().map(weight).sum::<usize>() * 32);
+            let mut b = Vec::with_capacity(run.iter().map(json_weight).sum::<usize>() * 32);
             write_series_run(&mut b, run, g == 0);
             b
         })

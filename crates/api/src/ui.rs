@@ -20,27 +20,32 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::sync::OnceLock;
 
-/// One embedded file: its bytes, their gzip copy, its content type.
+/// One embedded file: its bytes, their gzip copy, its content type, and its ETags (plain, gzip), made
+/// on first use.
 struct Asset {
     plain: &'static [u8],
     gzip: &'static [u8],
     content_type: &'static str,
+    tags: OnceLock<(String, String)>,
 }
 
-const INDEX: Asset = Asset {
+static INDEX: Asset = Asset {
     plain: include_bytes!("../../../ui/dist/index.html"),
     gzip: include_bytes!("../../../ui/dist/index.html.gz"),
     content_type: "text/html; charset=utf-8",
+    tags: OnceLock::new(),
 };
-const APP_JS: Asset = Asset {
+static APP_JS: Asset = Asset {
     plain: include_bytes!("../../../ui/dist/app.js"),
     gzip: include_bytes!("../../../ui/dist/app.js.gz"),
     content_type: "text/javascript; charset=utf-8",
+    tags: OnceLock::new(),
 };
-const APP_CSS: Asset = Asset {
+static APP_CSS: Asset = Asset {
     plain: include_bytes!("../../../ui/dist/app.css"),
     gzip: include_bytes!("../../../ui/dist/app.css.gz"),
     content_type: "text/css; charset=utf-8",
+    tags: OnceLock::new(),
 };
 
 /// Scripts and styles from this server only (CodeMirror and uPlot set inline styles, hence
@@ -63,33 +68,32 @@ pub async fn root() -> Response {
 
 /// `GET` of any of [`PAGES`].
 pub async fn page(headers: HeaderMap) -> Response {
-    serve(&INDEX, &headers, 0)
+    serve(&INDEX, &headers)
 }
 
 /// `GET /assets/app.js`.
 pub async fn app_js(headers: HeaderMap) -> Response {
-    serve(&APP_JS, &headers, 1)
+    serve(&APP_JS, &headers)
 }
 
 /// `GET /assets/app.css`.
 pub async fn app_css(headers: HeaderMap) -> Response {
-    serve(&APP_CSS, &headers, 2)
+    serve(&APP_CSS, &headers)
 }
 
 /// The asset's ETag: a hash of its bytes, `-gz` for the gzip copy (another representation, RFC 9110
 /// §8.8.3).
-fn etag(asset: &Asset, slot: usize, gzip: bool) -> &'static str {
-    static TAGS: [OnceLock<(String, String)>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
-    let (plain, gz) = TAGS[slot].get_or_init(|| {
+fn etag(asset: &'static Asset, gzip: bool) -> &'static str {
+    let (plain, gz) = asset.tags.get_or_init(|| {
         let h = xxhash_rust::xxh3::xxh3_64(asset.plain);
         (format!("\"{h:016x}\""), format!("\"{h:016x}-gz\""))
     });
     if gzip { gz } else { plain }
 }
 
-fn serve(asset: &Asset, headers: &HeaderMap, slot: usize) -> Response {
+fn serve(asset: &'static Asset, headers: &HeaderMap) -> Response {
     let gzip = accepts_gzip(headers);
-    let tag = etag(asset, slot, gzip);
+    let tag = etag(asset, gzip);
     let mut resp = if if_none_match(headers, tag) {
         StatusCode::NOT_MODIFIED.into_response()
     } else if gzip {
