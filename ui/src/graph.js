@@ -8,13 +8,6 @@ export const MAX_SERIES = 1000;
 
 const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
 
-/** Turns a matrix into uPlot's columns: one shared x axis of step timestamps (seconds), one column of
- * values per series with `null` where a series has no point at a step. Histogram samples are drawn by
- * their count, as a float view of them. */
-export function toColumns(matrix, startS, endS, stepS, stacked) {
-  return toColumnsRaw(matrix, startS, endS, stepS, stacked).data;
-}
-
 /** Prometheus' value strings as numbers: `+Inf`, `-Inf` and `NaN` are not JavaScript's spellings. */
 export function parseValue(s) {
   if (s === '+Inf' || s === 'Inf') return Infinity;
@@ -23,9 +16,11 @@ export function parseValue(s) {
   return parseFloat(s);
 }
 
-/** The columns to draw (`data`: non-finite values are gaps, which a chart cannot place) and each
- * series' own values (`raw`: what the legend shows, NaN and ±Inf included, unstacked). */
-export function toColumnsRaw(matrix, startS, endS, stepS, stacked) {
+/** Turns a matrix into uPlot's columns: `data` is one shared x axis of step timestamps (seconds) and one
+ * column per series with `null` where it has no point at a step or its value is not finite (a chart
+ * cannot place those); `raw` is each series' own values, NaN and ±Inf included and unstacked, for the
+ * legend. Histogram samples are drawn by their count, as a float view of them. */
+export function toColumns(matrix, startS, endS, stepS, stacked) {
   const n = Math.max(0, Math.round((endS - startS) / stepS) + 1);
   const xs = new Float64Array(n);
   for (let i = 0; i < n; i++) xs[i] = startS + i * stepS;
@@ -63,7 +58,7 @@ export function toColumnsRaw(matrix, startS, endS, stepS, stacked) {
 /** Draws `matrix` into `parent`. `onZoom(startMs, endMs)` fires after a drag selection. */
 export function drawGraph(parent, matrix, { startS, endS, stepS, stacked, onZoom }) {
   parent.replaceChildren();
-  const { data, raw } = toColumnsRaw(matrix, startS, endS, stepS, stacked);
+  const { data, raw } = toColumns(matrix, startS, endS, stepS, stacked);
   const series = [{ label: 'time (UTC)' }];
   matrix.slice(0, MAX_SERIES).forEach((s, i) => {
     const color = PALETTE[i % PALETTE.length];

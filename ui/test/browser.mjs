@@ -44,6 +44,23 @@ const step = async (name, f) => {
 };
 const shot = (name) => page.screenshot({ path: `${out}/${name}.png`, fullPage: true });
 const editorAt = (i) => page.locator('.panel').nth(i).locator('.cm-content');
+// Coloured pixels in a chart's canvas (the series' lines; axes, grid and text are grey or black), polled
+// for up to 5 s until more than 100 are drawn.
+const colouredPixels = async (canvas) => {
+  let n = 0;
+  for (let i = 0; i < 50 && n <= 100; i++) {
+    await page.waitForTimeout(100);
+    n = await canvas.evaluate((c) => {
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let k = 0;
+      for (let j = 0; j < d.length; j += 4) {
+        if (d[j + 3] > 100 && Math.max(d[j], d[j + 1], d[j + 2]) - Math.min(d[j], d[j + 1], d[j + 2]) > 60) k++;
+      }
+      return k;
+    });
+  }
+  return n;
+};
 // Runs panel i and waits for its new result (not the previous one still on the page).
 const runPanel = async (i) => {
   const panel = page.locator('.panel').nth(i);
@@ -139,20 +156,7 @@ try {
     await page.locator('.panel').nth(0).locator('button[data-tab="graph"]').click();
     const canvas = page.locator('.panel').nth(0).locator('.uplot canvas');
     await canvas.waitFor({ timeout: 10_000 });
-    // Coloured pixels (the series' lines; axes, grid and text are grey or black), once drawn.
-    const countColored = () => canvas.evaluate((c) => {
-      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-      let n = 0;
-      for (let i = 0; i < d.length; i += 4) {
-        if (d[i + 3] > 100 && Math.max(d[i], d[i + 1], d[i + 2]) - Math.min(d[i], d[i + 1], d[i + 2]) > 60) n++;
-      }
-      return n;
-    });
-    let colored = 0;
-    for (let i = 0; i < 50 && colored <= 100; i++) {
-      await page.waitForTimeout(100);
-      colored = await countColored();
-    }
+    const colored = await colouredPixels(canvas);
     if (colored <= 100) await shot('query-graph-blank');
     assert.ok(colored > 100, `only ${colored} coloured pixels: the graph is blank`);
     const legend = await page.locator('.panel').nth(0).locator('.u-legend').innerText();
@@ -190,16 +194,7 @@ try {
     // NaN and ±Inf (0/0 at the counters' first samples, x/0 after) leave gaps, not a blank graph.
     await page.goto(`${base}/query?g0.expr=${encodeURIComponent(`(${metric} / ${metric}) * ${metric}`)}&g0.tab=0`);
     await page.locator('.panel .result[data-state="done"] .uplot canvas').waitFor({ timeout: 10_000 });
-    let withNaN = 0;
-    for (let i = 0; i < 50 && withNaN <= 100; i++) {
-      await page.waitForTimeout(100);
-      withNaN = await page.locator('.panel .uplot canvas').evaluate((c) => {
-        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-        let n = 0;
-        for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 100 && Math.max(d[i], d[i + 1], d[i + 2]) - Math.min(d[i], d[i + 1], d[i + 2]) > 60) n++;
-        return n;
-      });
-    }
+    const withNaN = await colouredPixels(page.locator('.panel .uplot canvas'));
     assert.ok(withNaN > 100, 'a series starting with NaN blanked the graph');
   });
 
