@@ -231,6 +231,15 @@ mod tests {
         assert_eq!(s, StatusCode::OK);
         let (s, h, _) = get("/assets/app.css", &[("accept-encoding", "identity")]).await;
         assert_eq!((s, h[CONTENT_TYPE].to_str().expect("ascii")), (StatusCode::OK, "text/css; charset=utf-8"));
+        // Hostile headers: bytes that are not text, a huge list of tags and codings, absurd qualities.
+        let mut hm = HeaderMap::new();
+        hm.append(IF_NONE_MATCH, HeaderValue::from_bytes(b"\"\xff\xfe\"").expect("opaque bytes"));
+        hm.append(ACCEPT_ENCODING, HeaderValue::from_bytes(b"gz\xffip").expect("opaque bytes"));
+        assert!(!accepts_gzip(&hm) && !if_none_match(&hm, "\"x\""));
+        let many = ",".repeat(200_000) + "gzip;q=1e999, *;q=-5, gzip;q=NaN";
+        assert!(accepts_gzip(&super::tests::h(&[("accept-encoding", &many)])));
+        let (s, _, _) = get("/assets/app.css", &[("if-none-match", &"W/\"a\",".repeat(20_000)), ("accept-encoding", &many)]).await;
+        assert_eq!(s, StatusCode::OK);
         // Nothing else is served from the UI's paths.
         for p in ["/assets/../Cargo.toml", "/assets/app.js.gz", "/assets/", "/query/x", "/store/default/query", "/index.html"] {
             assert_eq!(get(p, &[]).await.0, StatusCode::NOT_FOUND, "{p}");
