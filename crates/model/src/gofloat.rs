@@ -168,6 +168,23 @@ pub fn append_f(out: &mut Vec<u8>, v: f64) {
         append_u64(out, n.unsigned_abs());
         return;
     }
+    // Ryū writes its shortest digits without an exponent when the decimal point falls within 16
+    // digits of them (`ryu::pretty::format64`: 1e-5 <= |v| < 1e16): that text is Go's, but for the
+    // `.0` it puts after whole numbers. Copied as it is, it skips re-reading and re-placing the digits
+    // (the general path below), which was most of a large matrix's JSON.
+    if v != 0.0 && v.is_finite() {
+        let mut buf = ryu::Buffer::new();
+        let s = buf.format_finite(v).as_bytes();
+        if !s.contains(&b'e') {
+            out.extend_from_slice(s.strip_suffix(b".0").unwrap_or(s));
+            return;
+        }
+    }
+    append_f_general(out, v);
+}
+
+/// [`append_f`] by the shortest digits and their decimal exponent, for every value.
+fn append_f_general(out: &mut Vec<u8>, v: f64) {
     let Some((digits, dp)) = append_start(out, v) else { return };
     let d = digits.as_bytes();
     if dp <= 0 {
@@ -381,6 +398,39 @@ mod tests {
                 slow.resize(slow.len() + (dp as usize).saturating_sub(d.len()), b'0');
             }
             assert_eq!(String::from_utf8(fast).expect("ascii"), String::from_utf8(slow).expect("ascii"), "{v}");
+        }
+    }
+
+    /// The copied Ryū text equals the general path's for every kind of float: random bit patterns,
+    /// the edges of Ryū's plain-decimal range (1e-5, 1e16) and of Go's `'e'` switch, whole numbers
+    /// beyond 2^53, short decimals, negatives, zeros, subnormals and non-finite values.
+    #[test]
+    fn ryu_text_takes_the_fast_path_with_the_same_text() {
+        let mut x = 11u64;
+        let mut cases: Vec<f64> = vec![
+            0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 5e-324, f64::MAX, f64::MIN_POSITIVE,
+            1e-5, 9.999999999999999e-6, 1e-6, 1e16, 9_999_999_999_999_998.0, 1e15 + 0.5, 9_007_199_254_740_994.0,
+            0.1, 0.3, 2520997616570.40625, 123.456, -0.024743750000052387, 1e21, 1e20,
+        ];
+        for k in 0..300_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let v = match k % 5 {
+                0 => f64::from_bits(x),
+                1 => (x % 1_000_000_000) as f64 / 1000.0,
+                2 => (x % 1_000_000) as f64 * 1e-9,
+                3 => (x >> 11) as f64 * 2f64.powi((x % 40) as i32 - 20),
+                _ => -((x % 100_000) as f64 / 7.0),
+            };
+            cases.push(v);
+            cases.push(f64::from_bits(v.to_bits().wrapping_add(1)));
+        }
+        let (mut fast, mut slow) = (Vec::new(), Vec::new());
+        for v in cases {
+            fast.clear();
+            slow.clear();
+            append_f(&mut fast, v);
+            append_f_general(&mut slow, v);
+            assert_eq!(fast, slow, "{v:e} ({:#x})", v.to_bits());
         }
     }
 
