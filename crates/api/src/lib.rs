@@ -226,7 +226,12 @@ impl AppState {
             }))
         };
         let (remote_read_gate, query_gate) = (gate(options.remote_read_concurrent_limit), gate(options.query_max_concurrency));
-        let results_cache = Arc::new(tessera_promql::cache::ResultCache::new(options.results_cache));
+        // Kept points are kept as their JSON too: a dashboard's repeat copies text instead of formatting
+        // every float again (`query::render_cached_point`).
+        let results_cache = Arc::new(tessera_promql::cache::ResultCache::new(tessera_promql::cache::CacheOptions {
+            render: Some(query::render_cached_point),
+            ..options.results_cache
+        }));
         let mut registry = prometheus_client::registry::Registry::default();
         results_cache.metrics.register(&mut registry);
         let store_metrics = stores::StoreMetrics::default();

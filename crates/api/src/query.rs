@@ -324,14 +324,14 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let stats = r.stats.then_some((elapsed, samples));
     // Sized for the answer up front (a matrix point is ~30 bytes): growing a large body copied it
     // several times over.
-    let points = match &value {
-        Value::Matrix(m) => m.iter().map(json_weight).sum::<usize>(),
-        Value::Vector(v) => v.len() * 4,
-        _ => 0,
+    let (weight, size) = match &value {
+        Value::Matrix(m) => (m.iter().map(json_weight).sum::<usize>(), m.iter().map(json_size).sum::<usize>()),
+        Value::Vector(v) => (v.len() * 4, v.len() * 128),
+        _ => (0, 0),
     };
     let want_trace = r.trace;
     let build = move || -> Vec<u8> {
-        let mut body = Vec::with_capacity(256 + points.saturating_mul(32).min(1 << 30));
+        let mut body = Vec::with_capacity(256 + size.min(1 << 30));
         body.extend_from_slice(br#"{"status":"success","data":"#);
         write_query_data(&mut body, &value, stats);
         if !warnings.is_empty() {
@@ -370,7 +370,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     };
     // A large answer is written on the engine's worker pool (in parallel, see `write_matrix_series`),
     // not on the server's I/O threads.
-    let body = if points >= PARALLEL_JSON_POINTS {
+    let body = if weight >= PARALLEL_JSON_POINTS {
         on_query_pool(build).await.map_err(|e| ApiError::internal(format!("writing the answer failed: {e}")))?
     } else {
         build()
@@ -498,9 +498,24 @@ fn write_matrix_series(out: &mut Vec<u8>, series: &[tessera_promql::engine::Matr
     write_in_groups(out, series, threads * 4);
 }
 
-/// A series' share of a matrix's JSON, in points (a histogram counts as 8, the labels as 8).
+/// A series' share of the work of writing a matrix's JSON, in points to format (a histogram counts as
+/// 8, the labels as 8; points the result cache kept rendered are copied, 64 bytes counting as one).
 fn json_weight(s: &tessera_promql::engine::MatrixSeries) -> usize {
-    s.points.len() + 8 * s.histograms.len() + 8
+    let points = match &s.rendered {
+        Some(text) => text.len() / 64,
+        None => s.points.len(),
+    };
+    points + 8 * s.histograms.len() + 8
+}
+
+/// About how many bytes a series' JSON takes (a formatted point ~32, a histogram ~320).
+fn json_size(s: &tessera_promql::engine::MatrixSeries) -> usize {
+    let labels: usize = s.labels.iter().map(|l| l.name.len() + l.value.len() + 6).sum();
+    let points = match &s.rendered {
+        Some(text) => text.len() + 16,
+        None => s.points.len() * 32,
+    };
+    32 + labels + points + 320 * s.histograms.len()
 }
 
 /// [`write_matrix_series`]' parallel path: `series` in about `groups` contiguous groups of equal points.
@@ -524,7 +539,7 @@ fn write_in_groups(out: &mut Vec<u8>, series: &[tessera_promql::engine::MatrixSe
         .par_iter()
         .enumerate()
         .map(|(g, run)| {
-            let mut b = Vec::with_capacity(run.iter().map(json_weight).sum::<usize>() * 32);
+            let mut b = Vec::with_capacity(run.iter().map(json_size).sum::<usize>());
             write_series_run(&mut b, run, g == 0);
             b
         })
@@ -545,12 +560,22 @@ fn write_series_run(out: &mut Vec<u8>, run: &[tessera_promql::engine::MatrixSeri
         out.extend_from_slice(br#"{"metric":"#);
         out.extend_from_slice(&to_go_json(&LabelsJson(&s.labels)));
         // marshalSeriesJSON omits "values" for a series without float points.
-        for (j, &(t, v)) in s.points.iter().enumerate() {
-            out.extend_from_slice(if j == 0 { br#","values":["# as &[u8] } else { b"," });
-            write_point(out, t, v);
-        }
-        if !s.points.is_empty() {
-            out.push(b']');
+        match &s.rendered {
+            // From the result cache, already written (`render_cached_point`: each point after a comma).
+            Some(text) if !s.points.is_empty() && text.len() > 1 => {
+                out.extend_from_slice(br#","values":["#);
+                out.extend_from_slice(&text[1..]);
+                out.push(b']');
+            }
+            _ => {
+                for (j, &(t, v)) in s.points.iter().enumerate() {
+                    out.extend_from_slice(if j == 0 { br#","values":["# as &[u8] } else { b"," });
+                    write_point(out, t, v);
+                }
+                if !s.points.is_empty() {
+                    out.push(b']');
+                }
+            }
         }
         // …and "histograms" for a series without histogram points (`marshalHPointJSON` each).
         for (j, (t, h)) in s.histograms.iter().enumerate() {
@@ -566,6 +591,14 @@ fn write_series_run(out: &mut Vec<u8>, run: &[tessera_promql::engine::MatrixSeri
         }
         out.push(b'}');
     }
+}
+
+/// The result cache's renderer ([`tessera_promql::cache::PointRenderer`]): a matrix point as
+/// [`write_point`] writes it, after the comma that separates it from the one before (the writer drops
+/// the series' first comma).
+pub fn render_cached_point(out: &mut Vec<u8>, t_ms: i64, v: f64) {
+    out.push(b',');
+    write_point(out, t_ms, v);
 }
 
 /// `marshalFPointJSON`: `[<timestamp>,"<value>"]`, the value as `jsonutil.MarshalFloat` writes it.
@@ -684,6 +717,7 @@ mod tests {
                 labels: labels!("__name__" => "m", "i" => &*i.to_string(), "q" => "a\"b"),
                 points: (0..n as i64).map(|k| (k * 15_000 + i, (k as f64 * 0.1 + i as f64).sqrt() - 3.0)).collect(),
                 histograms: if i % 5 == 0 { vec![(i * 1000, h.clone())] } else { vec![] },
+                rendered: None,
             });
         }
         let mut plain = Vec::new();
@@ -795,6 +829,7 @@ mod tests {
                 labels,
                 points: vec![(1000, 1.0)],
                 histograms: vec![(2000, h), (3000, empty)],
+                rendered: None,
             }]),
         );
         assert_eq!(
@@ -1000,6 +1035,15 @@ mod http_tests {
         assert!(text.contains("# TYPE tessera_query_results_cache_hit_steps_total counter\ntessera_query_results_cache_hit_steps_total 6\n"), "{text}");
         assert!(text.contains("tessera_query_results_cache_bypassed_queries_total 1\n"), "{text}");
         assert!(!text.contains("# EOF"), "{text}");
+        // Byte for byte: an answer spliced from kept points (their JSON kept with them) and new ones is
+        // the uncached answer's text.
+        for end in ["1435781520.781", "1435781490.781", "1435781445.781"] {
+            let q = q.replace("end=1435781460.781", &format!("end={end}"));
+            let (_, cached) = get(&app, &q).await;
+            let (_, plain) = get(&app, &format!("{q}&nocache=1")).await;
+            assert!(cached.contains(r#""values":[["#), "{cached}");
+            assert_eq!(cached, plain);
+        }
     }
 
     #[tokio::test]

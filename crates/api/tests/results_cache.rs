@@ -3,7 +3,7 @@
 //! queries; every answer through the cache must equal the uncached answer at that moment.
 
 use tessera_model::{Labels, Matcher, MatchOp, Sample};
-use tessera_promql::cache::{CacheOptions, ResultCache, Window, dependency_window};
+use tessera_promql::cache::{CacheOptions, PointRenderer, ResultCache, Window, dependency_window};
 use tessera_promql::engine::{Engine, EngineOptions, QueryOptions, Value, parse};
 use tessera_tsdb::db::Db;
 use tessera_tsdb::options::Options;
@@ -46,6 +46,11 @@ const QUERIES: &[&str] = &[
     "topk(2, m)",
 ];
 
+/// A renderer that shows every bit of a point.
+fn test_render(out: &mut Vec<u8>, t: i64, v: f64) {
+    out.extend_from_slice(format!("|{t}:{:x}", v.to_bits()).as_bytes());
+}
+
 fn labels(a: u64, b: &str) -> Labels {
     Labels::from_pairs([("__name__", "m".to_string()), ("a", a.to_string()), ("b", b.to_string())])
 }
@@ -79,7 +84,9 @@ fn run(seed: u64) -> u64 {
     };
     let db = Db::open(dir.path(), opts).expect("open");
     let engine = Engine::new(EngineOptions::default());
-    let cache = ResultCache::new(CacheOptions { max_bytes: 2 << 20, freshness_ms: 2 * MIN });
+    // Odd seeds keep the points rendered too (every answer's text is checked against its points).
+    let render: Option<PointRenderer> = (seed % 2 == 1).then_some(test_render as PointRenderer);
+    let cache = ResultCache::new(CacheOptions { max_bytes: 2 << 20, freshness_ms: 2 * MIN, render });
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut series: Vec<(Labels, f64)> = (0..4)
         .flat_map(|a| ["x", "y"].map(|b| (labels(a, b), 0.0)))
@@ -158,6 +165,24 @@ fn run(seed: u64) -> u64 {
                         want.value
                     );
                     assert_eq!(got.warnings, want.warnings, "{q}");
+                    if let Value::Matrix(m) = &got.value {
+                        for s in m {
+                            let mut text = Vec::new();
+                            for &(t, v) in &s.points {
+                                test_render(&mut text, t, v);
+                            }
+                            // (A query the cache bypasses is the engine's answer as it is.)
+                            assert_eq!(s.rendered.is_some(), render.is_some() && rep.bypass.is_none(), "{q}: rendered or not as configured");
+                            if let Some(r) = &s.rendered {
+                                assert_eq!(
+                                    String::from_utf8_lossy(r),
+                                    String::from_utf8_lossy(&text),
+                                    "seed {seed}: {q}: {} rendered unlike its points (report {rep:?})",
+                                    s.labels
+                                );
+                            }
+                        }
+                    }
                     hits += rep.hits;
                     compared += 1;
                 }
@@ -194,7 +219,7 @@ fn concurrent_late_writes_never_leave_stale_steps() {
         app.commit().expect("commit");
     }
     let engine = Engine::new(EngineOptions::default());
-    let cache = ResultCache::new(CacheOptions { max_bytes: 8 << 20, freshness_ms: MIN });
+    let cache = ResultCache::new(CacheOptions { max_bytes: 8 << 20, freshness_ms: MIN, render: None });
     let queries = ["sum(m)", "rate(m[5m])", "max_over_time(m[10m])", "m offset 3m"];
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -245,7 +270,7 @@ fn the_cache_stays_within_its_size_and_evicts_the_least_recently_used() {
     app.commit().expect("commit");
     let engine = Engine::new(EngineOptions::default());
     let max = 1 << 20;
-    let cache = ResultCache::new(CacheOptions { max_bytes: max, freshness_ms: MIN });
+    let cache = ResultCache::new(CacheOptions { max_bytes: max, freshness_ms: MIN, render: None });
     let now = T0 + 24 * 60 * MIN;
     let qo = QueryOptions::default();
     for k in 0..40 {
@@ -275,4 +300,38 @@ fn dependency_windows_follow_ranges_offsets_and_subqueries() {
     assert!(w("rate(m[5m] @ end())").is_err());
     assert!(w("m offset step()").is_err(), "a duration that depends on the request");
     assert!(w("vector(time() - start())").is_err());
+}
+
+/// A dashboard's moving window over an entry near its bound: steps that fell out of the window are
+/// dropped, not the window's own, so every refresh evaluates only its new steps.
+#[test]
+fn a_moving_window_near_the_bound_evaluates_only_its_new_steps() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), Options { shards: 1, background: false, max_future_ms: 0, ..Options::default() }).expect("open");
+    let mut app = db.appender();
+    for a in 0..10 {
+        app.add_owned(labels(a, "x"), (0..=960).map(|i| Sample::new(T0 + i * 15_000, i as f64 * 0.37)).collect());
+    }
+    app.commit().expect("commit");
+    let engine = Engine::new(EngineOptions::default());
+    let qo = QueryOptions::default();
+    let now = T0 + 24 * 60 * MIN;
+    let expr = parse("rate(m[5m])").expect("parses");
+    let render = Some(test_render as PointRenderer);
+    // What one window's steps take.
+    let probe = ResultCache::new(CacheOptions { max_bytes: 1 << 30, freshness_ms: MIN, render });
+    probe.range(&engine, &*db, &expr, T0, T0 + 60 * MIN, 15_000, &qo, now).expect("query");
+    let one = probe.metrics.bytes.get() as usize;
+    // Half the bound (what one entry may take) holds one window and 2% more.
+    let cache = ResultCache::new(CacheOptions { max_bytes: one * 2 * 51 / 50, freshness_ms: MIN, render });
+    for k in 0..120 {
+        let start = T0 + k * 15_000;
+        let (got, rep) = cache.range(&engine, &*db, &expr, start, start + 60 * MIN, 15_000, &qo, now).expect("query");
+        if k > 0 {
+            assert_eq!(rep.evaluated, 1, "refresh {k}: {rep:?}");
+        }
+        assert!(cache.metrics.bytes.get() as usize <= one * 2 * 51 / 50, "over the bound at refresh {k}");
+        let want = engine.range_expr(&*db, &expr, start, start + 60 * MIN, 15_000, &qo).expect("plain");
+        assert!(same(&got.value, &want.value), "refresh {k}");
+    }
 }

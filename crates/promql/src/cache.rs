@@ -39,6 +39,12 @@ use tessera_model::{ChangeLog, FloatHistogram, Labels, Queryable};
 use crate::engine::{Engine, EngineError, MatrixSeries, QueryOptions, QueryResult, QueryStats, Value};
 use crate::parser::{AtModifier, Expr, ValueType};
 
+/// Writes one float point `(t, v)` as its owner will hand it to a client (the HTTP API: a JSON matrix
+/// point with its separator). With one, the cache keeps each kept point's text and answers a series
+/// with a copy of it ([`MatrixSeries::rendered`]), so a repeat formats only its new points. The cache
+/// concatenates the texts of a series' points in time order, adding nothing between them.
+pub type PointRenderer = fn(&mut Vec<u8>, i64, f64);
+
 /// Settings of a [`ResultCache`].
 #[derive(Debug, Clone, Copy)]
 pub struct CacheOptions {
@@ -46,13 +52,15 @@ pub struct CacheOptions {
     pub max_bytes: usize,
     /// Steps whose window reaches into the last `freshness_ms` before now are never kept.
     pub freshness_ms: i64,
+    /// How float points are rendered for clients, if kept rendered (see [`PointRenderer`]).
+    pub render: Option<PointRenderer>,
 }
 
 impl Default for CacheOptions {
     fn default() -> Self {
         // One minute, as Cortex's query-frontend (`-frontend.max-cache-freshness`): later writes that reach
         // kept steps invalidate them, so the horizon only spares the cache the churn of the newest steps.
-        CacheOptions { max_bytes: 128 << 20, freshness_ms: 60 * 1000 }
+        CacheOptions { max_bytes: 128 << 20, freshness_ms: 60 * 1000, render: None }
     }
 }
 
@@ -246,25 +254,160 @@ struct Notes {
     infos: Vec<String>,
 }
 
-#[derive(Debug, Default)]
-struct Step {
-    floats: Vec<(u32, f64)>,
-    hists: Vec<(u32, Arc<FloatHistogram>)>,
-    notes: Option<Arc<Notes>>,
+/// Bytes a kept step costs besides its points (its map node and notes).
+const STEP_BYTES: usize = 64;
+/// Bytes a kept float point costs besides its rendered text (time, value, text end).
+const POINT_BYTES: usize = 24;
+
+/// One series' kept points of an entry, in time order, each at a kept step (the entry's `steps`), so a
+/// look-up answers a series with one contiguous range of them — and, with a renderer, one copy of its
+/// text.
+#[derive(Debug, Default, Clone)]
+struct Kept {
+    /// Points before `first` are dropped (the front is removed lazily; see [`Kept::remove`]).
+    first: usize,
+    ts: Vec<i64>,
+    vals: Vec<f64>,
+    /// With a renderer: every point's text as the renderer wrote it, concatenated in time order;
+    /// `ends[i]` is where point `i`'s text ends. Empty without a renderer.
+    text: Vec<u8>,
+    ends: Vec<usize>,
+    /// Histogram points in time order (not rendered).
+    hists: Vec<(i64, Arc<FloatHistogram>)>,
 }
 
-impl Step {
-    fn bytes(&self) -> usize {
-        64 + self.floats.len() * 16 + self.hists.iter().map(|(_, h)| 16 + h.size()).sum::<usize>()
+impl Kept {
+    /// The live points with `lo <= t <= hi`, as an index range.
+    fn span(&self, lo: i64, hi: i64) -> (usize, usize) {
+        let live = &self.ts[self.first..];
+        (self.first + live.partition_point(|&t| t < lo), self.first + live.partition_point(|&t| t <= hi))
     }
+
+    fn hist_span(&self, lo: i64, hi: i64) -> (usize, usize) {
+        (self.hists.partition_point(|p| p.0 < lo), self.hists.partition_point(|p| p.0 <= hi))
+    }
+
+    /// Where point `i`'s text starts.
+    fn text_at(&self, i: usize) -> usize {
+        if i == 0 || self.ends.is_empty() { 0 } else { self.ends[i - 1] }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first == self.ts.len() && self.hists.is_empty()
+    }
+
+    /// Adds points at steps not kept before (so at times it does not hold), rendering each with
+    /// `render`; returns the bytes added.
+    fn insert(&mut self, pts: &[(i64, f64)], hs: &[(i64, Arc<FloatHistogram>)], render: Option<PointRenderer>) -> usize {
+        let before = self.text.len();
+        let mut added = pts.len() * POINT_BYTES + hs.iter().map(|(_, h)| 16 + h.size()).sum::<usize>();
+        if !pts.is_empty() {
+            if self.ts.last().is_some_and(|&last| last > pts[0].0) {
+                // Into the middle (a hole filled, or an older range asked later): merged anew.
+                let mut merged: Vec<(i64, f64)> = self.ts[self.first..].iter().copied().zip(self.vals[self.first..].iter().copied()).collect();
+                let old_texts: Vec<Vec<u8>> = (self.first..self.ts.len())
+                    .map(|i| self.text[self.text_at(i)..self.ends.get(i).copied().unwrap_or(0)].to_vec())
+                    .collect();
+                merged.extend_from_slice(pts);
+                let mut order: Vec<usize> = (0..merged.len()).collect();
+                order.sort_by_key(|&i| merged[i].0);
+                let old_n = old_texts.len();
+                *self = Kept { hists: std::mem::take(&mut self.hists), ..Kept::default() };
+                for i in order {
+                    let (t, v) = merged[i];
+                    self.ts.push(t);
+                    self.vals.push(v);
+                    if let Some(r) = render {
+                        if i < old_n {
+                            self.text.extend_from_slice(&old_texts[i]);
+                        } else {
+                            r(&mut self.text, t, v);
+                        }
+                        self.ends.push(self.text.len());
+                    }
+                }
+                added += self.text.len().saturating_sub(old_texts.iter().map(Vec::len).sum());
+            } else {
+                for &(t, v) in pts {
+                    self.ts.push(t);
+                    self.vals.push(v);
+                    if let Some(r) = render {
+                        r(&mut self.text, t, v);
+                        self.ends.push(self.text.len());
+                    }
+                }
+                added += self.text.len() - before;
+            }
+        }
+        if !hs.is_empty() {
+            self.hists.extend_from_slice(hs);
+            self.hists.sort_by_key(|p| p.0);
+        }
+        added
+    }
+
+    /// Drops the points with `lo <= t <= hi`; returns the bytes freed. Dropping from the front only
+    /// moves `first` until half the points are dropped ones.
+    fn remove(&mut self, lo: i64, hi: i64) -> usize {
+        let (a, b) = self.span(lo, hi);
+        let (ha, hb) = self.hist_span(lo, hi);
+        let mut freed = self.hists[ha..hb].iter().map(|(_, h)| 16 + h.size()).sum::<usize>();
+        self.hists.drain(ha..hb);
+        if a == b {
+            return freed;
+        }
+        let (ta, tb) = (self.text_at(a), self.text_at(b));
+        freed += (b - a) * POINT_BYTES + (tb - ta);
+        if a == self.first {
+            self.first = b;
+            if self.first * 2 > self.ts.len() {
+                self.compact();
+            }
+            return freed;
+        }
+        self.ts.drain(a..b);
+        self.vals.drain(a..b);
+        if !self.ends.is_empty() {
+            self.text.drain(ta..tb);
+            self.ends.drain(a..b);
+            for e in &mut self.ends[a..] {
+                *e -= tb - ta;
+            }
+        }
+        freed
+    }
+
+    /// Forgets the dropped front.
+    fn compact(&mut self) {
+        let (n, cut) = (self.first, self.text_at(self.first));
+        self.ts.drain(..n);
+        self.vals.drain(..n);
+        if !self.ends.is_empty() {
+            self.text.drain(..cut);
+            self.ends.drain(..n);
+            for e in &mut self.ends {
+                *e -= cut;
+            }
+        }
+        self.first = 0;
+    }
+}
+
+#[derive(Debug)]
+struct SeriesKept {
+    labels: Labels,
+    /// Shared with look-ups in flight, which copy out of it after the cache's lock is released.
+    kept: Arc<Kept>,
 }
 
 #[derive(Debug)]
 struct Entry {
     window: Window,
-    series: Vec<Labels>,
+    series: Vec<SeriesKept>,
     index: HashMap<Labels, u32>,
-    steps: BTreeMap<i64, Step>,
+    /// The kept steps (a kept step where no series has a point is known to be empty), each with the
+    /// notes of the evaluation that produced it.
+    steps: BTreeMap<i64, Option<Arc<Notes>>>,
     bytes: usize,
     last_used: u64,
 }
@@ -275,26 +418,41 @@ impl Entry {
             return i;
         }
         let i = self.series.len() as u32;
-        self.bytes += 96 + l.iter().map(|x| 48 + x.name.len() + x.value.len()).sum::<usize>();
-        self.series.push(l.clone());
+        self.bytes += label_bytes(l);
+        self.series.push(SeriesKept { labels: l.clone(), kept: Arc::default() });
         self.index.insert(l.clone(), i);
         i
+    }
+
+    /// Drops the kept steps in `[lo, hi]` and their points; returns how many steps.
+    fn drop_steps(&mut self, lo: i64, hi: i64) -> usize {
+        if lo > hi {
+            return 0;
+        }
+        let doomed: Vec<i64> = self.steps.range(lo..=hi).map(|(t, _)| *t).collect();
+        if doomed.is_empty() {
+            return 0;
+        }
+        for t in &doomed {
+            self.steps.remove(t);
+        }
+        self.bytes -= (doomed.len() * STEP_BYTES).min(self.bytes);
+        for s in &mut self.series {
+            let (a, b) = s.kept.span(lo, hi);
+            let (ha, hb) = s.kept.hist_span(lo, hi);
+            if a < b || ha < hb {
+                let freed = Arc::make_mut(&mut s.kept).remove(lo, hi);
+                self.bytes -= freed.min(self.bytes);
+            }
+        }
+        doomed.len()
     }
 
     /// Drops the kept steps whose window meets `[min_t, max_t]`; returns how many.
     fn invalidate(&mut self, min_t: i64, max_t: i64) -> usize {
         let lo = min_t.saturating_sub(self.window.after);
         let hi = max_t.saturating_add(self.window.before);
-        if lo > hi {
-            return 0;
-        }
-        let doomed: Vec<i64> = self.steps.range(lo..=hi).map(|(t, _)| *t).collect();
-        for t in &doomed {
-            if let Some(s) = self.steps.remove(t) {
-                self.bytes -= s.bytes();
-            }
-        }
-        doomed.len()
+        self.drop_steps(lo, hi)
     }
 }
 
@@ -314,9 +472,6 @@ pub struct ResultCache {
     inner: Mutex<Inner>,
     pub metrics: CacheMetrics,
 }
-
-/// A kept step as a look-up copies it out: its time, float and histogram values by series id.
-type FoundStep = (i64, Vec<(u32, f64)>, Vec<(u32, Arc<FloatHistogram>)>);
 
 /// At most this many separate evaluations per query; beyond, one run covers every missing step.
 const MAX_RUNS: usize = 8;
@@ -387,11 +542,11 @@ impl ResultCache {
             None
         };
 
-        // Look up what is kept.
-        let mut found: Vec<FoundStep> = Vec::new();
+        // Look up what is kept: the steps, and per series the range of its kept points in the request
+        // (shared, copied out after the lock is released).
+        let mut hit_steps: Vec<i64> = Vec::new();
         let mut notes: Vec<Arc<Notes>> = Vec::new();
-        // The entry's series, which the found steps' ids index.
-        let mut cached_series: Vec<Labels> = Vec::new();
+        let mut found: Vec<Found> = Vec::new();
         {
             let mut g = self.inner.lock();
             self.sync(&mut g, log, storage);
@@ -399,15 +554,21 @@ impl ResultCache {
             let tick = g.tick;
             if let Some(e) = g.entries.get_mut(&key) {
                 e.last_used = tick;
-                if e.steps.range(start_ms..=end_ms).next().is_some() {
-                    cached_series = e.series.clone();
-                }
-                for (t, s) in e.steps.range(start_ms..=end_ms) {
-                    found.push((*t, s.floats.clone(), s.hists.clone()));
-                    if let Some(n) = &s.notes
+                for (t, n) in e.steps.range(start_ms..=end_ms) {
+                    hit_steps.push(*t);
+                    if let Some(n) = n
                         && !notes.iter().any(|x| Arc::ptr_eq(x, n))
                     {
                         notes.push(n.clone());
+                    }
+                }
+                if !hit_steps.is_empty() {
+                    for s in &e.series {
+                        let span = s.kept.span(start_ms, end_ms);
+                        let hspan = s.kept.hist_span(start_ms, end_ms);
+                        if span.0 < span.1 || hspan.0 < hspan.1 {
+                            found.push(Found { labels: s.labels.clone(), kept: s.kept.clone(), span, hspan });
+                        }
                     }
                 }
             }
@@ -415,7 +576,7 @@ impl ResultCache {
 
         // The missing steps, as contiguous runs.
         let mut runs: Vec<(i64, i64)> = Vec::new();
-        let mut hit = found.iter().map(|f| f.0).peekable();
+        let mut hit = hit_steps.iter().copied().peekable();
         for i in 0..nsteps {
             let t = start_ms + i as i64 * step_ms;
             while hit.peek().is_some_and(|h| *h < t) {
@@ -429,12 +590,15 @@ impl ResultCache {
                 _ => runs.push((t, t)),
             }
         }
+        // Kept points inside an evaluated run are not used (only when the runs were merged into one).
+        let mut skip: Option<(i64, i64)> = None;
         if runs.len() > MAX_RUNS {
             let (first, last) = (runs[0].0, runs[runs.len() - 1].1);
             runs = vec![(first, last)];
-            found.retain(|f| f.0 < first || f.0 > last);
+            hit_steps.retain(|t| *t < first || *t > last);
+            skip = Some((first, last));
         }
-        let hits = found.len();
+        let hits = hit_steps.len();
         let evaluated: usize = runs.iter().map(|(s, e)| ((e - s) / step_ms) as usize + 1).sum();
         self.metrics.hit_steps.inc_by(hits as u64);
         self.metrics.miss_steps.inc_by(evaluated as u64);
@@ -449,40 +613,7 @@ impl ResultCache {
             results.push(engine.range_expr(q, expr, *s, *e, step_ms, &o)?);
         }
 
-        // Keep what is final.
-        let mut stored = 0;
-        if let Some(seq0) = seq0 {
-            stored = self.store(&key, window, log, storage, seq0, keep_through, &runs, &results);
-        }
-
-        // Splice: cached steps and evaluated runs, one series per label set, points in time order.
-        let mut out: Vec<MatrixSeries> = Vec::new();
-        let mut at: HashMap<Labels, usize> = HashMap::new();
-        let mut slot = |l: &Labels, out: &mut Vec<MatrixSeries>| -> usize {
-            *at.entry(l.clone()).or_insert_with(|| {
-                out.push(MatrixSeries { labels: l.clone(), points: Vec::new(), histograms: Vec::new() });
-                out.len() - 1
-            })
-        };
-        // Cached series by id: each label set is hashed once, not once per point.
-        let mut by_id: Vec<usize> = vec![usize::MAX; cached_series.len()];
-        let mut slot_of = |id: u32, out: &mut Vec<MatrixSeries>| -> usize {
-            let i = id as usize;
-            if by_id[i] == usize::MAX {
-                by_id[i] = slot(&cached_series[i], out);
-            }
-            by_id[i]
-        };
-        for (t, fl, hs) in found {
-            for (id, v) in fl {
-                let i = slot_of(id, &mut out);
-                out[i].points.push((t, v));
-            }
-            for (id, h) in hs {
-                let i = slot_of(id, &mut out);
-                out[i].histograms.push((t, h));
-            }
-        }
+        // Splice: kept points and evaluated runs, one series per label set, points in time order.
         let mut stats = QueryStats::default();
         let mut warnings: Vec<String> = Vec::new();
         let mut infos: Vec<String> = Vec::new();
@@ -491,28 +622,66 @@ impl ResultCache {
             merge_unique(&mut warnings, &n.warnings);
             merge_unique(&mut infos, &n.infos);
         }
-        for r in results {
+        // The evaluated series by label set (runs are in time order, so their points stay in order).
+        let mut fresh: Vec<MatrixSeries> = Vec::new();
+        let mut fresh_at: HashMap<Labels, usize> = HashMap::new();
+        for r in &results {
             stats.total_queryable_samples += r.stats.total_queryable_samples;
             stats.samples_read += r.stats.samples_read;
             stats.peak_samples = stats.peak_samples.max(r.stats.peak_samples);
             merge_unique(&mut warnings, &r.warnings);
             merge_unique(&mut infos, &r.infos);
             if trace.is_none() {
-                trace = r.trace;
+                trace = r.trace.clone();
             }
-            if let Value::Matrix(m) = r.value {
+            if let Value::Matrix(m) = &r.value {
                 for s in m {
-                    let i = slot(&s.labels, &mut out);
-                    out[i].points.extend(s.points);
-                    out[i].histograms.extend(s.histograms);
+                    match fresh_at.get(&s.labels) {
+                        Some(&i) => {
+                            fresh[i].points.extend_from_slice(&s.points);
+                            fresh[i].histograms.extend_from_slice(&s.histograms);
+                        }
+                        None => {
+                            fresh_at.insert(s.labels.clone(), fresh.len());
+                            fresh.push(s.clone());
+                        }
+                    }
                 }
             }
         }
-        for s in &mut out {
-            s.points.sort_by_key(|p| p.0);
-            s.histograms.sort_by_key(|p| p.0);
+        let render = self.opts.render;
+        let mut out: Vec<MatrixSeries> = Vec::with_capacity(found.len() + fresh.len());
+        let mut used = vec![false; fresh.len()];
+        for f in &found {
+            let new = fresh_at.get(&f.labels).map(|&i| {
+                used[i] = true;
+                &fresh[i]
+            });
+            out.push(splice_series(f, new, skip, render));
         }
+        for (i, s) in fresh.into_iter().enumerate() {
+            if !used[i] {
+                let mut s = s;
+                if let Some(r) = render {
+                    let mut text = Vec::with_capacity(s.points.len() * 32);
+                    for &(t, v) in &s.points {
+                        r(&mut text, t, v);
+                    }
+                    s.rendered = Some(text);
+                }
+                out.push(s);
+            }
+        }
+        out.retain(|s| !s.points.is_empty() || !s.histograms.is_empty());
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
+
+        // Keep what is final — after the splice let go of the kept points it read, so that adding to
+        // them copies nothing (a series' points still shared are copied before they change).
+        drop(found);
+        let mut stored = 0;
+        if let Some(seq0) = seq0 {
+            stored = self.store(&key, window, log, storage, seq0, start_ms, keep_through, &runs, &results);
+        }
         let report = CacheReport { steps: nsteps, hits, evaluated, runs: runs.len(), stored, bypass: None };
         Ok((QueryResult { value: Value::Matrix(out), warnings, infos, stats, trace, tier_ms }, report))
     }
@@ -561,6 +730,7 @@ impl ResultCache {
         log: &ChangeLog,
         storage: u64,
         seq0: u64,
+        start_ms: i64,
         keep_through: i64,
         runs: &[(i64, i64)],
         results: &[QueryResult],
@@ -588,37 +758,59 @@ impl ResultCache {
         let mut stored = 0;
         for (&(first, last), r) in runs.iter().zip(results) {
             let Value::Matrix(m) = &r.value else { continue };
-            let notes = (!r.warnings.is_empty() || !r.infos.is_empty())
-                .then(|| Arc::new(Notes { warnings: r.warnings.clone(), infos: r.infos.clone() }));
-            // Gather this run's steps (every step of the run is known, empty ones included).
-            let mut steps: BTreeMap<i64, Step> = BTreeMap::new();
-            for s in m {
-                let id = e.series_id(&s.labels);
-                for (t, v) in &s.points {
-                    steps.entry(*t).or_default().floats.push((id, *v));
-                }
-                for (t, h) in &s.histograms {
-                    steps.entry(*t).or_default().hists.push((id, h.clone()));
-                }
-            }
+            // This run's steps to keep (every step of the run is known, empty ones included).
+            let mut keep: Vec<i64> = Vec::new();
             let mut t = first;
             while t <= last && t <= keep_through {
                 if !touched(t) && !e.steps.contains_key(&t) {
-                    let mut st = steps.remove(&t).unwrap_or_default();
-                    st.notes = notes.clone();
-                    e.bytes += st.bytes();
-                    e.steps.insert(t, st);
-                    stored += 1;
+                    keep.push(t);
                 }
                 t += key.step_ms;
             }
-        }
-        // One entry may use at most a quarter of the cache: its oldest steps go first.
-        while e.bytes > self.opts.max_bytes / 4 {
-            match e.steps.pop_first() {
-                Some((_, s)) => e.bytes -= s.bytes(),
-                None => break,
+            if keep.is_empty() {
+                continue;
             }
+            let notes = (!r.warnings.is_empty() || !r.infos.is_empty())
+                .then(|| Arc::new(Notes { warnings: r.warnings.clone(), infos: r.infos.clone() }));
+            for &t in &keep {
+                e.steps.insert(t, notes.clone());
+            }
+            e.bytes += keep.len() * STEP_BYTES;
+            stored += keep.len();
+            for s in m {
+                let pts = at_steps(&s.points, &keep);
+                let hs = at_steps(&s.histograms, &keep);
+                if pts.is_empty() && hs.is_empty() {
+                    continue;
+                }
+                let id = e.series_id(&s.labels) as usize;
+                let added = Arc::make_mut(&mut e.series[id].kept).insert(&pts, &hs, self.opts.render);
+                e.bytes += added;
+            }
+        }
+        // One entry may use at most half the cache. Steps before this request's start go first (a
+        // dashboard's window has moved past them), oldest first, an eighth of the steps at most at a
+        // time; only a request that alone is over the bound drops its own oldest steps (dropping those
+        // while older ones stay would have every repeat evaluate them again).
+        while e.bytes > self.opts.max_bytes / 2 && !e.steps.is_empty() {
+            let n = e.steps.len();
+            let before = e.steps.range(..start_ms).count();
+            let k = if before > 0 { (before - 1).min(n / 8) } else { (n / 8).min(n - 1) };
+            let (Some(&lo), Some(&cut)) = (e.steps.keys().next(), e.steps.keys().nth(k)) else { break };
+            e.drop_steps(lo, cut);
+        }
+        // Series without kept points left are forgotten.
+        let mut freed = 0;
+        e.series.retain(|s| {
+            let keep = !s.kept.is_empty();
+            if !keep {
+                freed += label_bytes(&s.labels);
+            }
+            keep
+        });
+        e.bytes -= freed.min(e.bytes);
+        if e.series.len() < e.index.len() {
+            e.index = e.series.iter().enumerate().map(|(i, s)| (s.labels.clone(), i as u32)).collect();
         }
         self.recount(&mut g);
         self.evict(&mut g);
@@ -650,5 +842,205 @@ fn merge_unique(into: &mut Vec<String>, from: &[String]) {
         if !into.contains(s) {
             into.push(s.clone());
         }
+    }
+}
+
+/// Bytes a series' labels cost an entry.
+fn label_bytes(l: &Labels) -> usize {
+    96 + l.iter().map(|x| 48 + x.name.len() + x.value.len()).sum::<usize>()
+}
+
+/// A series found by a look-up: its kept points in the request (index ranges into `kept`).
+struct Found {
+    labels: Labels,
+    kept: Arc<Kept>,
+    span: (usize, usize),
+    hspan: (usize, usize),
+}
+
+/// The points of `pts` (in time order) at the steps `keep` (in order).
+fn at_steps<T: Clone>(pts: &[(i64, T)], keep: &[i64]) -> Vec<(i64, T)> {
+    let mut out = Vec::with_capacity(pts.len().min(keep.len()));
+    let mut k = 0;
+    for p in pts {
+        while k < keep.len() && keep[k] < p.0 {
+            k += 1;
+        }
+        if k == keep.len() {
+            break;
+        }
+        if keep[k] == p.0 {
+            out.push(p.clone());
+        }
+    }
+    out
+}
+
+/// One series of the answer: its kept points (less those in `skip`, the merged run) and its evaluated
+/// ones `new`, in time order; with a renderer, its text too (kept points' text copied, evaluated ones
+/// rendered).
+fn splice_series(f: &Found, new: Option<&MatrixSeries>, skip: Option<(i64, i64)>, render: Option<PointRenderer>) -> MatrixSeries {
+    let k = &*f.kept;
+    let (a, b) = f.span;
+    let ranges = match skip {
+        Some((lo, hi)) => {
+            let (sa, sb) = k.span(lo, hi);
+            [(a, sa.clamp(a, b)), (sb.clamp(a, b), b)]
+        }
+        None => [(a, b), (b, b)],
+    };
+    let fresh: &[(i64, f64)] = new.map_or(&[], |s| &s.points);
+    let mut points: Vec<(i64, f64)> = Vec::with_capacity(b - a + fresh.len());
+    let mut text: Option<Vec<u8>> = render.map(|_| Vec::with_capacity(k.text_at(b) - k.text_at(a) + 32 * fresh.len()));
+    let emit_fresh = |p: (i64, f64), points: &mut Vec<(i64, f64)>, text: &mut Option<Vec<u8>>| {
+        points.push(p);
+        if let (Some(r), Some(out)) = (render, text.as_mut()) {
+            r(out, p.0, p.1);
+        }
+    };
+    let mut fi = 0;
+    for (ra, rb) in ranges {
+        let mut i = ra;
+        while i < rb {
+            while fi < fresh.len() && fresh[fi].0 < k.ts[i] {
+                emit_fresh(fresh[fi], &mut points, &mut text);
+                fi += 1;
+            }
+            let j = match fresh.get(fi) {
+                Some(p) => i + k.ts[i..rb].partition_point(|&t| t < p.0),
+                None => rb,
+            };
+            if j == i {
+                // An evaluated point at a kept one's time (cannot happen: runs are the steps not kept);
+                // the evaluated one wins.
+                i += 1;
+                continue;
+            }
+            points.extend(k.ts[i..j].iter().copied().zip(k.vals[i..j].iter().copied()));
+            if let Some(out) = text.as_mut() {
+                out.extend_from_slice(&k.text[k.text_at(i)..k.text_at(j)]);
+            }
+            i = j;
+        }
+    }
+    for &p in &fresh[fi..] {
+        emit_fresh(p, &mut points, &mut text);
+    }
+    let (ha, hb) = f.hspan;
+    let mut histograms: Vec<(i64, Arc<FloatHistogram>)> =
+        k.hists[ha..hb].iter().filter(|p| skip.is_none_or(|(lo, hi)| p.0 < lo || p.0 > hi)).cloned().collect();
+    if let Some(s) = new
+        && !s.histograms.is_empty()
+    {
+        histograms.extend(s.histograms.iter().cloned());
+        histograms.sort_by_key(|p| p.0);
+    }
+    MatrixSeries { labels: f.labels.clone(), points, histograms, rendered: text }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn render(out: &mut Vec<u8>, t: i64, v: f64) {
+        out.extend_from_slice(format!("|{t}:{v}").as_bytes());
+    }
+
+    fn text_of(points: &[(i64, f64)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &(t, v) in points {
+            render(&mut out, t, v);
+        }
+        out
+    }
+
+    /// A series' live points as (time, value) and the text of exactly those.
+    fn live(k: &Kept) -> (Vec<(i64, f64)>, Vec<u8>) {
+        let pts: Vec<(i64, f64)> = (k.first..k.ts.len()).map(|i| (k.ts[i], k.vals[i])).collect();
+        (pts, k.text[k.text_at(k.first)..k.text_at(k.ts.len())].to_vec())
+    }
+
+    /// Random inserts (appends, holes filled, older ranges) and removals (front, middle, back) keep a
+    /// series' points equal to a plain map's, their text equal to the points rendered, and the byte
+    /// count equal to what the points hold.
+    #[test]
+    fn kept_points_and_their_text_follow_inserts_and_removals() {
+        let mut x = 42u64;
+        let mut next = |n: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        for _ in 0..200 {
+            let mut k = Kept::default();
+            let mut model: BTreeMap<i64, f64> = BTreeMap::new();
+            let mut bytes = 0usize;
+            for _ in 0..60 {
+                if next(3) > 0 {
+                    // Insert the steps of a random span that are not held yet.
+                    let lo = next(200) as i64;
+                    let hi = lo + next(40) as i64;
+                    let mut pts: Vec<(i64, f64)> = Vec::new();
+                    for t in lo..=hi {
+                        if !model.contains_key(&t) && next(5) > 0 {
+                            pts.push((t, (t * 7 + next(1000) as i64) as f64 / 8.0));
+                        }
+                    }
+                    bytes += k.insert(&pts, &[], Some(render));
+                    model.extend(pts.iter().copied());
+                } else {
+                    let lo = if next(2) == 0 { model.keys().next().copied().unwrap_or(0) } else { next(240) as i64 };
+                    let hi = lo + next(30) as i64;
+                    bytes -= k.remove(lo, hi);
+                    model.retain(|t, _| *t < lo || *t > hi);
+                }
+                let want: Vec<(i64, f64)> = model.iter().map(|(t, v)| (*t, *v)).collect();
+                let (pts, text) = live(&k);
+                assert_eq!(pts, want);
+                assert_eq!(String::from_utf8_lossy(&text), String::from_utf8_lossy(&text_of(&want)));
+                let held = want.len() * POINT_BYTES + text_of(&want).len();
+                assert_eq!(bytes, held, "bytes counted");
+                assert!(k.first * 2 <= k.ts.len().max(1), "the dropped front is forgotten by half");
+            }
+        }
+    }
+
+    /// A look-up's series: kept points less those in the merged run, evaluated ones in between, all in
+    /// time order, the text that of the points.
+    #[test]
+    fn splicing_puts_evaluated_points_between_kept_ones_and_skips_the_merged_run() {
+        let mut k = Kept::default();
+        let kept: Vec<(i64, f64)> = (0..20).filter(|t| t % 5 != 4).map(|t| (t, t as f64)).collect();
+        k.insert(&kept, &[], Some(render));
+        let k = Arc::new(k);
+        let labels = Labels::from_pairs([("a", "b".to_string())]);
+        let fresh = |pts: Vec<(i64, f64)>| MatrixSeries { labels: labels.clone(), points: pts, histograms: Vec::new(), rendered: None };
+        // Runs at the steps not kept (4, 9, 14, 19), then a merged run over 6..=12 where the series
+        // is now absent at 8.
+        type Points = Vec<(i64, f64)>;
+        let cases: Vec<(Option<(i64, i64)>, Points, Points)> = vec![
+            (None, vec![(4, -4.0), (9, -9.0), (19, -19.0)], {
+                let mut w = kept.clone();
+                w.extend([(4, -4.0), (9, -9.0), (19, -19.0)]);
+                w.sort_by_key(|p| p.0);
+                w
+            }),
+            (Some((6, 12)), vec![(6, -6.0), (7, -7.0), (9, -9.0), (10, -10.0), (11, -11.0), (12, -12.0)], {
+                let mut w: Vec<(i64, f64)> = kept.iter().copied().filter(|p| p.0 < 6 || p.0 > 12).collect();
+                w.extend([(6, -6.0), (7, -7.0), (9, -9.0), (10, -10.0), (11, -11.0), (12, -12.0)]);
+                w.sort_by_key(|p| p.0);
+                w
+            }),
+            (None, vec![], kept.clone()),
+        ];
+        for (skip, new, want) in cases {
+            let f = Found { labels: labels.clone(), kept: k.clone(), span: k.span(0, 100), hspan: (0, 0) };
+            let s = splice_series(&f, Some(&fresh(new)), skip, Some(render));
+            assert_eq!(s.points, want, "skip {skip:?}");
+            assert_eq!(s.rendered.as_deref(), Some(&text_of(&want)[..]), "skip {skip:?}");
+        }
+        // Without a renderer, no text.
+        let f = Found { labels: labels.clone(), kept: Arc::new(Kept::default()), span: (0, 0), hspan: (0, 0) };
+        assert_eq!(splice_series(&f, Some(&fresh(vec![(1, 1.0)])), None, None).rendered, None);
     }
 }

@@ -89,6 +89,8 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
             max_bytes: s.results_cache_max_bytes,
             // Out-of-order writes land within their window all the time: steps there are never kept.
             freshness_ms: s.results_cache_freshness_ms.max(s.ooo_window_ms),
+            // The API sets its JSON renderer itself.
+            render: None,
         },
         align_to_step: s.align_to_step,
         enable_admin_api: s.enable_admin_api,

@@ -332,6 +332,7 @@ fn to_value(v: Val, grid: &Grid, instant: bool) -> Result<Value, EngineError> {
                     labels: Labels::empty(),
                     points: s.iter().enumerate().map(|(i, v)| (grid.t(i), *v)).collect(),
                     histograms: Vec::new(),
+                    rendered: None,
                 }])
             }
         }
@@ -343,6 +344,7 @@ fn to_value(v: Val, grid: &Grid, instant: bool) -> Result<Value, EngineError> {
                     labels: final_labels(s.labels, s.drop_name),
                     points: s.samples.iter().map(|p| (p.t, p.v)).collect(),
                     histograms: s.hists.into_iter().map(|p| (p.t, p.h)).collect(),
+                    rendered: None,
                 })
                 .collect();
             check_unique(out.iter().map(|s| &s.labels))?;
@@ -383,6 +385,7 @@ fn to_value(v: Val, grid: &Grid, instant: bool) -> Result<Value, EngineError> {
                             labels: s.labels,
                             points,
                             histograms,
+                            rendered: None,
                         })
                     })
                     .collect();

@@ -150,11 +150,21 @@ pub struct VectorSample {
 
 /// One series of a matrix: its float points and its histogram points, each sorted by time (upstream
 /// `Series.Floats` and `Series.Histograms`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct MatrixSeries {
     pub labels: Labels,
     pub points: Vec<(i64, f64)>,
     pub histograms: Vec<(i64, Arc<FloatHistogram>)>,
+    /// `points` as the result cache's renderer writes them, concatenated (see
+    /// [`crate::cache::PointRenderer`]), when the series came through a cache that keeps them rendered.
+    /// Not part of the value: equality ignores it.
+    pub rendered: Option<Vec<u8>>,
+}
+
+impl PartialEq for MatrixSeries {
+    fn eq(&self, o: &Self) -> bool {
+        self.labels == o.labels && self.points == o.points && self.histograms == o.histograms
+    }
 }
 
 /// A value with the annotations Prometheus attaches to it.
