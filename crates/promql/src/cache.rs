@@ -1018,7 +1018,8 @@ mod tests {
         // Runs at the steps not kept (4, 9, 14, 19), then a merged run over 6..=12 where the series
         // is now absent at 8.
         type Points = Vec<(i64, f64)>;
-        let cases: Vec<(Option<(i64, i64)>, Points, Points)> = vec![
+        type Case = (Option<(i64, i64)>, Points, Points);
+        let cases: Vec<Case> = vec![
             (None, vec![(4, -4.0), (9, -9.0), (19, -19.0)], {
                 let mut w = kept.clone();
                 w.extend([(4, -4.0), (9, -9.0), (19, -19.0)]);
