@@ -37,8 +37,14 @@ impl std::hash::Hash for Labels {
 impl PartialEq for Labels {
     /// Two handles of one shared set are equal without comparing a byte (storage merges and result
     /// assembly compare the same series' labels with themselves all the time).
+    ///
+    /// Otherwise compared from the last pair back: sets compared for equality are mostly neighbours in
+    /// label order (a storage merge asking whether the next series is still the same one), and those
+    /// share their leading pairs and differ at the end — from the front, every shared name and value
+    /// was compared first (a tenth of a fresh `rate` over the head went there).
     fn eq(&self, other: &Self) -> bool {
-        std::sync::Arc::ptr_eq(&self.0, &other.0) || self.0[..] == other.0[..]
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+            || (self.0.len() == other.0.len() && self.0.iter().rev().zip(other.0.iter().rev()).all(|(a, b)| a == b))
     }
 }
 
