@@ -646,16 +646,30 @@ fn pushed_down_range(ctx: &QueryCtx<'_>, a: &AggregateExpr, c: &Call, grid: &Gri
         if s.labels.has("__type__") || s.labels.has("__unit__") {
             return false;
         }
-        // Without delayed name removal the function's node drops the name before the aggregation sees
-        // the series (`drop_names_now`); with it, the group inherits the flag.
-        let (labels, drop) =
-            if delayed { (s.labels, s.drop_name) } else { (super::eval::final_labels(s.labels, s.drop_name), false) };
+        let (labels, drop) = as_grouped(a, delayed, s.labels, s.drop_name);
         p.add(a, &labels, drop, &s.vals, s.hists.as_deref())
     };
     let fold = super::functions::RangeFold { init: &Partial::default, add: &add };
     let base = ctx.held_samples();
     let partials = super::functions::fold_range_function(ctx, c, grid, &fold)?;
     Ok(merged_or_release(ctx, a.op, partials, base))
+}
+
+/// A function's output series as its aggregation groups it: without delayed name removal the
+/// function's node drops the name (and type and unit, whose series the callers leave to the central
+/// path) before the aggregation sees the series (`drop_names_now`); with it, the group inherits the
+/// flag. A group's hash and labels leave `__name__` out unless it is a `by` label
+/// ([`group_hash`], [`group_labels`]), so then the labels are passed as they are: rebuilding every
+/// series' labels without the name (a copy of each name and value) was a tenth of a fresh
+/// `sum by (instance) (rate(...))` over the head.
+fn as_grouped(a: &AggregateExpr, delayed: bool, labels: Labels, drop_name: bool) -> (Labels, bool) {
+    if delayed {
+        (labels, drop_name)
+    } else if !drop_name || a.without || !a.grouping.iter().any(|g| g == "__name__") {
+        (labels, false)
+    } else {
+        (super::eval::final_labels(labels, drop_name), false)
+    }
 }
 
 /// `avg|stddev|stdvar (f(selector[range]))`: the range function runs per series inside the shards and
@@ -672,10 +686,7 @@ fn ordered_range(ctx: &QueryCtx<'_>, a: &AggregateExpr, c: &Call, grid: &Grid) -
         if s.hists.is_some() || s.labels.has("__type__") || s.labels.has("__unit__") {
             return false;
         }
-        // As the central path sees the series: the name dropped by the function's node unless removal
-        // is delayed (then the group inherits the flag).
-        let (labels, drop) =
-            if delayed { (s.labels, s.drop_name) } else { (super::eval::final_labels(s.labels, s.drop_name), false) };
+        let (labels, drop) = as_grouped(a, delayed, s.labels, s.drop_name);
         g.add(&labels, drop, &s.vals);
         true
     })?;
