@@ -20,9 +20,12 @@
 //!
 //! The key is everything else that decides an answer: the storage (its change log), the expression as
 //! printed (so spacing does not matter), the step, the phase `start mod step`, the lookback delta and the
-//! engine's semantic flags. Memory is bounded ([`CacheOptions::max_bytes`]): least recently used entries
-//! go first. Annotations (warnings, infos) are kept with the steps of the evaluation that raised them and
-//! returned with any of those steps.
+//! engine's semantic flags. Memory is bounded ([`CacheOptions::max_bytes`]): one entry may take half of it
+//! (its steps before the request's start go first), and least recently used entries go first. Kept points
+//! are held per series in time order, with each point's text when the owner supplies a
+//! [`PointRenderer`], so that a repeat copies text instead of formatting values again. Annotations
+//! (warnings, infos) are kept with the steps of the evaluation that raised them and returned with any of
+//! those steps.
 //!
 //! Known difference: `--query.max-samples` applies to what is evaluated, so a query answered partly from
 //! the cache can succeed where the same query evaluated whole would have hit the limit.
