@@ -46,6 +46,18 @@ const QUERIES: &[&str] = &[
     "topk(2, m)",
 ];
 
+/// One shard holding `m{a="0".."9",b="x"}`, samples 0..=`n` every 15 s from T0, sample i worth i × `slope`.
+fn ten_series(n: i64, slope: f64) -> (tempfile::TempDir, std::sync::Arc<Db>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), Options { shards: 1, background: false, max_future_ms: 0, ..Options::default() }).expect("open");
+    let mut app = db.appender();
+    for a in 0..10 {
+        app.add_owned(labels(a, "x"), (0..=n).map(|i| Sample::new(T0 + i * 15_000, i as f64 * slope)).collect());
+    }
+    app.commit().expect("commit");
+    (dir, db)
+}
+
 /// A renderer that shows every bit of a point.
 fn test_render(out: &mut Vec<u8>, t: i64, v: f64) {
     out.extend_from_slice(format!("|{t}:{:x}", v.to_bits()).as_bytes());
@@ -261,13 +273,7 @@ fn concurrent_late_writes_never_leave_stale_steps() {
 
 #[test]
 fn the_cache_stays_within_its_size_and_evicts_the_least_recently_used() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), Options { shards: 1, background: false, max_future_ms: 0, ..Options::default() }).expect("open");
-    let mut app = db.appender();
-    for a in 0..10 {
-        app.add_owned(labels(a, "x"), (0..=240).map(|i| Sample::new(T0 + i * 15_000, i as f64)).collect());
-    }
-    app.commit().expect("commit");
+    let (_dir, db) = ten_series(240, 1.0);
     let engine = Engine::new(EngineOptions::default());
     let max = 1 << 20;
     let cache = ResultCache::new(CacheOptions { max_bytes: max, freshness_ms: MIN, render: None });
@@ -306,13 +312,7 @@ fn dependency_windows_follow_ranges_offsets_and_subqueries() {
 /// dropped, not the window's own, so every refresh evaluates only its new steps.
 #[test]
 fn a_moving_window_near_the_bound_evaluates_only_its_new_steps() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), Options { shards: 1, background: false, max_future_ms: 0, ..Options::default() }).expect("open");
-    let mut app = db.appender();
-    for a in 0..10 {
-        app.add_owned(labels(a, "x"), (0..=960).map(|i| Sample::new(T0 + i * 15_000, i as f64 * 0.37)).collect());
-    }
-    app.commit().expect("commit");
+    let (_dir, db) = ten_series(960, 0.37);
     let engine = Engine::new(EngineOptions::default());
     let qo = QueryOptions::default();
     let now = T0 + 24 * 60 * MIN;

@@ -302,51 +302,49 @@ impl Kept {
     /// Adds points at steps not kept before (so at times it does not hold), rendering each with
     /// `render`; returns the bytes added.
     fn insert(&mut self, pts: &[(i64, f64)], hs: &[(i64, Arc<FloatHistogram>)], render: Option<PointRenderer>) -> usize {
-        let before = self.text.len();
         let mut added = pts.len() * POINT_BYTES + hs.iter().map(|(_, h)| 16 + h.size()).sum::<usize>();
         if !pts.is_empty() {
+            let live_text = self.text_at(self.ts.len()) - self.text_at(self.first);
             if self.ts.last().is_some_and(|&last| last > pts[0].0) {
-                // Into the middle (a hole filled, or an older range asked later): merged anew.
-                let mut merged: Vec<(i64, f64)> = self.ts[self.first..].iter().copied().zip(self.vals[self.first..].iter().copied()).collect();
-                let old_texts: Vec<Vec<u8>> = (self.first..self.ts.len())
-                    .map(|i| self.text[self.text_at(i)..self.ends.get(i).copied().unwrap_or(0)].to_vec())
-                    .collect();
-                merged.extend_from_slice(pts);
-                let mut order: Vec<usize> = (0..merged.len()).collect();
-                order.sort_by_key(|&i| merged[i].0);
-                let old_n = old_texts.len();
-                *self = Kept { hists: std::mem::take(&mut self.hists), ..Kept::default() };
-                for i in order {
-                    let (t, v) = merged[i];
-                    self.ts.push(t);
-                    self.vals.push(v);
-                    if let Some(r) = render {
-                        if i < old_n {
-                            self.text.extend_from_slice(&old_texts[i]);
-                        } else {
-                            r(&mut self.text, t, v);
-                        }
-                        self.ends.push(self.text.len());
+                // Into the middle (a hole filled, or an older range asked later): the live points and
+                // the new ones merged anew, the live points' text copied.
+                let hists = std::mem::take(&mut self.hists);
+                let old = std::mem::replace(self, Kept { hists, ..Kept::default() });
+                let (mut i, mut j) = (old.first, 0);
+                while i < old.ts.len() || j < pts.len() {
+                    if j == pts.len() || (i < old.ts.len() && old.ts[i] < pts[j].0) {
+                        self.push(old.ts[i], old.vals[i], render, Some(&old.text[old.text_at(i)..old.text_at(i + 1)]));
+                        i += 1;
+                    } else {
+                        self.push(pts[j].0, pts[j].1, render, None);
+                        j += 1;
                     }
                 }
-                added += self.text.len().saturating_sub(old_texts.iter().map(Vec::len).sum());
             } else {
                 for &(t, v) in pts {
-                    self.ts.push(t);
-                    self.vals.push(v);
-                    if let Some(r) = render {
-                        r(&mut self.text, t, v);
-                        self.ends.push(self.text.len());
-                    }
+                    self.push(t, v, render, None);
                 }
-                added += self.text.len() - before;
             }
+            added += self.text_at(self.ts.len()) - self.text_at(self.first) - live_text;
         }
         if !hs.is_empty() {
             self.hists.extend_from_slice(hs);
             self.hists.sort_by_key(|p| p.0);
         }
         added
+    }
+
+    /// Appends a point; with a renderer, its text: `text` (kept from before) or rendered now.
+    fn push(&mut self, t: i64, v: f64, render: Option<PointRenderer>, text: Option<&[u8]>) {
+        self.ts.push(t);
+        self.vals.push(v);
+        if let Some(r) = render {
+            match text {
+                Some(kept) => self.text.extend_from_slice(kept),
+                None => r(&mut self.text, t, v),
+            }
+            self.ends.push(self.text.len());
+        }
     }
 
     /// Drops the points with `lo <= t <= hi`; returns the bytes freed. Dropping from the front only
