@@ -24,6 +24,8 @@ pub struct Metrics {
     pub head_chunks: AtomicU64,
     pub head_samples: AtomicU64,
     pub head_cuts: AtomicU64,
+    /// Early (memory-pressure) head cuts given up because no chunk boundary lay in the cuttable range.
+    pub head_early_cuts_skipped: AtomicU64,
     pub wal_bytes_written: AtomicU64,
     pub wal_fsyncs: AtomicU64,
     /// Total fsync time, nanoseconds.
@@ -96,6 +98,7 @@ pub fn encode_text_many(dbs: &[(Option<&str>, &Metrics)], out: &mut String) {
     g(out, "head_chunks", "Chunks in the head (open and closed).", &|m| &m.head_chunks);
     g(out, "head_samples", "Samples in the head.", &|m| &m.head_samples);
     c(out, "head_truncations_total", "Head ranges cut into blocks.", &|m| &m.head_cuts);
+    c(out, "head_early_cuts_skipped_total", "Early (memory-pressure) head cuts given up: no chunk boundary in the cuttable range.", &|m| &m.head_early_cuts_skipped);
     c(out, "wal_bytes_written_total", "Bytes of records written to the WAL.", &|m| &m.wal_bytes_written);
     c(out, "wal_fsyncs_total", "Explicit WAL fsyncs.", &|m| &m.wal_fsyncs);
     head(out, "wal_fsync_seconds_total", "Time spent in explicit WAL fsyncs.", "counter");

@@ -51,6 +51,9 @@ pub struct Options {
     pub repair_future: bool,
     /// Downsampling tiers (see `crate::tiers`), finest first; empty (default) = none.
     pub tiers: Vec<TierOptions>,
+    /// Closed head chunk bytes per shard above which the oldest head data is cut into a block early, at
+    /// a chunk boundary below the appendable minimum (default 48 MiB).
+    pub head_chunk_bytes_soft_limit: u64,
 }
 
 /// One downsampling tier: its bucket width and how long its blocks are kept.
@@ -104,6 +107,7 @@ impl Default for Options {
             max_exemplars: 100_000,
             repair_future: false,
             tiers: Vec::new(),
+            head_chunk_bytes_soft_limit: 48 << 20,
         }
     }
 }

@@ -517,3 +517,39 @@ fn the_identity_file_is_validated_before_anything_is_created() {
     assert_eq!(query(&db, &[eq("__name__", "m")], 0, 5000), before);
     assert!(std::fs::read_to_string(&meta).expect("read").contains("crc32c"));
 }
+
+#[test]
+fn an_early_cut_that_finds_no_chunk_boundary_is_not_retried_on_every_commit() {
+    use std::sync::atomic::Ordering::Relaxed;
+    // Over the soft limit from the first closed chunk on; series "d" keeps one open chunk from the head's
+    // start to its end, so no chunk boundary lies in the cuttable range and the early cut gives up. It
+    // scans every series under the shard's write lock: once per sixteenth of a block range of new data
+    // (62,500 ms here), not on every commit.
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), Options { block_range_ms: 1_000_000, head_chunk_bytes_soft_limit: 1, ..opts(1) }).expect("open");
+    let mut app = db.appender();
+    app.add(labels!("__name__" => "a"), &(0..121).map(|i| Sample::new(i * 3 / 2, 1.0)).collect::<Vec<_>>());
+    app.add(labels!("__name__" => "d"), &[Sample::new(0, 1.0)]);
+    app.commit().expect("commit");
+    let skipped = || db.metrics().head_early_cuts_skipped.load(Relaxed);
+    assert_eq!(skipped(), 0, "nothing is cuttable below the appendable minimum yet");
+    let mut t = 600_000;
+    let mut commits = 0;
+    while t < 600_000 + 62_500 {
+        let mut app = db.appender();
+        app.add(labels!("__name__" => "d"), &[Sample::new(t, 1.0)]);
+        app.commit().expect("commit");
+        commits += 1;
+        t += 500;
+    }
+    assert_eq!(commits, 125);
+    assert_eq!(skipped(), 1, "one scan for the first 62.5 s of data past the appendable minimum");
+    let mut app = db.appender();
+    app.add(labels!("__name__" => "d"), &[Sample::new(t, 1.0)]);
+    app.commit().expect("commit");
+    assert_eq!(skipped(), 2, "tried again once a sixteenth of a block range of newer data arrived");
+    assert_eq!(db.metrics().head_cuts.load(Relaxed), 0);
+    // Nothing was lost or cut: every sample is still read back.
+    let got = query(&db, &[eq("__name__", "d")], 0, i64::MAX);
+    assert_eq!(got[0].1.len(), 127);
+}

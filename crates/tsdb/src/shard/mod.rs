@@ -147,14 +147,14 @@ pub(crate) struct Shard {
     /// The head's newest time when a cut last made no progress (`i64::MIN`: none): no cut is due
     /// again until newer data arrives, so a head that cannot be cut further is not rescanned forever.
     cut_stuck_max_t: std::sync::atomic::AtomicI64,
+    /// The head's newest time from which an early (memory-pressure) cut may be tried again after one
+    /// found nothing to cut: the scan for a chunk boundary holds the state's write lock over every
+    /// series, so it runs once per sixteenth of a block range of new data, not on every commit.
+    early_cut_retry_at: std::sync::atomic::AtomicI64,
     pub state: RwLock<State>,
     /// The shard's exemplars (a bounded ring, see [`crate::exemplars`]).
     pub(crate) exemplars: Mutex<crate::exemplars::ExemplarStore>,
 }
-
-/// Closed head chunks above this many bytes trigger an early ("memory pressure") cut of the oldest data,
-/// up to the head's appendable minimum, so a fast stream cannot make the head grow to 1.5 block ranges.
-const HEAD_CHUNK_BYTES_SOFT_LIMIT: u64 = 48 << 20;
 
 fn wal_err(e: WalError) -> Error {
     Error::Wal(Box::new(e))
@@ -230,6 +230,7 @@ impl Shard {
             writer: Mutex::new(Writer { wal: Some(wal), packer, poisoned: None, buf: Vec::new(), seg_maxt, next_ref, verdicts: Vec::new(), hverdicts: Vec::new(), pending: Pending::default() }),
             cut_lock: Mutex::new(()),
             cut_stuck_max_t: std::sync::atomic::AtomicI64::new(i64::MIN),
+            early_cut_retry_at: std::sync::atomic::AtomicI64::new(i64::MIN),
             state: RwLock::new(State { head, blocks }),
             exemplars: Mutex::new(exemplars),
         })
@@ -541,7 +542,13 @@ impl Shard {
         if h.max_t.saturating_sub(h.min_t) > range / 2 * 3 {
             return Some(true);
         }
-        if h.chunk_bytes > HEAD_CHUNK_BYTES_SOFT_LIMIT && h.appendable_min_valid().saturating_sub(h.min_t) >= range / 16 {
+        // Closed head chunks above the soft limit trigger an early ("memory pressure") cut of the oldest
+        // data, up to the head's appendable minimum, so a fast stream cannot make the head grow to 1.5
+        // block ranges.
+        if h.chunk_bytes > self.opts.head_chunk_bytes_soft_limit
+            && h.appendable_min_valid().saturating_sub(h.min_t) >= range / 16
+            && h.max_t >= self.early_cut_retry_at.load(Relaxed)
+        {
             return Some(false);
         }
         None
@@ -578,8 +585,11 @@ impl Shard {
                     w_end = w_end.min(h.appendable_min_valid());
                     w_end = h.chunk_boundary_at_or_before(w_end);
                     if w_end <= w_start {
-                        // Nothing to cut whole yet; not again before newer data arrives.
-                        self.cut_stuck_max_t.store(h.max_t, Relaxed);
+                        // Nothing to cut whole yet (series' chunks overlap each other back to the head's
+                        // start): not again before a sixteenth of a block range of newer data, in which
+                        // chunks are closed and a boundary may appear. Regular cuts stay due as before.
+                        self.early_cut_retry_at.store(h.max_t.saturating_add((range / 16).max(1)), Relaxed);
+                        self.metrics.head_early_cuts_skipped.fetch_add(1, Relaxed);
                         break;
                     }
                 }
