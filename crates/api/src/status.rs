@@ -257,7 +257,7 @@ pub async fn stores(State(st): State<Arc<AppState>>, req: Request) -> Response {
                         .iter()
                         .map(|(m, ext)| UnionMember {
                             name: m.name.clone(),
-                            external_labels: ext.iter().map(|l| (l.name.clone(), l.value.clone())).collect(),
+                            external_labels: ext.iter().map(|l| (l.name.to_string(), l.value.to_string())).collect(),
                         })
                         .collect(),
                     limits: StoreLimits {

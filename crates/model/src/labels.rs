@@ -5,15 +5,20 @@ use std::fmt;
 /// The label that holds the metric name.
 pub const METRIC_NAME: &str = "__name__";
 
+/// A label name or value: up to 24 bytes are held inline (no allocation of their own), so a series'
+/// label set is one allocation whose strings sit next to each other — most names and values are that
+/// short. Compares, orders and hashes as `str` does.
+pub type LabelStr = compact_str::CompactString;
+
 /// One name/value pair.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Label {
-    pub name: String,
-    pub value: String,
+    pub name: LabelStr,
+    pub value: LabelStr,
 }
 
 impl Label {
-    pub fn new(name: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn new(name: impl Into<LabelStr>, value: impl Into<LabelStr>) -> Self {
         Self { name: name.into(), value: value.into() }
     }
 }
@@ -77,7 +82,7 @@ impl Labels {
 
     /// Builds a label set from pairs in any order: sorts by name, drops empty values. When a name occurs
     /// twice the last value wins (use [`Labels::from_sorted`] to validate untrusted input instead).
-    pub fn from_pairs<N: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (N, V)>) -> Self {
+    pub fn from_pairs<N: Into<LabelStr>, V: Into<LabelStr>>(pairs: impl IntoIterator<Item = (N, V)>) -> Self {
         let mut b = LabelsBuilder::new();
         for (n, v) in pairs {
             b.set(n, v);
@@ -90,7 +95,7 @@ impl Labels {
     pub fn from_sorted(mut v: Vec<Label>) -> Result<Self, String> {
         for w in v.windows(2) {
             if w[0].name >= w[1].name {
-                return Err(w[1].name.clone());
+                return Err(w[1].name.to_string());
             }
         }
         v.retain(|l| !l.value.is_empty());
@@ -136,7 +141,11 @@ impl Labels {
     }
 
     pub fn metric_name(&self) -> &str {
-        self.get(METRIC_NAME)
+        // `__name__` sorts before every name that starts with a lower-case letter: nearly always first.
+        match self.0.first() {
+            Some(l) if l.name == METRIC_NAME => &l.value,
+            _ => self.get(METRIC_NAME),
+        }
     }
 
     /// A stable 64-bit hash (xxh3 over `name 0xff value 0xff`…). Stable across processes and versions:
@@ -178,10 +187,11 @@ impl Labels {
         Labels(self.0.iter().filter(|l| !names.iter().any(|n| n.as_ref() == l.name)).cloned().collect())
     }
 
-    /// Approximate heap bytes held, for memory accounting.
+    /// Approximate heap bytes held, for memory accounting (names and values longer than 24 bytes have
+    /// an allocation of their own, shorter ones live in the pairs).
     pub fn heap_bytes(&self) -> usize {
-        16 + self.0.len() * std::mem::size_of::<Label>()
-            + self.0.iter().map(|l| l.name.capacity() + l.value.capacity()).sum::<usize>()
+        let own = |s: &LabelStr| if s.is_heap_allocated() { s.capacity() } else { 0 };
+        16 + self.0.len() * std::mem::size_of::<Label>() + self.0.iter().map(|l| own(&l.name) + own(&l.value)).sum::<usize>()
     }
 }
 
@@ -321,7 +331,7 @@ impl LabelsBuilder {
     }
 
     /// Sets `name` to `value` (an empty value deletes the label).
-    pub fn set(&mut self, name: impl Into<String>, value: impl Into<String>) -> &mut Self {
+    pub fn set(&mut self, name: impl Into<LabelStr>, value: impl Into<LabelStr>) -> &mut Self {
         let name = name.into();
         let value = value.into();
         if let Some(l) = self.pairs.iter_mut().find(|l| l.name == name) {
@@ -367,6 +377,23 @@ mod tests {
         assert_eq!(l.as_slice()[0].name, "a");
         assert_eq!(l.get("c"), "");
         assert!(!l.has("c"));
+    }
+
+    #[test]
+    fn short_names_and_values_live_in_the_pairs_and_the_metric_name_is_found_anywhere() {
+        let l = labels!("__name__" => "node_cpu_seconds_total", "cpu" => "0", "instance" => "host-17:9100", "mode" => "idle");
+        // One allocation for the whole set: no name or value of 24 bytes or less has one of its own.
+        assert_eq!(l.heap_bytes(), 16 + 4 * std::mem::size_of::<Label>());
+        assert_eq!(std::mem::size_of::<Label>(), 48);
+        let long = "x".repeat(25);
+        assert!(labels!("a" => long.as_str()).heap_bytes() >= 16 + std::mem::size_of::<Label>() + 25);
+        assert_eq!(l.metric_name(), "node_cpu_seconds_total");
+        // Upper-case names sort before `__name__`; a set without it has none.
+        let u = labels!("Zone" => "eu", "AZ" => "1", "__name__" => "m", "a" => "b");
+        assert_eq!(u.as_slice()[2].name, "__name__");
+        assert_eq!(u.metric_name(), "m");
+        assert_eq!(labels!("Zone" => "eu").metric_name(), "");
+        assert_eq!(Labels::empty().metric_name(), "");
     }
 
     #[test]

@@ -261,7 +261,7 @@ impl<'a> FrameReader<'a> {
 
 /// Labels in wire form.
 pub fn to_wire_labels(labels: &Labels) -> Vec<prompb::Label> {
-    labels.iter().map(|l| prompb::Label { name: l.name.clone(), value: l.value.clone() }).collect()
+    labels.iter().map(|l| prompb::Label { name: l.name.to_string(), value: l.value.to_string() }).collect()
 }
 
 /// Cuts one series' chunks into `ChunkedReadResponse` frames of about `max_bytes_in_frame` each, as

@@ -1287,7 +1287,7 @@ impl V1Builder {
             .iter()
             .map(|e| {
                 prompb::Exemplar {
-                    labels: e.labels.iter().map(|l| prompb::Label { name: l.name.clone(), value: l.value.clone() }).collect(),
+                    labels: e.labels.iter().map(|l| prompb::Label { name: l.name.to_string(), value: l.value.to_string() }).collect(),
                     value: e.value,
                     timestamp: e.t,
                 }

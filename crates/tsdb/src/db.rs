@@ -437,16 +437,16 @@ impl Db {
         for s in &self.shards {
             let g = s.state.read();
             for (name, vals) in g.head.index.names() {
-                *values_by_name.entry(name.clone()).or_default() += vals.len() as u64;
+                *values_by_name.entry(name.to_string()).or_default() += vals.len() as u64;
                 let mut mem = 0u64;
                 for (v, refs) in vals {
                     mem += (v.len() * refs.len()) as u64;
                     *by_pair.entry(format!("{name}={v}")).or_default() += refs.len() as u64;
                     if name == tessera_model::METRIC_NAME {
-                        *by_metric.entry(v.clone()).or_default() += refs.len() as u64;
+                        *by_metric.entry(v.to_string()).or_default() += refs.len() as u64;
                     }
                 }
-                *mem_by_name.entry(name.clone()).or_default() += mem;
+                *mem_by_name.entry(name.to_string()).or_default() += mem;
             }
         }
         // Label values are counted per shard above; a value present in several shards is counted once per
@@ -455,7 +455,7 @@ impl Db {
         for s in &self.shards {
             let g = s.state.read();
             for (name, vals) in g.head.index.names() {
-                distinct.entry(name.clone()).or_default().extend(vals.keys().cloned());
+                distinct.entry(name.to_string()).or_default().extend(vals.keys().map(|k| k.to_string()));
             }
         }
         for (n, set) in distinct {

@@ -401,7 +401,7 @@ impl Querier for DbQuerier {
             self.for_each_matching(matchers, |l| {
                 for x in l.iter() {
                     if !names.contains(x.name.as_str()) {
-                        names.insert(x.name.clone());
+                        names.insert(x.name.to_string());
                     }
                 }
             })?;

@@ -589,12 +589,12 @@ impl<'a> Dec<'a> {
         let v = self.uvarint()?;
         u32::try_from(v).map_err(|_| self.err("series ref exceeds u32"))
     }
-    fn str(&mut self) -> Result<String, DecodeError> {
+    fn str(&mut self) -> Result<tessera_model::LabelStr, DecodeError> {
         let n = self.len(1)?;
         let s = &self.b[self.pos..self.pos + n];
         let s = std::str::from_utf8(s).map_err(|_| self.err("label is not utf-8"))?;
         self.pos += n;
-        Ok(s.to_string())
+        Ok(s.into())
     }
     /// A value XOR as [`put_xor`] writes it.
     fn xor(&mut self) -> Result<u64, DecodeError> {

@@ -57,7 +57,7 @@ fn written_block_reads_back_exactly() {
     let mut pairs: BTreeMap<(String, String), Vec<u32>> = BTreeMap::new();
     for (r, m) in model.iter().enumerate() {
         for l in m.labels.iter() {
-            pairs.entry((l.name.clone(), l.value.clone())).or_default().push(r as u32);
+            pairs.entry((l.name.to_string(), l.value.to_string())).or_default().push(r as u32);
         }
     }
     assert_eq!(ix.all_postings().expect("all"), (0..model.len() as u32).collect::<Vec<_>>());

@@ -182,9 +182,9 @@ fn group_hash(l: &Labels, a: &AggregateExpr) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for lb in l {
         let inc = if a.without {
-            lb.name != "__name__" && !a.grouping.contains(&lb.name)
+            lb.name != "__name__" && !a.grouping.iter().any(|g| g == lb.name.as_str())
         } else {
-            a.grouping.contains(&lb.name)
+            a.grouping.iter().any(|g| g == lb.name.as_str())
         };
         if inc {
             h.update(lb.name.as_bytes());

@@ -232,9 +232,9 @@ fn signature(l: &Labels, m: &VectorMatching) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for lb in l {
         let inc = if m.on {
-            m.matching_labels.contains(&lb.name)
+            m.matching_labels.iter().any(|g| g == lb.name.as_str())
         } else {
-            lb.name != "__name__" && !m.matching_labels.contains(&lb.name)
+            lb.name != "__name__" && !m.matching_labels.iter().any(|g| g == lb.name.as_str())
         };
         if inc {
             h.update(lb.name.as_bytes());
@@ -348,9 +348,9 @@ fn result_labels(many: &Labels, one: &Labels, m: &VectorMatching, drop_name: boo
     }
     if m.card == VectorMatchCardinality::OneToOne {
         if m.on {
-            let keep: Vec<String> = many
+            let keep: Vec<tessera_model::LabelStr> = many
                 .iter()
-                .filter(|l| !m.matching_labels.contains(&l.name))
+                .filter(|l| !m.matching_labels.iter().any(|g| g == l.name.as_str()))
                 .map(|l| l.name.clone())
                 .collect();
             for n in keep {

@@ -1760,7 +1760,7 @@ fn eval_info(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineErr
                 continue;
             }
             let mut lb = LabelsBuilder::from_labels(&b.labels);
-            let mut added: Vec<(String, String)> = Vec::new();
+            let mut added: Vec<(tessera_model::LabelStr, tessera_model::LabelStr)> = Vec::new();
             for &(_, k, _) in &chosen {
                 for l in &infos[k].labels {
                     if l.name == "__name__" || IDENTIFYING_LABELS.contains(&l.name.as_str()) && include.is_none() {

@@ -244,7 +244,7 @@ impl Querier for MemQuerier {
                 Box::new(self.matching(sh, matchers))
             };
             for s in it {
-                v.extend(s.labels.iter().map(|l| l.name.clone()));
+                v.extend(s.labels.iter().map(|l| l.name.to_string()));
             }
         }
         v.sort();

@@ -6,13 +6,13 @@
 
 use std::collections::BTreeMap;
 
-use tessera_model::Labels;
+use tessera_model::{LabelStr, Labels};
 
 use crate::index::{IndexReader, IndexResult, SeriesRef};
 
 #[derive(Debug, Default)]
 pub(crate) struct HeadIndex {
-    postings: BTreeMap<String, BTreeMap<String, Vec<SeriesRef>>>,
+    postings: BTreeMap<LabelStr, BTreeMap<LabelStr, Vec<SeriesRef>>>,
     /// Every live ref, sorted.
     all: Vec<SeriesRef>,
 }
@@ -61,7 +61,7 @@ impl HeadIndex {
     }
 
     /// (label name, number of values, sum of series over values) for cardinality stats.
-    pub(crate) fn names(&self) -> impl Iterator<Item = (&String, &BTreeMap<String, Vec<SeriesRef>>)> {
+    pub(crate) fn names(&self) -> impl Iterator<Item = (&LabelStr, &BTreeMap<LabelStr, Vec<SeriesRef>>)> {
         self.postings.iter()
     }
 }
@@ -91,12 +91,12 @@ impl IndexReader for HeadIndex {
         Ok(vals
             .range::<str, _>((std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded))
             .take_while(|(v, _)| v.starts_with(prefix))
-            .map(|(v, _)| v.clone())
+            .map(|(v, _)| v.to_string())
             .collect())
     }
 
     fn label_names(&self) -> IndexResult<Vec<String>> {
-        Ok(self.postings.keys().cloned().collect())
+        Ok(self.postings.keys().map(|k| k.to_string()).collect())
     }
 }
 
