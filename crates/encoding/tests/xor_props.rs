@@ -2,7 +2,7 @@
 //! reopen-then-append equivalence, size bounds, and "arbitrary or mutated bytes never panic".
 
 use proptest::prelude::*;
-use tessera_encoding::{ChunkError, XorEncoder, XorIter, decode_chunk_range_into, decode_xor_into, for_each_xor_sample, encode_xor};
+use tessera_encoding::{ChunkError, XorEncoder, XorIter, decode_chunk_range_into, decode_xor_into, decode_xor_range_into, for_each_xor_sample, encode_xor};
 use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 
 /// Values that stress the XOR windows: special floats, NaN payloads, subnormals, and runs.
@@ -239,4 +239,28 @@ fn full_chunk_holds_u16_max_samples() {
     let mut out = Vec::new();
     decode_xor_into(enc.bytes(), &mut out).expect("decodes");
     assert_eq!(out.len(), u16::MAX as usize);
+}
+
+#[test]
+fn the_last_bytes_decode_alike_on_both_paths_at_every_truncation() {
+    // Scrape-like chunks (10 s with jitter, small integer values: about a byte a sample, so the last 32
+    // bytes — decoded from a zero-padded copy — hold dozens of samples), cut at every byte: the bulk
+    // decoder and the checked iterator agree on the samples and on the error.
+    for n in [1usize, 2, 3, 5, 20, 40, 120, 140] {
+        let samples: Vec<Sample> =
+            (0..n as i64).map(|i| Sample::new(1_700_000_000_000 + i * 10_000 + (i % 3), (i * 7 % 13) as f64)).collect();
+        let bytes = encode_xor(&samples);
+        for end in 0..=bytes.len() {
+            exercise(&bytes[..end]);
+        }
+        let mut out = Vec::new();
+        decode_xor_into(&bytes, &mut out).expect("decodes");
+        assert_eq!(bits(&out), bits(&samples));
+        for (a, b) in [(0, i64::MAX), (samples[n / 2].t, samples[n - 1].t), (samples[n - 1].t, samples[n - 1].t)] {
+            let mut got = Vec::new();
+            decode_xor_range_into(&bytes, a, b, &mut got).expect("decodes");
+            let want: Vec<Sample> = samples.iter().copied().filter(|s| s.t >= a && s.t <= b).collect();
+            assert_eq!(bits(&got), bits(&want));
+        }
+    }
 }
