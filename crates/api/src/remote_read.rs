@@ -160,6 +160,8 @@ fn hints_of(q: &ReadQuery) -> SelectHints {
         func: h.map(|h| h.func.clone()).filter(|f| !f.is_empty()),
         range_ms: h.map_or(0, |h| h.range_ms),
         step_ms: h.map_or(0, |h| h.step_ms),
+        // Remote read answers only series with samples in range, as Prometheus does.
+        unchecked_range: false,
     }
 }
 

@@ -106,6 +106,10 @@ pub struct SelectHints {
     pub range_ms: i64,
     /// The evaluation step, ms (0 for instant queries).
     pub step_ms: i64,
+    /// The caller drops the series without a sample in range itself: the storage may yield a series whose
+    /// chunks overlap the range without holding a sample inside it, rather than decode them to find out
+    /// (a query at "now" otherwise decoded every open head chunk twice).
+    pub unchecked_range: bool,
 }
 
 /// Errors of the read path.

@@ -204,6 +204,9 @@ pub(crate) struct ShardSeries {
     /// Views taken again after the block list changed (for tests and curiosity).
     restarts: usize,
     block_bytes_since_release: usize,
+    /// Yield series whose chunks overlap the range without checking that a sample lies inside it
+    /// ([`SelectHints::unchecked_range`]).
+    pub(crate) unchecked_range: bool,
 }
 
 impl ShardSeries {
@@ -224,6 +227,7 @@ impl ShardSeries {
             done: false,
             restarts: 0,
             block_bytes_since_release: 0,
+            unchecked_range: false,
         })
     }
 
@@ -310,7 +314,7 @@ impl ShardSeries {
                 continue;
             }
             let chunks = finalize_chunks_st(chunks, &extra, &extra_sts, &extra_hists, &deleted)?;
-            if has_sample_in(&chunks, mint, maxt) {
+            if self.unchecked_range || has_sample_in(&chunks, mint, maxt) {
                 return Ok(Some(Series { labels, chunks }));
             }
         }
@@ -380,7 +384,9 @@ impl Querier for DbQuerier {
     }
 
     fn select_shard(&self, shard: usize, matchers: &[Matcher], hints: &SelectHints) -> Result<SeriesSet, StorageError> {
-        Ok(Box::new(self.shard_series(shard, matchers, hints.series_only)?))
+        let mut it = self.shard_series(shard, matchers, hints.series_only)?;
+        it.unchecked_range = hints.unchecked_range;
+        Ok(Box::new(it))
     }
 
     fn label_names(&self, matchers: &[Matcher]) -> Result<Vec<String>, StorageError> {

@@ -668,6 +668,8 @@ pub fn select_map_st<T: Send + Held>(
     let stats_hints = ctx.stats_selectors.contains(&(vs as *const VectorSelector as usize));
     let base = ctx.held_samples();
     let slots_base = ctx.slots.load(Ordering::Relaxed);
+    // Series without a sample in range are skipped below: the storage need not decode to find them.
+    let hints = SelectHints { unchecked_range: true, ..hints };
     // Outputs of this selection so far, over all shards.
     let kept = AtomicUsize::new(0);
     let kept_slots = AtomicUsize::new(0);
@@ -686,6 +688,10 @@ pub fn select_map_st<T: Send + Held>(
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
                 let bufs = DecodeBufs { samples: &mut buf, sts: &mut sts, hists: &mut hbuf, hsts: &mut hsts };
                 decode_series_st(&s.chunks, mint, maxt, want_st, decode_limit(ctx), bufs)?;
+                if buf.is_empty() && hbuf.is_empty() {
+                    // No sample in range: not there (see `SelectHints::unchecked_range`).
+                    continue;
+                }
                 ctx.stats.read.fetch_add(buf.len() + hbuf.len(), Ordering::Relaxed);
                 if ctx.trace.is_some() {
                     ctx.stats.series.fetch_add(1, Ordering::Relaxed);
@@ -1452,7 +1458,9 @@ struct ShardRun<'c, 'q> {
     vs: &'c VectorSelector,
     mint: i64,
     maxt: i64,
-    hints: &'c SelectHints,
+    /// The caller's hints, with [`SelectHints::unchecked_range`]: [`ShardRun::shard`] skips the series
+    /// without a sample in range itself.
+    hints: SelectHints,
     want_st: bool,
     window: Option<(&'c [i64], i64)>,
     stats_hints: bool,
@@ -1476,7 +1484,7 @@ impl<'c, 'q> ShardRun<'c, 'q> {
             vs,
             mint,
             maxt,
-            hints,
+            hints: SelectHints { unchecked_range: true, ..hints.clone() },
             want_st,
             window,
             stats_hints: ctx.stats_selectors.contains(&(vs as *const VectorSelector as usize)),
@@ -1508,7 +1516,7 @@ impl<'c, 'q> ShardRun<'c, 'q> {
         mut f: impl FnMut(&Labels, &[Sample], &[i64], &[HPoint]) -> Option<(usize, ())>,
     ) -> Result<(), EngineError> {
         let ctx = self.ctx;
-        let set = q.select_shard(shard, &self.vs.matchers, self.hints).map_err(|e| EngineError::Storage(e.to_string()))?;
+        let set = q.select_shard(shard, &self.vs.matchers, &self.hints).map_err(|e| EngineError::Storage(e.to_string()))?;
         let mut buf: Vec<Sample> = Vec::new();
         let mut sts: Vec<i64> = Vec::new();
         let mut hbuf: Vec<HPoint> = Vec::new();
@@ -1520,6 +1528,11 @@ impl<'c, 'q> ShardRun<'c, 'q> {
             }
             let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
             decode_series(&s.chunks, self.mint, self.maxt, self.want_st, decode_limit(ctx), &mut buf, &mut sts, &mut hbuf)?;
+            if buf.is_empty() && hbuf.is_empty() {
+                // No sample in range (the storage was told it need not check, see `SelectHints::
+                // unchecked_range`): the series is not there, as it would not have been yielded.
+                continue;
+            }
             ctx.stats.read.fetch_add(buf.len() + hbuf.len(), Ordering::Relaxed);
             if ctx.trace.is_some() {
                 ctx.stats.series.fetch_add(1, Ordering::Relaxed);
