@@ -269,8 +269,8 @@ const POINT_BYTES: usize = 24;
 struct Kept {
     /// Points before `first` are dropped (the front is removed lazily; see [`Kept::remove`]).
     first: usize,
-    ts: Vec<i64>,
-    vals: Vec<f64>,
+    /// Times and values, as answers hold them (a look-up copies a range in one piece).
+    pts: Vec<(i64, f64)>,
     /// With a renderer: every point's text as the renderer wrote it, concatenated in time order;
     /// `ends[i]` is where point `i`'s text ends. Empty without a renderer.
     text: Vec<u8>,
@@ -282,8 +282,8 @@ struct Kept {
 impl Kept {
     /// The live points with `lo <= t <= hi`, as an index range.
     fn span(&self, lo: i64, hi: i64) -> (usize, usize) {
-        let live = &self.ts[self.first..];
-        (self.first + live.partition_point(|&t| t < lo), self.first + live.partition_point(|&t| t <= hi))
+        let live = &self.pts[self.first..];
+        (self.first + live.partition_point(|p| p.0 < lo), self.first + live.partition_point(|p| p.0 <= hi))
     }
 
     fn hist_span(&self, lo: i64, hi: i64) -> (usize, usize) {
@@ -296,7 +296,7 @@ impl Kept {
     }
 
     fn is_empty(&self) -> bool {
-        self.first == self.ts.len() && self.hists.is_empty()
+        self.first == self.pts.len() && self.hists.is_empty()
     }
 
     /// Adds points at steps not kept before (so at times it does not hold), rendering each with
@@ -304,16 +304,16 @@ impl Kept {
     fn insert(&mut self, pts: &[(i64, f64)], hs: &[(i64, Arc<FloatHistogram>)], render: Option<PointRenderer>) -> usize {
         let mut added = pts.len() * POINT_BYTES + hs.iter().map(|(_, h)| 16 + h.size()).sum::<usize>();
         if !pts.is_empty() {
-            let live_text = self.text_at(self.ts.len()) - self.text_at(self.first);
-            if self.ts.last().is_some_and(|&last| last > pts[0].0) {
+            let live_text = self.text_at(self.pts.len()) - self.text_at(self.first);
+            if self.pts.last().is_some_and(|&(last, _)| last > pts[0].0) {
                 // Into the middle (a hole filled, or an older range asked later): the live points and
                 // the new ones merged anew, the live points' text copied.
                 let hists = std::mem::take(&mut self.hists);
                 let old = std::mem::replace(self, Kept { hists, ..Kept::default() });
                 let (mut i, mut j) = (old.first, 0);
-                while i < old.ts.len() || j < pts.len() {
-                    if j == pts.len() || (i < old.ts.len() && old.ts[i] < pts[j].0) {
-                        self.push(old.ts[i], old.vals[i], render, Some(&old.text[old.text_at(i)..old.text_at(i + 1)]));
+                while i < old.pts.len() || j < pts.len() {
+                    if j == pts.len() || (i < old.pts.len() && old.pts[i].0 < pts[j].0) {
+                        self.push(old.pts[i].0, old.pts[i].1, render, Some(&old.text[old.text_at(i)..old.text_at(i + 1)]));
                         i += 1;
                     } else {
                         self.push(pts[j].0, pts[j].1, render, None);
@@ -325,7 +325,7 @@ impl Kept {
                     self.push(t, v, render, None);
                 }
             }
-            added += self.text_at(self.ts.len()) - self.text_at(self.first) - live_text;
+            added += self.text_at(self.pts.len()) - self.text_at(self.first) - live_text;
         }
         if !hs.is_empty() {
             self.hists.extend_from_slice(hs);
@@ -336,8 +336,7 @@ impl Kept {
 
     /// Appends a point; with a renderer, its text: `text` (kept from before) or rendered now.
     fn push(&mut self, t: i64, v: f64, render: Option<PointRenderer>, text: Option<&[u8]>) {
-        self.ts.push(t);
-        self.vals.push(v);
+        self.pts.push((t, v));
         if let Some(r) = render {
             match text {
                 Some(kept) => self.text.extend_from_slice(kept),
@@ -361,13 +360,12 @@ impl Kept {
         freed += (b - a) * POINT_BYTES + (tb - ta);
         if a == self.first {
             self.first = b;
-            if self.first * 2 > self.ts.len() {
+            if self.first * 2 > self.pts.len() {
                 self.compact();
             }
             return freed;
         }
-        self.ts.drain(a..b);
-        self.vals.drain(a..b);
+        self.pts.drain(a..b);
         if !self.ends.is_empty() {
             self.text.drain(ta..tb);
             self.ends.drain(a..b);
@@ -381,8 +379,7 @@ impl Kept {
     /// Forgets the dropped front.
     fn compact(&mut self) {
         let (n, cut) = (self.first, self.text_at(self.first));
-        self.ts.drain(..n);
-        self.vals.drain(..n);
+        self.pts.drain(..n);
         if !self.ends.is_empty() {
             self.text.drain(..cut);
             self.ends.drain(..n);
@@ -903,12 +900,12 @@ fn splice_series(f: &Found, new: Option<&MatrixSeries>, skip: Option<(i64, i64)>
     for (ra, rb) in ranges {
         let mut i = ra;
         while i < rb {
-            while fi < fresh.len() && fresh[fi].0 < k.ts[i] {
+            while fi < fresh.len() && fresh[fi].0 < k.pts[i].0 {
                 emit_fresh(fresh[fi], &mut points, &mut text);
                 fi += 1;
             }
             let j = match fresh.get(fi) {
-                Some(p) => i + k.ts[i..rb].partition_point(|&t| t < p.0),
+                Some(p) => i + k.pts[i..rb].partition_point(|q| q.0 < p.0),
                 None => rb,
             };
             if j == i {
@@ -917,7 +914,7 @@ fn splice_series(f: &Found, new: Option<&MatrixSeries>, skip: Option<(i64, i64)>
                 i += 1;
                 continue;
             }
-            points.extend(k.ts[i..j].iter().copied().zip(k.vals[i..j].iter().copied()));
+            points.extend_from_slice(&k.pts[i..j]);
             if let Some(out) = text.as_mut() {
                 out.extend_from_slice(&k.text[k.text_at(i)..k.text_at(j)]);
             }
@@ -958,8 +955,8 @@ mod tests {
 
     /// A series' live points as (time, value) and the text of exactly those.
     fn live(k: &Kept) -> (Vec<(i64, f64)>, Vec<u8>) {
-        let pts: Vec<(i64, f64)> = (k.first..k.ts.len()).map(|i| (k.ts[i], k.vals[i])).collect();
-        (pts, k.text[k.text_at(k.first)..k.text_at(k.ts.len())].to_vec())
+        let pts: Vec<(i64, f64)> = k.pts[k.first..].to_vec();
+        (pts, k.text[k.text_at(k.first)..k.text_at(k.pts.len())].to_vec())
     }
 
     /// Random inserts (appends, holes filled, older ranges) and removals (front, middle, back) keep a
@@ -1001,7 +998,7 @@ mod tests {
                 assert_eq!(String::from_utf8_lossy(&text), String::from_utf8_lossy(&text_of(&want)));
                 let held = want.len() * POINT_BYTES + text_of(&want).len();
                 assert_eq!(bytes, held, "bytes counted");
-                assert!(k.first * 2 <= k.ts.len().max(1), "the dropped front is forgotten by half");
+                assert!(k.first * 2 <= k.pts.len().max(1), "the dropped front is forgotten by half");
             }
         }
     }
