@@ -34,6 +34,13 @@ fn check(input: String) {
             Ok(a) => a,
             Err(err) => panic!("{input:?} parsed and printed as {printed:?}, which does not parse: {err}"),
         };
+        // `x offset --1s - 1` takes upstream's general `duration_expr` alternative only because of the
+        // double sign, which `applyUnaryOpToDurationExpr` folds into the literal; the printed `x offset 1s
+        // - 1` (upstream's `DurationExpr.String()` prints a binary duration bare) then reads as
+        // `(x offset 1s) - 1`. We print as upstream does; such inputs only need to print something that parses.
+        if double_signed_offset(&input) {
+            return;
+        }
         // The same tree, up to unary `+` (see `without_unary_plus`).
         assert_eq!(
             without_unary_plus(to_json(&again)),
@@ -48,6 +55,23 @@ fn check(input: String) {
         let _ = pretty(&third);
         let _ = to_json(&e).to_string();
     });
+}
+
+/// Whether `input` has an `offset` followed by two signs (see `check`).
+fn double_signed_offset(input: &str) -> bool {
+    let lower = input.to_ascii_lowercase();
+    lower.match_indices("offset").any(|(i, _)| {
+        let mut signs = lower[i + 6..].chars().filter(|c| !c.is_whitespace()).take(2);
+        matches!((signs.next(), signs.next()), (Some('+' | '-'), Some('+' | '-')))
+    })
+}
+
+#[test]
+fn a_double_signed_offset_prints_as_upstream() {
+    let e = parse("up offset --1s-1").expect("parses");
+    assert_eq!(e.to_string(), "up offset 1s - 1");
+    check("up offset ----------1s-1".to_string());
+    assert!(double_signed_offset("x OFFSET - -2") && !double_signed_offset("x offset -2 - 1"));
 }
 
 /// The JSON AST with unary `+` nodes replaced by their operand. Upstream's `String()` prints the number
