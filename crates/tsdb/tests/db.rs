@@ -521,8 +521,9 @@ fn the_identity_file_is_validated_before_anything_is_created() {
 #[test]
 fn an_early_cut_that_finds_no_chunk_boundary_is_not_retried_on_every_commit() {
     use std::sync::atomic::Ordering::Relaxed;
-    // Over the soft limit from the first closed chunk on; series "d" keeps one open chunk from the head's
-    // start to its end, so no chunk boundary lies in the cuttable range and the early cut gives up. It
+    // Over the soft limit from the first closed chunk on; series "d"'s first chunk starts at the head's
+    // start and reaches past the appendable minimum, so no chunk boundary lies in the cuttable range and
+    // the early cut gives up. It
     // scans every series under the shard's write lock: once per sixteenth of a block range of new data
     // (62,500 ms here), not on every commit.
     let dir = tempfile::tempdir().expect("tmp");

@@ -718,7 +718,7 @@ fn ordered_selector(
     };
     let mut g = OrderedGroups::new(a, n);
     let base = ctx.held_samples();
-    let ok = super::eval::select_ordered(ctx, vs, mint, maxt, hints, false, None, f, |(labels, vals)| {
+    let ok = super::eval::select_ordered(ctx, vs, mint, maxt, hints, false, None, n, f, |(labels, vals)| {
         g.add(&labels, false, &vals);
         true
     })?;

@@ -1374,6 +1374,7 @@ pub fn select_ordered<T: Send>(
     hints: SelectHints,
     want_st: bool,
     window: Option<(&[i64], i64)>,
+    per_item: usize,
     f: impl Fn(&Labels, &[Sample], &[i64], &[HPoint]) -> Option<(usize, Option<T>)> + Sync,
     mut consume: impl FnMut(T) -> bool,
 ) -> Result<bool, EngineError> {
@@ -1383,11 +1384,10 @@ pub fn select_ordered<T: Send>(
     let q = &*q;
     let (run_ref, f_ref) = (&run, &f);
     // Items travel in batches: one channel operation (and at most one wake-up of the merge) per batch,
-    // not per series. An item holds a value per step, so the fewer the steps, the more items a batch
-    // takes: a dashboard refresh's one or two new steps over 12,000 series woke the merge ~400 times
-    // (thread switches were a fifth of its cost), now a few times. About 4,096 values per batch.
-    let steps = if hints.step_ms > 0 { (maxt.saturating_sub(mint) / hints.step_ms).saturating_add(1) } else { 1 };
-    let batch_items = (4096 / steps.clamp(1, 4096) as usize).clamp(32, 2048);
+    // not per series. An item holds `per_item` values (one per step), so the fewer, the more items a
+    // batch takes: a dashboard refresh's one or two new steps over 12,000 series woke the merge ~400
+    // times (thread switches were a fifth of its cost), now a few times. About 4,096 values a batch.
+    let batch_items = (4096 / per_item.max(1)).clamp(32, 2048);
     let results: Vec<Result<(), EngineError>> = std::thread::scope(|scope| {
         let batch_len = batch_items;
         let mut rxs = Vec::with_capacity(shards);

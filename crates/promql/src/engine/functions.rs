@@ -1158,7 +1158,7 @@ fn range_function<S: Send>(
                 None => Some((0, None)),
                 Some(s) => Some((s.held(), Some(s))),
             };
-            let ok = super::eval::select_ordered(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, f, consume)?;
+            let ok = super::eval::select_ordered(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, grid.n, f, consume)?;
             return finished(if ok { RangeOut::Streamed } else { RangeOut::Folded(None) });
         }
         if let Some(fold) = fold.filter(|_| !want_st) {
