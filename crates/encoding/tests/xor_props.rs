@@ -264,3 +264,28 @@ fn the_last_bytes_decode_alike_on_both_paths_at_every_truncation() {
         }
     }
 }
+
+#[test]
+fn the_widest_samples_decode_alike_in_the_last_bytes() {
+    // Samples whose time deltas need the 64-bit bucket and whose values XOR to 58–64 significant bits:
+    // the widest reads the decoder makes, at every position of the zero-padded tail, cut at every byte.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut t = 0i64;
+    let mut samples = Vec::new();
+    for i in 0..40i64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        t += if i % 3 == 0 { 1 << 40 } else { 1 + (x % 5000) as i64 };
+        samples.push(Sample::new(t, f64::from_bits(x | 1 | (1 << 62))));
+    }
+    for n in [1usize, 2, 3, 4, 7, 40] {
+        let bytes = encode_xor(&samples[..n]);
+        for end in 0..=bytes.len() {
+            exercise(&bytes[..end]);
+        }
+        let mut out = Vec::new();
+        decode_xor_into(&bytes, &mut out).expect("decodes");
+        assert_eq!(bits(&out), bits(&samples[..n]));
+    }
+}
