@@ -702,6 +702,7 @@ enum LoopEnd {
 /// data: a sample that would end past them, or look corrupt, is left undecoded (the state is the one
 /// before it) for the checked path to read, so truncated data fails exactly as it does there.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)] // scalars, so that they stay in registers
 fn xor_loop<const TAIL: bool>(
     body: &[u8],
     limit: usize,
