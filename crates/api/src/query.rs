@@ -326,17 +326,18 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let stats = r.stats.then_some((elapsed, samples));
     // Sized for the answer up front (a matrix point is ~30 bytes): growing a large body copied it
     // several times over.
-    let (weight, size) = match &value {
-        Value::Matrix(m) => (m.iter().map(json_weight).sum::<usize>(), m.iter().map(json_size).sum::<usize>()),
-        Value::Vector(v) => (v.len() * 4, v.len() * 128),
-        _ => (0, 0),
+    // `rendered`: the text the result cache handed over; a matrix with enough goes out in frames, its text
+    // uncopied.
+    let (weight, size, rendered) = match &value {
+        Value::Matrix(m) => (
+            m.iter().map(json_weight).sum::<usize>(),
+            m.iter().map(json_size).sum::<usize>(),
+            m.iter().filter_map(|s| s.rendered.as_ref()).map(Vec::len).sum::<usize>(),
+        ),
+        Value::Vector(v) => (v.len() * 4, v.len() * 128, 0),
+        _ => (0, 0, 0),
     };
     let want_trace = r.trace;
-    // A matrix the result cache handed over rendered goes out in frames, its text uncopied.
-    let rendered: usize = match &value {
-        Value::Matrix(m) => m.iter().filter_map(|s| s.rendered.as_ref()).map(Vec::len).sum(),
-        _ => 0,
-    };
     let build = move || -> (Vec<Bytes>, usize) {
         let mut frames = Frames::default();
         let mut body = Vec::with_capacity(256 + if rendered >= FRAMES_MIN_RENDERED { 0 } else { size.min(1 << 30) });
@@ -584,11 +585,7 @@ fn write_in_groups(out: &mut Vec<u8>, series: &[tessera_promql::engine::MatrixSe
 /// the matrix's first.
 fn write_series_run(out: &mut Vec<u8>, run: &[tessera_promql::engine::MatrixSeries], starts_matrix: bool) {
     for (i, s) in run.iter().enumerate() {
-        if i > 0 || !starts_matrix {
-            out.push(b',');
-        }
-        out.extend_from_slice(br#"{"metric":"#);
-        out.extend_from_slice(&to_go_json(&LabelsJson(&s.labels)));
+        write_series_head(out, s, i == 0 && starts_matrix);
         // marshalSeriesJSON omits "values" for a series without float points.
         match &s.rendered {
             // From the result cache, already written (`render_cached_point`: each point after a comma).
@@ -609,6 +606,16 @@ fn write_series_run(out: &mut Vec<u8>, run: &[tessera_promql::engine::MatrixSeri
         }
         write_series_tail(out, s);
     }
+}
+
+/// A series' opening, `{"metric":{…}`, after the comma that separates it from the one before unless it is
+/// the matrix's first.
+fn write_series_head(out: &mut Vec<u8>, s: &tessera_promql::engine::MatrixSeries, first: bool) {
+    if !first {
+        out.push(b',');
+    }
+    out.extend_from_slice(br#"{"metric":"#);
+    out.extend_from_slice(&to_go_json(&LabelsJson(&s.labels)));
 }
 
 /// A series' `"histograms"` (omitted for a series without histogram points, `marshalHPointJSON` each)
@@ -659,10 +666,6 @@ impl Frames {
     /// Pieces shorter than this are copied into the current frame rather than sent on their own.
     const MIN_FRAME: usize = 4096;
 
-    fn cur(&mut self) -> &mut Vec<u8> {
-        &mut self.cur
-    }
-
     /// Appends `b` without copying it (unless it is short).
     fn push(&mut self, b: Bytes) {
         if b.len() < Self::MIN_FRAME {
@@ -697,19 +700,14 @@ fn write_matrix_frames(out: &mut Frames, series: Vec<tessera_promql::engine::Mat
     for (i, mut s) in series.into_iter().enumerate() {
         match s.rendered.take() {
             Some(text) if !s.points.is_empty() && text.len() > 1 => {
-                let b = out.cur();
-                if i > 0 {
-                    b.push(b',');
-                }
-                b.extend_from_slice(br#"{"metric":"#);
-                b.extend_from_slice(&to_go_json(&LabelsJson(&s.labels)));
-                b.extend_from_slice(br#","values":["#);
+                write_series_head(&mut out.cur, &s, i == 0);
+                out.cur.extend_from_slice(br#","values":["#);
                 // The text starts with the comma before its first point.
                 out.push(Bytes::from(text).slice(1..));
-                out.cur().push(b']');
-                write_series_tail(out.cur(), &s);
+                out.cur.push(b']');
+                write_series_tail(&mut out.cur, &s);
             }
-            _ => write_series_run(out.cur(), std::slice::from_ref(&s), i == 0),
+            _ => write_series_run(&mut out.cur, std::slice::from_ref(&s), i == 0),
         }
     }
 }
@@ -892,9 +890,9 @@ mod tests {
         write_series_run(&mut plain, &series, true);
         for from in [0, 1, 2, 39] {
             let mut f = Frames::default();
-            f.cur().extend_from_slice(b"[");
+            f.cur.extend_from_slice(b"[");
             write_matrix_frames(&mut f, series[from..].to_vec());
-            f.cur().push(b']');
+            f.cur.push(b']');
             let (frames, len) = f.finish();
             let body = frames.concat();
             assert_eq!(len, body.len());

@@ -1389,21 +1389,20 @@ pub fn select_ordered<T: Send>(
     // times (thread switches were a fifth of its cost), now a few times. About 4,096 values a batch.
     let batch_items = (4096 / per_item.max(1)).clamp(32, 2048);
     let results: Vec<Result<(), EngineError>> = std::thread::scope(|scope| {
-        let batch_len = batch_items;
         let mut rxs = Vec::with_capacity(shards);
         let mut handles = Vec::with_capacity(shards);
         for shard in 0..shards {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(Labels, T)>>(4);
             rxs.push(rx);
             handles.push(scope.spawn(move || {
-                let mut batch = Vec::with_capacity(batch_len);
+                let mut batch = Vec::with_capacity(batch_items);
                 let r = run_ref.shard(q, shard, |labels, samples, sts, hs| {
                     let (n, item) = f_ref(labels, samples, sts, hs)?;
                     if let Some(item) = item {
                         batch.push((labels.clone(), item));
-                        if batch.len() == batch_len {
+                        if batch.len() == batch_items {
                             // The merge went away (it gave up or failed): stop.
-                            tx.send(std::mem::replace(&mut batch, Vec::with_capacity(batch_len))).ok()?;
+                            tx.send(std::mem::replace(&mut batch, Vec::with_capacity(batch_items))).ok()?;
                         }
                     }
                     Some((n, ()))
