@@ -63,8 +63,17 @@ pub struct SeriesGen {
     pub value: f64,
 }
 
+/// `v` rounded to a multiple of `p`. For `p < 1` (a power of ten or `1/n`) the result is the integer
+/// divided by `round(1/p)` in one IEEE division, which is what parsing the exporter's text (`0.000123456`)
+/// gives; dividing by `1.0 / p` instead (999999999.9999999 for `1e-9`) gave 17-digit values that no
+/// exporter sends.
 fn round_to(v: f64, p: f64) -> f64 {
-    if p >= 1.0 { (v / p).round() * p } else { ((v / p).round()) / (1.0 / p) }
+    if p >= 1.0 {
+        (v / p).round() * p
+    } else {
+        let scale = (1.0 / p).round();
+        (v * scale).round() / scale
+    }
 }
 
 impl SeriesGen {
@@ -528,6 +537,23 @@ mod tests {
                 Model::Const => assert_eq!(s.value, b),
             }
             assert!(s.value.is_finite());
+        }
+        // Every value is what an exporter's text gives: for a precision of 10^-k, the integer m with
+        // value = m / 10^k (a nanosecond duration reads back from "0.000123456").
+        for s in &t.series {
+            let p = match s.model {
+                Model::Counter { precision, .. } | Model::Gauge { precision, .. } => precision,
+                Model::Const => continue,
+            };
+            if p < 1.0 {
+                let scale = (1.0 / p).round();
+                let m = (s.value * scale).round();
+                assert_eq!(m / scale, s.value, "{} = {:?} is not a multiple of {p}", s.labels, s.value);
+                if p == 1e-9 {
+                    assert_eq!(format!("{}", s.value).parse::<f64>().ok(), Some(m / 1e9));
+                    assert!(format!("{}", s.value).len() <= 22, "{} prints as {}", s.labels, s.value);
+                }
+            }
         }
         // CPU seconds keep node_exporter's 10 ms precision.
         let cpu = t.series.iter().find(|s| s.labels.metric_name() == "node_cpu_seconds_total").expect("cpu");
