@@ -8,13 +8,19 @@
 //!
 //! ```text
 //! u8 version (1) │ uvarint n │ times (as dense chunks: varint t0 │ [n>=2: varint t1-t0] │ uvarint ts_len │
-//! (uvarint zero-run, varint dod)…) │ u8 k │ u8 mode │ uvarint g │ varint m0 │ uvarint vs_len │ vs_len bytes
+//! (uvarint zero-run, varint dod)…) │ u8 k │ u8 mode │ [mode & 0x80: uvarint s │ s × uvarint gap] │
+//! uvarint g │ varint m0 │ uvarint vs_len │ vs_len bytes
 //! (every difference below is stored divided by `g`, the differences' greatest common divisor, ≥ 1):
-//!   mode 0: (uvarint zero-run, varint delta)…   (constants and rarely changing values)
-//!   mode 1: varint delta × (n-1)                 (counters and gauges that move every sample)
-//!   mode 2: varint dod × (n-1), the first against 0   (steady rates)
+//!   layout 0: (uvarint zero-run, varint delta)…   (constants and rarely changing values)
+//!   layout 1: varint delta × (n-1)                 (counters and gauges that move every sample)
+//!   layout 2: varint dod × (n-1), the first against 0   (steady rates)
+//!   layout 3: the n-1 deltas bit-packed in frames (`crate::bitpack`)   (counters with random increments)
+//!   layout 4: the n-1 dods bit-packed in frames
 //! ```
-//! The encoder writes the smallest of the three.
+//! The layout is `mode & 0x7f`; the encoder writes the smallest of the five. With `mode & 0x80` the chunk
+//! holds `s ≥ 1` stale markers (Prometheus' staleness NaN, which a series' last scrape ends with): sample
+//! positions, the first as is and each further one as its distance to the previous minus one; a stale
+//! sample's integer is the previous sample's (0 for a leading one), so it costs nothing in the values.
 //! A value decodes as `m as f64 / 10^k` (`m as f64` for `k = 0`), a correctly rounded IEEE division, so
 //! the encoder keeps a chunk only when every value reads back **bit for bit** that way (NaN, infinities,
 //! `-0.0` and values needing more than 15 decimals or 53-bit integers never qualify: they stay XOR or
@@ -23,7 +29,7 @@
 use crate::dense::corrupt;
 use crate::error::ChunkError;
 use crate::varint;
-use tessera_model::Sample;
+use tessera_model::{STALE_NAN, Sample, is_stale_nan};
 
 /// Format version byte.
 const VERSION: u8 = 1;
@@ -36,6 +42,11 @@ const MAX_K: u8 = 15;
 const MODE_RUNS: u8 = 0;
 const MODE_DELTAS: u8 = 1;
 const MODE_DODS: u8 = 2;
+/// The deltas and the dods bit-packed in frames (`crate::bitpack`).
+const MODE_PACKED_DELTAS: u8 = 3;
+const MODE_PACKED_DODS: u8 = 4;
+/// Set in the mode byte when a list of stale-marker positions follows it.
+const MODE_STALE: u8 = 0x80;
 /// Largest `|m|`: every integer up to 2^53 is exact in a double.
 const MAX_M: f64 = 9_007_199_254_740_992.0;
 
@@ -60,13 +71,16 @@ fn integer_at(v: f64, k: u8, p: f64) -> Option<i64> {
     (value(m, k, p).to_bits() == v.to_bits()).then_some(m)
 }
 
-/// The smallest exponent at which every value of `samples` is a decimal integer that reads back bit for
-/// bit, or `None`.
+/// The smallest exponent at which every value of `samples` other than stale markers is a decimal integer
+/// that reads back bit for bit, or `None`.
 pub fn decimal_exponent(samples: &[Sample]) -> Option<u8> {
     // The largest of the values' own smallest exponents; then check all of them at it.
     let mut k = 0u8;
     for s in samples {
         let v = s.v;
+        if is_stale_nan(v) {
+            continue;
+        }
         if !v.is_finite() || (v == 0.0 && v.is_sign_negative()) {
             return None;
         }
@@ -78,7 +92,7 @@ pub fn decimal_exponent(samples: &[Sample]) -> Option<u8> {
         }
     }
     let p = pow10(k);
-    samples.iter().all(|s| integer_at(s.v, k, p).is_some()).then_some(k)
+    samples.iter().all(|s| is_stale_nan(s.v) || integer_at(s.v, k, p).is_some()).then_some(k)
 }
 
 /// Encodes `samples` (at most [`MAX_DECIMAL_SAMPLES`], timestamps increasing) as a decimal chunk, or
@@ -94,7 +108,11 @@ pub struct DecimalEncoder {
     ts: Vec<u8>,
     ms: Vec<i64>,
     vs: Vec<u8>,
-    alt: [Vec<u8>; 2],
+    alt: [Vec<u8>; 4],
+    diffs: [Vec<i64>; 2],
+    /// Only the given layout (tests of each layout's bytes and decoding).
+    #[cfg(test)]
+    force: Option<u8>,
 }
 
 impl DecimalEncoder {
@@ -112,13 +130,27 @@ impl DecimalEncoder {
         out.push(k);
         let ms = &mut self.ms;
         ms.clear();
-        ms.extend(samples.iter().map(|s| integer_at(s.v, k, p).expect("checked by decimal_exponent")));
-        // The three value layouts; the smallest is kept.
+        let mut stale = 0usize;
+        let mut prev = 0i64;
+        for s in samples {
+            if is_stale_nan(s.v) {
+                stale += 1;
+            } else {
+                prev = integer_at(s.v, k, p).expect("checked by decimal_exponent");
+            }
+            ms.push(prev);
+        }
+        // The five value layouts; the smallest is kept.
         let runs = &mut self.vs;
-        let [deltas, dods] = &mut self.alt;
+        let [deltas, dods, packed_deltas, packed_dods] = &mut self.alt;
+        let [ds, dds] = &mut self.diffs;
         runs.clear();
         deltas.clear();
         dods.clear();
+        packed_deltas.clear();
+        packed_dods.clear();
+        ds.clear();
+        dds.clear();
         // The differences' common factor (byte counts move in pages, for example): they are stored divided
         // by it.
         let g = ms.windows(2).fold(0u64, |g, w| gcd(g, w[1].wrapping_sub(w[0]).unsigned_abs())).max(1);
@@ -133,18 +165,41 @@ impl DecimalEncoder {
                 varint::put_varint(runs, d);
                 run = 0;
             }
+            let dd = if i == 0 { d } else { d.wrapping_sub(prev_d) };
             varint::put_varint(deltas, d);
-            varint::put_varint(dods, if i == 0 { d } else { d.wrapping_sub(prev_d) });
+            varint::put_varint(dods, dd);
+            ds.push(d);
+            dds.push(dd);
             prev_d = d;
         }
         if run > 0 {
             varint::put_uvarint(runs, run);
         }
-        let (mode, vs) = [(MODE_RUNS, &*runs), (MODE_DELTAS, &*deltas), (MODE_DODS, &*dods)]
-            .into_iter()
-            .min_by_key(|(_, b)| b.len())
-            .expect("three layouts");
-        out.push(mode);
+        crate::bitpack::pack_into(ds, packed_deltas);
+        crate::bitpack::pack_into(dds, packed_dods);
+        let layouts = [
+            (MODE_RUNS, &*runs),
+            (MODE_DELTAS, &*deltas),
+            (MODE_DODS, &*dods),
+            (MODE_PACKED_DELTAS, &*packed_deltas),
+            (MODE_PACKED_DODS, &*packed_dods),
+        ];
+        #[cfg(test)]
+        let layouts: Vec<_> = layouts.into_iter().filter(|(m, _)| self.force.is_none_or(|f| f == *m)).collect();
+        let (mode, vs) = layouts.into_iter().min_by_key(|(_, b)| b.len()).expect("five layouts");
+        if stale == 0 {
+            out.push(mode);
+        } else {
+            out.push(mode | MODE_STALE);
+            varint::put_uvarint(out, stale as u64);
+            let mut last: Option<usize> = None;
+            for (i, s) in samples.iter().enumerate() {
+                if is_stale_nan(s.v) {
+                    varint::put_uvarint(out, (last.map_or(i, |l| i - l - 1)) as u64);
+                    last = Some(i);
+                }
+            }
+        }
         varint::put_uvarint(out, g);
         varint::put_varint(out, ms[0]);
         varint::put_uvarint(out, vs.len() as u64);
@@ -206,6 +261,48 @@ impl Runs<'_> {
     }
 }
 
+/// The stale-marker positions of a chunk (already checked by the decoder), one at a time.
+struct Stales<'a> {
+    rest: &'a [u8],
+    left: u64,
+    /// The next stale sample's position.
+    next: Option<usize>,
+}
+
+impl<'a> Stales<'a> {
+    /// `list` starts with the count (already read and checked as `count`; 0 for a chunk without any).
+    fn new(list: &'a [u8], count: u64) -> Self {
+        let mut s = Stales { rest: list, left: count, next: None };
+        if count > 0 {
+            s.rest = varint::read_uvarint(list).map_or(&[][..], |(_, r)| r);
+            s.advance(0);
+        }
+        s
+    }
+
+    fn advance(&mut self, from: usize) {
+        self.next = None;
+        if self.left > 0
+            && let Ok((gap, r)) = varint::read_uvarint(self.rest)
+        {
+            self.rest = r;
+            self.left -= 1;
+            self.next = Some(from + gap as usize);
+        }
+    }
+
+    /// Whether sample `i` is a stale marker (called for every `i` in order).
+    #[inline]
+    fn is_next(&mut self, i: usize) -> bool {
+        if self.next == Some(i) {
+            self.advance(i + 1);
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// Decodes a whole decimal chunk, appending its samples to `out`.
 pub fn decode_decimal_into(data: &[u8], out: &mut Vec<Sample>) -> Result<(), ChunkError> {
     decode_decimal_range_into(data, i64::MIN, i64::MAX, out)
@@ -242,10 +339,33 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
         return Err(corrupt(off(rest) - 1, "decimal exponent above 15"));
     }
     let p = pow10(k);
-    let (&mode, rest) = rest.split_first().ok_or(ChunkError::Truncated { offset: data.len() })?;
-    if mode > MODE_DODS {
+    let (&mode, mut rest) = rest.split_first().ok_or(ChunkError::Truncated { offset: data.len() })?;
+    let layout = mode & !MODE_STALE;
+    if layout > MODE_PACKED_DODS {
         return Err(corrupt(off(rest) - 1, "unknown decimal value layout"));
     }
+    // Stale-marker positions: checked here (strictly increasing, inside the chunk), read again below.
+    let mut stale_left = 0u64;
+    let stale_list = rest;
+    if mode & MODE_STALE != 0 {
+        let (s, r) = varint::read_uvarint(rest).map_err(|e| vi(e, off(rest)))?;
+        if s == 0 || s > n as u64 {
+            return Err(corrupt(off(rest), "stale marker count out of range"));
+        }
+        rest = r;
+        let mut next = 0u64;
+        for _ in 0..s {
+            let (gap, r) = varint::read_uvarint(rest).map_err(|e| vi(e, off(rest)))?;
+            next = next.saturating_add(gap);
+            if next >= n as u64 {
+                return Err(corrupt(off(rest), "stale marker position out of range"));
+            }
+            rest = r;
+            next += 1;
+        }
+        stale_left = s;
+    }
+    let mut stales = Stales::new(stale_list, stale_left);
     let (g, rest) = varint::read_uvarint(rest).map_err(|e| vi(e, off(rest)))?;
     if g == 0 || g > 1 << 54 {
         return Err(corrupt(off(rest), "difference factor out of range"));
@@ -258,6 +378,8 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
     }
     let mut vals = Runs { rest, zeros: 0, pending: None, end: data.len() };
     let mut plain = rest;
+    let mut packed = crate::bitpack::Unpacker::new(rest, if layout >= MODE_PACKED_DELTAS { n - 1 } else { 0 }, data.len());
+    let dods = layout == MODE_DODS || layout == MODE_PACKED_DODS;
     out.reserve(n.min(data.len() * 8));
     let (mut t, mut delta, mut m, mut dm) = (t0, d0, m0, 0i64);
     for i in 0..n {
@@ -266,26 +388,33 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
         }
         if i >= 1 {
             t = t.wrapping_add(delta);
-            let step = if mode == MODE_RUNS {
-                vals.next_step()?
-            } else {
-                let (x, r) = varint::read_varint(plain).map_err(|e| vi(e, off(plain)))?;
-                plain = r;
-                x
+            let step = match layout {
+                MODE_RUNS => vals.next_step()?,
+                MODE_DELTAS | MODE_DODS => {
+                    let (x, r) = varint::read_varint(plain).map_err(|e| vi(e, off(plain)))?;
+                    plain = r;
+                    x
+                }
+                _ => packed.next_value()?,
             };
             let step = step.wrapping_mul(g);
-            dm = if mode == MODE_DODS { dm.wrapping_add(step) } else { step };
+            dm = if dods { dm.wrapping_add(step) } else { step };
             m = m.wrapping_add(dm);
         }
         if t > maxt_ms {
             return Ok(());
         }
+        let stale = stales.is_next(i);
         if t >= mint_ms {
-            out.push(Sample { t, v: value(m, k, p) });
+            out.push(Sample { t, v: if stale { STALE_NAN } else { value(m, k, p) } });
         }
     }
     // Every stream used up exactly (a damaged chunk fails here rather than later in a compaction).
-    let vals_left = if mode == MODE_RUNS { !vals.rest.is_empty() || vals.zeros > 0 || vals.pending.is_some() } else { !plain.is_empty() };
+    let vals_left = match layout {
+        MODE_RUNS => !vals.rest.is_empty() || vals.zeros > 0 || vals.pending.is_some(),
+        MODE_DELTAS | MODE_DODS => !plain.is_empty(),
+        _ => !packed.is_done(),
+    };
     if vals_left {
         return Err(corrupt(data.len(), "trailing bytes after the values"));
     }
@@ -300,20 +429,43 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn scrape(n: usize, f: impl Fn(usize) -> f64) -> Vec<Sample> {
+    fn scrape(n: usize, mut f: impl FnMut(usize) -> f64) -> Vec<Sample> {
         (0..n).map(|i| Sample::new(1_700_000_000_000 + i as i64 * 15_000, f(i))).collect()
     }
 
     fn round_trip(s: &[Sample]) -> Vec<u8> {
         let c = encode_decimal(s).expect("qualifies");
+        check_decodes(&c, s);
+        // Every layout reads back the same samples.
+        for layout in MODE_RUNS..=MODE_PACKED_DODS {
+            check_decodes(&encode_layout(s, layout), s);
+        }
+        c
+    }
+
+    fn check_decodes(c: &[u8], s: &[Sample]) {
         let mut out = Vec::new();
-        decode_decimal_into(&c, &mut out).expect("decodes");
+        decode_decimal_into(c, &mut out).expect("decodes");
         assert_eq!(out.len(), s.len());
         for (a, b) in out.iter().zip(s) {
             assert!(a.t == b.t && a.v.to_bits() == b.v.to_bits(), "{a:?} vs {b:?}");
         }
-        assert_eq!(decimal_sample_count(&c), Some(s.len() as u64));
-        c
+        assert_eq!(decimal_sample_count(c), Some(s.len() as u64));
+    }
+
+    /// `s` encoded with the given value layout only.
+    fn encode_layout(s: &[Sample], layout: u8) -> Vec<u8> {
+        let mut e = DecimalEncoder { force: Some(layout), ..DecimalEncoder::default() };
+        let mut out = Vec::new();
+        assert!(e.encode_into(s, &mut out), "qualifies");
+        assert_eq!(out[mode_offset(&out)] & !MODE_STALE, layout);
+        out
+    }
+
+    /// Where a chunk's mode byte is.
+    fn mode_offset(c: &[u8]) -> usize {
+        let h = crate::dense::read_times_header(c, VERSION, MAX_DECIMAL_SAMPLES, "v", "n").expect("header").expect("samples");
+        c.len() - h.rest.len() + 1
     }
 
     #[test]
@@ -338,8 +490,58 @@ mod tests {
     }
 
     #[test]
+    fn random_counter_increments_are_bit_packed() {
+        // A centisecond counter growing by U(300, 900) a scrape: 10 bits of news per sample, where a varint
+        // takes two bytes.
+        let mut m = 123_456_789i64;
+        let mut x = 1u64;
+        let s = scrape(720, |_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            m += 300 + (x >> 33) as i64 % 600;
+            m as f64 / 100.0
+        });
+        let c = round_trip(&s);
+        assert_eq!(c[mode_offset(&c)], MODE_PACKED_DELTAS, "packed deltas are the smallest");
+        assert!(c.len() <= 720 * 10 / 8 + 60, "{} bytes", c.len());
+        let varints = encode_layout(&s, MODE_DELTAS).len();
+        assert!(c.len() * 10 < varints * 7, "{} bytes against {varints} as varints", c.len());
+    }
+
+    #[test]
+    fn stale_markers_are_kept_without_costing_the_values() {
+        // A series' last scrape ends in Prometheus' staleness marker.
+        let mut s = scrape(100, |i| (1000 + i * 7) as f64 / 10.0);
+        s[99].v = STALE_NAN;
+        let c = round_trip(&s);
+        assert_eq!(c[mode_offset(&c)] & MODE_STALE, MODE_STALE);
+        // Stale in the middle, at the start, twice in a row, everywhere.
+        for at in [&[0usize][..], &[5], &[5, 6], &[0, 1, 2, 50, 98, 99]] {
+            let mut s = scrape(100, |i| [0.25, 0.5, 1.75, -3.0][i % 4]);
+            for &i in at {
+                s[i].v = STALE_NAN;
+            }
+            round_trip(&s);
+        }
+        round_trip(&scrape(3, |_| STALE_NAN));
+        round_trip(&scrape(1, |_| STALE_NAN));
+        // Other NaNs never qualify (only the exact staleness bits are kept).
+        assert!(encode_decimal(&scrape(3, |i| if i == 1 { f64::NAN } else { 1.0 })).is_none());
+        // The positions list is checked: out of range, too many, and a count of zero are errors.
+        let mut s = scrape(4, |_| 1.0);
+        s[3].v = STALE_NAN;
+        let c = encode_decimal(&s).expect("qualifies");
+        let at = mode_offset(&c);
+        assert_eq!(&c[at..at + 3], &[MODE_RUNS | MODE_STALE, 1, 3]);
+        for (i, bad) in [(at + 1, 0u8), (at + 1, 5), (at + 2, 4), (at + 2, 0x80)] {
+            let mut d = c.clone();
+            d[i] = bad;
+            assert!(decode_decimal_into(&d, &mut Vec::new()).is_err(), "byte {i} = {bad}");
+        }
+    }
+
+    #[test]
     fn values_that_are_not_exact_decimals_do_not_qualify() {
-        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 1.0 / 3.0, 0.1 + 0.2, 1e300, 9_007_199_254_740_993.0 * 4.0, f64::from_bits(0x7ff0_0000_0000_0002)] {
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 1.0 / 3.0, 0.1 + 0.2, 1e300, 9_007_199_254_740_993.0 * 4.0, f64::from_bits(0x7ff0_0000_0000_0003), f64::from_bits(0xfff0_0000_0000_0002)] {
             assert!(encode_decimal(&scrape(3, |i| if i == 1 { bad } else { 1.5 })).is_none(), "{bad}");
         }
         assert!(encode_decimal(&[]).is_none());
@@ -355,11 +557,17 @@ mod tests {
         // = ac 02), values: (1 zero, +25/g), then a trailing run of 1.
         // The only difference, 25, is its own common factor: g 25, stored as 1 (zz 2).
         assert_eq!(c, vec![1, 4, 0xd0, 0x0f, 0xd0, 0x0f, 1, 2, 2, 0, 25, 0xac, 0x02, 3, 1, 2, 1]);
-        // A steady counter takes the difference-of-difference layout: 0 after the first.
-        let c = encode_decimal(&[Sample::new(0, 100.0), Sample::new(1, 200.0), Sample::new(2, 300.0), Sample::new(3, 400.0)]).expect("qualifies");
-        // k 0, mode 1 (deltas; dods 2, 0, 0 are as long, and deltas are listed first), g 100, m0 100 (zz 200
-        // = c8 01), 3 bytes: each difference 100/g (zz 2).
+        // A steady counter: its deltas bit-packed in one frame (base 1, zz 2; width 0), 2 bytes.
+        let s = [Sample::new(0, 100.0), Sample::new(1, 200.0), Sample::new(2, 300.0), Sample::new(3, 400.0)];
+        let c = encode_decimal(&s).expect("qualifies");
+        // k 0, mode 3, g 100, m0 100 (zz 200 = c8 01), 2 bytes of values.
+        assert_eq!(&c[c.len() - 8..], &[0, 3, 100, 0xc8, 0x01, 2, 2, 0][..], "{c:?}");
+        // The other layouts of the same chunk: the deltas as varints (each 100/g, zz 2)…
+        let c = encode_layout(&s, MODE_DELTAS);
         assert_eq!(&c[c.len() - 9..], &[0, 1, 100, 0xc8, 0x01, 3, 2, 2, 2][..], "{c:?}");
+        // …and the dods (1, 0, 0) packed: base 0, width 1, bits 1,0,0.
+        let c = encode_layout(&s, MODE_PACKED_DODS);
+        assert_eq!(&c[c.len() - 9..], &[0, 4, 100, 0xc8, 0x01, 3, 0, 1, 1][..], "{c:?}");
     }
 
     #[test]
@@ -374,10 +582,17 @@ mod tests {
 
     proptest! {
         #[test]
-        fn random_decimals_round_trip(ms in proptest::collection::vec(-1_000_000_000i64..1_000_000_000, 1..300), k in 0u8..6, gaps in proptest::collection::vec(1i64..100_000, 300)) {
+        fn random_decimals_round_trip(ms in proptest::collection::vec(-1_000_000_000i64..1_000_000_000, 1..300), k in 0u8..6, gaps in proptest::collection::vec(1i64..100_000, 300), stale in proptest::collection::vec(0usize..300, 0..4)) {
             let p = pow10(k);
             let mut t = -5_000i64;
-            let s: Vec<Sample> = ms.iter().enumerate().map(|(i, &m)| { t += gaps[i]; Sample::new(t, value(m, k, p)) }).collect();
+            let mut s: Vec<Sample> = ms.iter().enumerate().map(|(i, &m)| { t += gaps[i]; Sample::new(t, value(m, k, p)) }).collect();
+            for i in stale {
+                let n = s.len();
+                s[i % n].v = STALE_NAN;
+            }
+            for layout in MODE_RUNS..=MODE_PACKED_DODS {
+                check_decodes(&encode_layout(&s, layout), &s);
+            }
             if let Some(c) = encode_decimal(&s) {
                 let mut out = Vec::new();
                 decode_decimal_into(&c, &mut out).expect("decodes");
@@ -401,10 +616,14 @@ mod tests {
         fn arbitrary_and_mutated_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), pos in 0usize..400, val in any::<u8>()) {
             let mut out = Vec::new();
             let _ = decode_decimal_into(&bytes, &mut out);
-            let mut c = encode_decimal(&scrape(40, |i| (i % 5) as f64 * 0.01)).expect("qualifies");
-            let p = pos % c.len();
-            c[p] = val;
-            let _ = decode_decimal_range_into(&c, i64::MIN, i64::MAX, &mut out);
+            let mut s = scrape(40, |i| (i * i % 37) as f64 * 0.01);
+            s[pos % 40].v = STALE_NAN;
+            for layout in MODE_RUNS..=MODE_PACKED_DODS {
+                let mut c = encode_layout(&s, layout);
+                let p = pos % c.len();
+                c[p] = val;
+                let _ = decode_decimal_range_into(&c, i64::MIN, i64::MAX, &mut out);
+            }
         }
     }
 }

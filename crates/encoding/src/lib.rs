@@ -28,6 +28,7 @@
 //! and never an unbounded loop (the header's sample count bounds every decode).
 #![forbid(unsafe_code)]
 
+pub mod bitpack;
 pub mod bstream;
 pub mod buckets;
 mod chunk;

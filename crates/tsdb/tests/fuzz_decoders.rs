@@ -211,7 +211,7 @@ fn reseal(b: &mut [u8], ranges: &[(usize, usize)]) {
 // ---- the fixture block ----------------------------------------------------------------------------
 
 /// Two small blocks, written once, each with a tombstone: the same series with the cold codec off (XOR
-/// and XorSt chunks, Prometheus' bytes) and on (the XOR runs became Dense chunks), so every chunk
+/// and XorSt chunks, Prometheus' bytes) and on (the XOR runs became Dense or Decimal chunks), so every chunk
 /// encoding a block can hold is there to be damaged. `k` picks one.
 fn fixture(k: usize) -> &'static PathBuf {
     static DIRS: OnceLock<[(tempfile::TempDir, PathBuf); 2]> = OnceLock::new();
@@ -271,9 +271,9 @@ fn fixture_block(cold_codec: ColdCodec) -> (tempfile::TempDir, PathBuf) {
             }
         }
         let want = if cold_codec == ColdCodec::Xor {
-            ["Xor", "XorSt"]
+            vec!["Xor", "XorSt"]
         } else {
-            ["Dense", "XorSt"]
+            vec!["Decimal", "Dense", "XorSt"]
         };
         assert_eq!(
             encodings,

@@ -1,0 +1,86 @@
+//! Decimal cold chunks against XOR on monitoring-shaped values: bytes per sample and decode throughput
+//! (criterion elements/s = samples/s). Shapes, 1M samples each at a regular 10 s scrape: a centisecond CPU
+//! counter growing by U(3, 9) s a scrape (its increments bit-packed), a 2-decimal gauge random walk, and a
+//! byte counter moving in 4 KiB pages. XOR chunks are cut at 120 samples (the head's), Decimal ones at 720
+//! (a 2 h block's series at 10 s, as the block writer makes them).
+//!
+//! Run: `cargo bench -p tessera-encoding --bench decimal`
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use rand::{Rng, SeedableRng};
+use std::hint::black_box;
+use tessera_encoding::{XorEncoder, decode_decimal_into, decode_xor_into, encode_decimal};
+use tessera_model::Sample;
+
+const N: usize = 1_000_000;
+
+fn shape(name: &str) -> Vec<Sample> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut m = 123_456_789i64;
+    (0..N as i64)
+        .map(|i| {
+            let v = match name {
+                "cpu_counter" => {
+                    m += rng.random_range(300..900);
+                    m as f64 / 100.0
+                }
+                "gauge_2dec" => {
+                    m = (m + rng.random_range(-100..=100)).clamp(0, 1_000_000);
+                    m as f64 / 100.0
+                }
+                _ => {
+                    m += rng.random_range(0..64) * 4096;
+                    m as f64
+                }
+            };
+            Sample::new(1_700_000_000_000 + i * 10_000, v)
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("decimal");
+    g.sample_size(20);
+    g.measurement_time(std::time::Duration::from_secs(3));
+    g.throughput(Throughput::Elements(N as u64));
+    for name in ["cpu_counter", "gauge_2dec", "page_bytes"] {
+        let samples = shape(name);
+        let xor: Vec<Vec<u8>> = samples
+            .chunks(120)
+            .map(|c| {
+                let mut e = XorEncoder::new();
+                for s in c {
+                    e.append(s.t, s.v);
+                }
+                e.into_bytes()
+            })
+            .collect();
+        let dec: Vec<Vec<u8>> = samples.chunks(720).map(|c| encode_decimal(c).expect("exact decimals")).collect();
+        let size = |cs: &[Vec<u8>]| cs.iter().map(Vec::len).sum::<usize>() as f64 / N as f64;
+        eprintln!("{name}: xor {:.3} bytes/sample, decimal {:.3}", size(&xor), size(&dec));
+        g.bench_with_input(BenchmarkId::new("xor_decode", name), &xor, |b, cs| {
+            let mut out = Vec::with_capacity(N);
+            b.iter(|| {
+                out.clear();
+                for c in cs {
+                    decode_xor_into(c, &mut out).expect("valid");
+                }
+                black_box(out.len())
+            })
+        });
+        g.bench_with_input(BenchmarkId::new("decimal_decode", name), &dec, |b, cs| {
+            let mut out = Vec::with_capacity(N);
+            b.iter(|| {
+                out.clear();
+                for c in cs {
+                    decode_decimal_into(c, &mut out).expect("valid");
+                }
+                black_box(out.len())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

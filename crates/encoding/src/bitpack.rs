@@ -1,0 +1,208 @@
+//! Frame-of-reference bit packing of integer streams, used by Decimal chunks' packed layouts and by block
+//! indexes' postings lists.
+//!
+//! A stream of `count` integers (the count is known to the reader from elsewhere) is cut into frames of
+//! [`FRAME`] values, the last one shorter. Each frame is written as
+//!
+//! ```text
+//! varint base (the frame's smallest value) │ u8 width w (0..=64) │ ceil(len·w / 8) bytes
+//! ```
+//!
+//! where every value is stored as `value − base` (wrapping, as an unsigned 64-bit number) in `w` bits,
+//! least significant bit first, value after value, the last byte zero-padded. `w` is the fewest bits that
+//! hold the frame's largest `value − base`, so a frame of equal values costs only its base and width.
+//!
+//! Random increments of a counter (`U(a, b)` per scrape) take `log2(b − a)` bits each this way, where
+//! varints take whole bytes of 7 bits plus the sign.
+
+use crate::dense::corrupt;
+use crate::error::ChunkError;
+use crate::varint;
+
+/// Values per frame.
+pub const FRAME: usize = 128;
+
+/// Appends `xs` packed in frames.
+pub fn pack_into(xs: &[i64], out: &mut Vec<u8>) {
+    for f in xs.chunks(FRAME) {
+        let base = f.iter().copied().min().expect("chunks are non-empty");
+        let span = f.iter().map(|&x| x.wrapping_sub(base) as u64).max().expect("chunks are non-empty");
+        let w = 64 - span.leading_zeros();
+        varint::put_varint(out, base);
+        out.push(w as u8);
+        if w == 0 {
+            continue;
+        }
+        let mut acc: u128 = 0;
+        let mut have = 0u32;
+        for &x in f {
+            acc |= u128::from(x.wrapping_sub(base) as u64) << have;
+            have += w;
+            while have >= 8 {
+                out.push(acc as u8);
+                acc >>= 8;
+                have -= 8;
+            }
+        }
+        if have > 0 {
+            out.push(acc as u8);
+        }
+    }
+}
+
+/// Reads a packed stream of a known number of values, one frame at a time.
+pub struct Unpacker<'a> {
+    rest: &'a [u8],
+    /// Values not yet unpacked into `buf`.
+    left: usize,
+    buf: [i64; FRAME],
+    pos: usize,
+    len: usize,
+    /// Offset of `rest`'s end inside the chunk (errors name chunk offsets).
+    end: usize,
+}
+
+impl<'a> Unpacker<'a> {
+    /// A reader of `count` values packed in `data`, which ends at chunk offset `end`.
+    pub fn new(data: &'a [u8], count: usize, end: usize) -> Self {
+        Unpacker { rest: data, left: count, buf: [0; FRAME], pos: 0, len: 0, end }
+    }
+
+    /// The next value.
+    #[inline]
+    pub fn next_value(&mut self) -> Result<i64, ChunkError> {
+        if self.pos == self.len {
+            self.refill()?;
+        }
+        let v = self.buf[self.pos];
+        self.pos += 1;
+        Ok(v)
+    }
+
+    /// Whether every frame was read and no byte is left over.
+    pub fn is_done(&self) -> bool {
+        self.left == 0 && self.pos == self.len && self.rest.is_empty()
+    }
+
+    #[cold]
+    fn refill(&mut self) -> Result<(), ChunkError> {
+        if self.left == 0 {
+            return Err(ChunkError::Truncated { offset: self.end });
+        }
+        let at = self.end - self.rest.len();
+        let (base, r) = varint::read_varint(self.rest).map_err(|e| crate::dense::varint_err(e, at, self.end))?;
+        let (&w, r) = r.split_first().ok_or(ChunkError::Truncated { offset: self.end })?;
+        if w > 64 {
+            return Err(corrupt(self.end - r.len() - 1, "packed width above 64"));
+        }
+        let len = self.left.min(FRAME);
+        let nbytes = (len * w as usize).div_ceil(8);
+        if r.len() < nbytes {
+            return Err(ChunkError::Truncated { offset: self.end });
+        }
+        let (bytes, r) = r.split_at(nbytes);
+        unpack_frame(base, u32::from(w), bytes, &mut self.buf[..len]);
+        self.rest = r;
+        self.left -= len;
+        self.pos = 0;
+        self.len = len;
+        Ok(())
+    }
+}
+
+/// Unpacks `out.len()` values of width `w` from `bytes` (exactly `ceil(len·w / 8)` of them).
+fn unpack_frame(base: i64, w: u32, bytes: &[u8], out: &mut [i64]) {
+    if w == 0 {
+        out.fill(base);
+        return;
+    }
+    // A zero-padded copy lets every value be read with one unaligned 16-byte load.
+    let mut pad = [0u8; FRAME * 8 + 16];
+    pad[..bytes.len()].copy_from_slice(bytes);
+    let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+    let mut bit = 0usize;
+    for o in out.iter_mut() {
+        let i = bit >> 3;
+        let word = u128::from_le_bytes(pad[i..i + 16].try_into().expect("16 bytes"));
+        let x = (word >> (bit & 7)) as u64 & mask;
+        *o = base.wrapping_add(x as i64);
+        bit += w as usize;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(xs: &[i64]) -> Vec<u8> {
+        let mut b = Vec::new();
+        pack_into(xs, &mut b);
+        let mut u = Unpacker::new(&b, xs.len(), b.len());
+        for (i, &x) in xs.iter().enumerate() {
+            assert_eq!(u.next_value().expect("decodes"), x, "value {i}");
+        }
+        assert!(u.is_done());
+        b
+    }
+
+    #[test]
+    fn golden_bytes() {
+        // base 5 (zz 10), width 2 (spans 0..=3), values 0,3,1,2 → 0b10_01_11_00.
+        assert_eq!(round_trip(&[5, 8, 6, 7]), vec![10, 2, 0b1001_1100]);
+        // Equal values: base and width 0, no payload.
+        assert_eq!(round_trip(&[-3; 10]), vec![5, 0]);
+        // Two frames: the second starts its own base.
+        let xs: Vec<i64> = (0..FRAME as i64 + 1).map(|i| if i < FRAME as i64 { 1 } else { 100 }).collect();
+        assert_eq!(round_trip(&xs), vec![2, 0, 0xc8, 0x01, 0]);
+    }
+
+    #[test]
+    fn extremes_round_trip() {
+        round_trip(&[i64::MIN, i64::MAX, 0, -1, 1]);
+        round_trip(&[i64::MAX; 3]);
+        round_trip(&[]);
+        let b = round_trip(&[i64::MIN, i64::MAX]);
+        assert_eq!(b[b.len() - 17], 64, "width 64 for the full span");
+    }
+
+    #[test]
+    fn truncation_and_bad_widths_are_errors() {
+        let xs: Vec<i64> = (0..300).map(|i| i * 7919 % 1000).collect();
+        let mut b = Vec::new();
+        pack_into(&xs, &mut b);
+        for cut in 0..b.len() {
+            let mut u = Unpacker::new(&b[..cut], xs.len(), cut);
+            assert!((0..xs.len()).map(|_| u.next_value()).any(|r| r.is_err()), "cut at {cut}");
+        }
+        let mut bad = b.clone();
+        bad[1] = 65;
+        assert!(Unpacker::new(&bad, xs.len(), bad.len()).next_value().is_err());
+        // More values asked for than packed.
+        let mut u = Unpacker::new(&b, xs.len(), b.len());
+        for _ in 0..xs.len() {
+            u.next_value().expect("decodes");
+        }
+        assert!(u.next_value().is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn random_streams_round_trip(xs in proptest::collection::vec(any::<i64>(), 0..600), small in proptest::collection::vec(-300i64..300, 0..600)) {
+            round_trip(&xs);
+            let b = round_trip(&small);
+            // Never more than a varint's worth per value plus a frame header.
+            prop_assert!(b.len() <= small.len() * 2 + small.len().div_ceil(FRAME) * 3);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300), n in 0usize..1000) {
+            let mut u = Unpacker::new(&bytes, n, bytes.len());
+            for _ in 0..n {
+                if u.next_value().is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
