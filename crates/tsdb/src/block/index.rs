@@ -22,8 +22,9 @@ use tessera_model::{Label, Labels};
 
 /// Magic number at the start of the index ("TSIX").
 pub const INDEX_MAGIC: u32 = 0x5453_4958;
-/// Index format version.
-pub const INDEX_VERSION: u8 = 1;
+/// Index format version written. Version 1 (blocks before 2026-11-26) is still read: it had a skip table in
+/// every series entry, absolute group-start `mint`s and postings as big-endian u32 arrays.
+pub const INDEX_VERSION: u8 = 2;
 const HEADER_BYTES: u64 = 5;
 /// Size of the table of contents at the end of the file: five u64 offsets and a CRC32C.
 pub const TOC_BYTES: usize = 5 * 8 + 4;
@@ -39,8 +40,9 @@ pub struct ChunkMeta {
 
 /// Encodes one series' chunk metas incrementally, in the layout of a series entry (see
 /// docs/format/index.md): the first as (mint, span, ref), the others as deltas from the previous one.
-#[derive(Default)]
 pub(crate) struct ChunkMetaEncoder {
+    /// The block's `mint`: group-start `mint`s are stored as differences from it.
+    base: i64,
     buf: Vec<u8>,
     /// One (cumulative max maxt, byte offset in `buf`) per group of [`SKIP_EVERY`] chunks.
     skips: Vec<(i64, u64)>,
@@ -53,6 +55,11 @@ pub(crate) struct ChunkMetaEncoder {
 pub const SKIP_EVERY: u32 = 64;
 
 impl ChunkMetaEncoder {
+    /// An encoder for the series of a block starting at `base` (its `mint_ms`).
+    pub(crate) fn new(base: i64) -> Self {
+        Self { base, buf: Vec::new(), skips: Vec::new(), count: 0, prev: None }
+    }
+
     pub(crate) fn clear(&mut self) {
         self.buf.clear();
         self.skips.clear();
@@ -76,7 +83,7 @@ impl ChunkMetaEncoder {
                 // A group starts: absolute values, and a skip entry carrying the running max of maxt.
                 let cummax = self.skips.last().map_or(i64::MIN, |s| s.0);
                 self.skips.push((cummax, body.len() as u64));
-                put_varint(body, c.mint_ms);
+                put_varint(body, c.mint_ms.wrapping_sub(self.base));
                 put_uvarint(body, c.maxt_ms.wrapping_sub(c.mint_ms) as u64);
                 put_uvarint(body, c.chunk_ref);
             }
@@ -88,10 +95,12 @@ impl ChunkMetaEncoder {
         self.prev = Some(c);
     }
 
-    /// Appends `#chunks | skip table | metas` (the chunk part of a series entry) to `out`.
+    /// Appends `#chunks | skip table | metas` (the chunk part of a series entry) to `out`; a series of at
+    /// most [`SKIP_EVERY`] chunks (one group) has no skip table.
     fn encode_into(&self, out: &mut Vec<u8>) {
         put_uvarint(out, u64::from(self.count));
-        for &(m, off) in &self.skips {
+        let skips: &[(i64, u64)] = if self.count > SKIP_EVERY { &self.skips } else { &[] };
+        for &(m, off) in skips {
             put_u64(out, m as u64);
             put_u64(out, off);
         }
@@ -102,6 +111,8 @@ impl ChunkMetaEncoder {
 /// Writes an index from series given in label order. Collects everything in memory first (symbols must be
 /// known before the series that refer to them), interning strings so each series costs 8 bytes per label.
 pub(crate) struct IndexBuilder {
+    /// The block's `mint` (see [`ChunkMetaEncoder`]), stored in the series offset table.
+    base: i64,
     sym_ids: HashMap<String, u32>,
     syms: Vec<String>,
     /// Flat (name, value) provisional symbol ids of all series; `label_starts[i]..label_starts[i+1]`.
@@ -115,8 +126,9 @@ pub(crate) struct IndexBuilder {
 }
 
 impl IndexBuilder {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(base: i64) -> Self {
         Self {
+            base,
             sym_ids: HashMap::new(),
             syms: Vec::new(),
             label_syms: Vec::new(),
@@ -214,6 +226,7 @@ impl IndexBuilder {
         let toc_series_table = w.pos;
         buf.clear();
         put_u32(&mut buf, n as u32);
+        put_u64(&mut buf, self.base as u64);
         for &o in &offsets {
             put_u64(&mut buf, o);
         }
@@ -278,12 +291,21 @@ impl Out {
     }
 }
 
+/// `count u32 | the gaps bit-packed`: the first reference, then each one's distance from the previous
+/// minus one (a run of consecutive references packs to a frame header).
 fn write_postings(w: &mut Out, buf: &mut Vec<u8>, list: &[SeriesRef]) -> std::io::Result<()> {
     buf.clear();
     put_u32(buf, list.len() as u32);
-    for &r in list {
-        put_u32(buf, r);
-    }
+    let mut prev: Option<SeriesRef> = None;
+    let gaps: Vec<i64> = list
+        .iter()
+        .map(|&r| {
+            let g = prev.map_or(i64::from(r), |p| i64::from(r) - i64::from(p) - 1);
+            prev = Some(r);
+            g
+        })
+        .collect();
+    tessera_encoding::bitpack::pack_into(&gaps, buf);
     w.section(buf)
 }
 
@@ -305,6 +327,10 @@ pub struct BlockIndex {
     series_end: u64,
     /// Absolute offset of the first u64 of the series offset table.
     series_table: u64,
+    /// Format version (1 or 2).
+    version: u8,
+    /// Added to group-start `mint`s (the block's `mint` in version 2, 0 in version 1).
+    base: i64,
     num_series: u32,
     postings_start: u64,
     postings_end: u64,
@@ -338,9 +364,9 @@ impl BlockIndex {
         if magic != INDEX_MAGIC {
             return Err(Error::corruption(f, 0, format!("bad index magic {magic:#010x}")));
         }
-        let v = d.u8()?;
-        if v != INDEX_VERSION {
-            return Err(Error::corruption(f, 4, format!("unsupported index version {v}")));
+        let version = d.u8()?;
+        if version != 1 && version != INDEX_VERSION {
+            return Err(Error::corruption(f, 4, format!("unsupported index version {version}")));
         }
         let toc_at = len - TOC_BYTES as u64;
         let toc = &data[toc_at as usize..];
@@ -379,6 +405,7 @@ impl BlockIndex {
         let table_body = section(&data, series_table_at, postings_at, f)?;
         let mut d = Dec::new(table_body, series_table_at + 4, f);
         let num_series = d.u32()?;
+        let base = if version >= 2 { d.u64()? as i64 } else { 0 };
         if d.remaining() as u64 != u64::from(num_series) * 8 {
             return Err(d.err(format!("series offset table holds {} bytes for {num_series} series", d.remaining())));
         }
@@ -431,6 +458,8 @@ impl BlockIndex {
             symbols,
             series_end: series_table_at,
             series_table,
+            version,
+            base,
             num_series,
             postings_start: postings_at,
             postings_end: postings_table_at,
@@ -506,7 +535,9 @@ impl BlockIndex {
         }
         let labels = Labels::from_sorted(labels).map_err(|n| Error::corruption(f, off, format!("series {r} labels unsorted at {n:?}")))?;
         let nc = d.uvarint()?;
-        let nskips = nc.div_ceil(u64::from(SKIP_EVERY));
+        // Version 2 writes no skip table for a single group; it starts at the first meta then.
+        let skipless = self.version >= 2 && nc <= u64::from(SKIP_EVERY);
+        let nskips = if skipless { 0 } else { nc.div_ceil(u64::from(SKIP_EVERY)) };
         if nskips.saturating_mul(16) > d.remaining() as u64 {
             return Err(d.err(format!("series {r}: skip table for {nc} chunks exceeds the entry")));
         }
@@ -533,10 +564,10 @@ impl BlockIndex {
             }
         }
         let full = mint_ms == i64::MIN && maxt_ms == i64::MAX;
-        if lo == nskips as usize {
+        if lo == nskips as usize && !skipless {
             return Ok(labels);
         }
-        let start = skip(lo).1;
+        let start = if skipless { 0 } else { skip(lo).1 };
         if start > metas.len() as u64 {
             return Err(Error::corruption(f, skips_at + lo as u64 * 16, format!("series {r}: skip offset {start} out of range")));
         }
@@ -551,10 +582,10 @@ impl BlockIndex {
                     ChunkMeta { mint_ms: mint, maxt_ms: mint.wrapping_add(span as i64), chunk_ref: p.chunk_ref.wrapping_add(d.varint()? as u64) }
                 }
                 _ => {
-                    if full && (d.offset() - metas_at) != skip((i / u64::from(SKIP_EVERY)) as usize).1 {
+                    if full && !skipless && (d.offset() - metas_at) != skip((i / u64::from(SKIP_EVERY)) as usize).1 {
                         return Err(d.err(format!("series {r}: skip table does not match chunk {i}")));
                     }
-                    let mint = d.varint()?;
+                    let mint = d.varint()?.wrapping_add(self.base);
                     let span = d.uvarint()?;
                     ChunkMeta { mint_ms: mint, maxt_ms: mint.wrapping_add(span as i64), chunk_ref: d.uvarint()? }
                 }
@@ -582,6 +613,31 @@ impl BlockIndex {
         let body = section(&self.data, off, self.postings_end, f)?;
         let mut d = Dec::new(body, off + 4, f);
         let n = d.u32()?;
+        if self.version >= 2 {
+            // At most one reference per series: a larger count is damage, not a reason to allocate.
+            if n > self.num_series {
+                return Err(d.err("postings list longer than the series"));
+            }
+            let packed = &body[d.pos()..];
+            let at = d.offset();
+            let bad = |e: tessera_encoding::ChunkError| Error::corruption(f, at, format!("postings list: {e}"));
+            let mut u = tessera_encoding::bitpack::Unpacker::new(packed, n as usize, packed.len());
+            let mut out = Vec::with_capacity(n as usize);
+            let mut next = 0u64;
+            for _ in 0..n {
+                let g = u.next_value().map_err(bad)?;
+                let r = u64::try_from(g).ok().and_then(|g| next.checked_add(g)).filter(|&r| r < u64::from(self.num_series));
+                let Some(r) = r else {
+                    return Err(Error::corruption(f, at, "postings list unsorted or out of range"));
+                };
+                out.push(r as SeriesRef);
+                next = r + 1;
+            }
+            if !u.is_done() {
+                return Err(Error::corruption(f, at, "trailing bytes after the postings list"));
+            }
+            return Ok(out);
+        }
         if d.remaining() as u64 != u64::from(n) * 4 {
             return Err(d.err("postings list length mismatch"));
         }

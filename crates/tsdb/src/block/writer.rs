@@ -166,11 +166,11 @@ impl BlockWriter {
             mint_ms,
             maxt_ms,
             cw: Some(cw),
-            ix: IndexBuilder::new(),
+            ix: IndexBuilder::new(mint_ms),
             stats: BlockStats::default(),
             prev: None,
             cur: None,
-            cur_chunks: ChunkMetaEncoder::default(),
+            cur_chunks: ChunkMetaEncoder::new(mint_ms),
             last_mint: i64::MIN,
             done: false,
             cold_codec: opts.cold_codec,
@@ -339,7 +339,7 @@ impl BlockWriter {
             return Ok(None);
         }
         let tmp = self.tmp.clone();
-        std::mem::replace(&mut self.ix, IndexBuilder::new()).write(&tmp.join(INDEX_FILE))?;
+        std::mem::replace(&mut self.ix, IndexBuilder::new(self.mint_ms)).write(&tmp.join(INDEX_FILE))?;
         super::meta::write_file_atomic(&tmp, TOMBSTONES_FILE, &Tombstones::new().encode())?;
         sync_dir(&tmp.join(CHUNKS_DIR))?;
         if compaction.sources.is_empty() {
