@@ -44,6 +44,39 @@ pub fn dir_usage(dir: &Path) -> std::io::Result<(u64, u64, u64)> {
     Ok((apparent, allocated, files))
 }
 
+/// What the blocks under a data directory hold: every directory with a `meta.json` (Tessera's block
+/// layout: `chunks/`, `index`), its samples from `stats.num_samples`.
+#[derive(Debug, Default, PartialEq)]
+pub struct BlocksUsage {
+    pub blocks: u64,
+    pub samples: u64,
+    pub chunks: u64,
+    pub index: u64,
+}
+
+pub fn blocks_usage(dir: &Path) -> anyhow::Result<BlocksUsage> {
+    let mut u = BlocksUsage::default();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let meta = d.join("meta.json");
+        if meta.is_file() && d.join("index").is_file() {
+            let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta)?)?;
+            u.blocks += 1;
+            u.samples += m["stats"]["num_samples"].as_u64().unwrap_or(0);
+            u.index += std::fs::metadata(d.join("index"))?.len();
+            u.chunks += dir_usage(&d.join("chunks")).map(|(a, _, _)| a).unwrap_or(0);
+            continue;
+        }
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            if e.file_type()?.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    Ok(u)
+}
+
 /// (VmRSS, VmHWM) in bytes from `/proc/<pid>/status`.
 pub fn proc_memory(pid: u32) -> std::io::Result<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -73,6 +106,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("disk {}: {apparent} bytes in {files} files ({:.1} MiB; {:.1} MiB allocated)", dir.display(), mib(apparent), mib(allocated));
         if let Some(n) = args.samples.filter(|&n| n > 0) {
             println!("bytes per sample: {:.3} (apparent), {:.3} (allocated) over {n} samples", apparent as f64 / n as f64, allocated as f64 / n as f64);
+        }
+        let b = blocks_usage(dir)?;
+        if b.blocks > 0 && b.samples > 0 {
+            let per = |x: u64| x as f64 / b.samples as f64;
+            println!(
+                "blocks: {} holding {} samples: chunks {:.3}, index {:.3}, total {:.3} bytes per sample",
+                b.blocks,
+                b.samples,
+                per(b.chunks),
+                per(b.index),
+                per(b.chunks + b.index)
+            );
         }
     }
     if let Some(pid) = args.pid {
@@ -104,7 +149,15 @@ mod tests {
         std::fs::write(d.join("x"), vec![0u8; 1000]).expect("write");
         std::fs::write(d.join("a/b/y"), vec![0u8; 24]).expect("write");
         let (apparent, _, files) = dir_usage(&d).expect("walk");
-        std::fs::remove_dir_all(&d).expect("cleanup");
         assert_eq!((apparent, files), (1024, 2));
+        // A block: meta.json with its samples, an index and chunk segments.
+        let blk = d.join("shard-000/01ABC");
+        std::fs::create_dir_all(blk.join("chunks")).expect("mkdir");
+        std::fs::write(blk.join("meta.json"), r#"{"stats":{"num_samples":500}}"#).expect("write");
+        std::fs::write(blk.join("index"), vec![0u8; 100]).expect("write");
+        std::fs::write(blk.join("chunks/000001"), vec![0u8; 300]).expect("write");
+        let b = blocks_usage(&d).expect("walk");
+        std::fs::remove_dir_all(&d).expect("cleanup");
+        assert_eq!(b, BlocksUsage { blocks: 1, samples: 500, chunks: 300, index: 100 });
     }
 }

@@ -55,6 +55,39 @@ pub enum Model {
     Const,
 }
 
+/// Bits of information per sample in a series of this model scraped every `dt_s` seconds: `log2` of the
+/// number of values (in precision units) its uniform draw can take — a counter's increment spans
+/// `rate · dt` (from 0.5 to 1.5 of it), a gauge's step `2 · step · band` — or, under two values, the
+/// entropy of whether it moves; a constant carries none. Clamping at a gauge's band is ignored (it can
+/// only lower the figure). A lower bound of what any lossless store must spend on the values, timestamps
+/// (regular here) aside.
+pub fn information_bits(model: &Model, dt_s: f64) -> f64 {
+    let width = match *model {
+        Model::Counter { rate_per_s, precision } => rate_per_s * dt_s / precision,
+        Model::Gauge { lo, hi, step, precision } => 2.0 * step * (hi - lo) / precision,
+        Model::Const => return 0.0,
+    };
+    if width >= 2.0 {
+        width.log2()
+    } else {
+        // Rounding U(a, a + width) to integers: a change with probability about width / 2.
+        let p = (width / 2.0).clamp(0.0, 0.5);
+        if p <= 0.0 { 0.0 } else { -(p * p.log2() + (1.0 - p) * (1.0 - p).log2()) }
+    }
+}
+
+/// Mean [`information_bits`] per sample over the series of `targets` targets, in bytes.
+pub fn fleet_information_bytes(targets: usize, job: &str, seed: u64, dt_s: f64) -> f64 {
+    let (mut bits, mut n) = (0.0, 0usize);
+    for id in 0..targets as u64 {
+        for s in Target::new(id, job, seed).series {
+            bits += information_bits(&s.model, dt_s);
+            n += 1;
+        }
+    }
+    if n == 0 { 0.0 } else { bits / n as f64 / 8.0 }
+}
+
 /// One generated series and its current value.
 #[derive(Debug, Clone)]
 pub struct SeriesGen {
@@ -521,6 +554,22 @@ mod tests {
         assert!(t.series.iter().any(|s| s.labels.metric_name() == "node_cpu_seconds_total" && s.labels.get("mode") == "steal"));
         assert!(t.series.iter().any(|s| s.labels.metric_name() == "node_systemd_unit_state" && s.labels.get("state") == "failed"));
         assert!(t.series.iter().any(|s| s.labels.metric_name() == "node_md_disks" && s.labels.get("state") == "active"));
+    }
+
+    #[test]
+    fn information_content_follows_the_draws() {
+        // A counter of 100 units a second scraped every 10 s at unit precision: increments span 1000 values.
+        let c = Model::Counter { rate_per_s: 100.0, precision: 1.0 };
+        assert!((information_bits(&c, 10.0) - 1000f64.log2()).abs() < 1e-9);
+        assert_eq!(information_bits(&Model::Const, 10.0), 0.0);
+        // A counter that moves one unit about every other scrape: one bit.
+        let slow = Model::Counter { rate_per_s: 0.1, precision: 1.0 };
+        assert!((information_bits(&slow, 10.0) - 1.0).abs() < 1e-9);
+        let g = Model::Gauge { lo: 0.0, hi: 100.0, step: 0.1, precision: 0.01 };
+        assert!((information_bits(&g, 10.0) - 2000f64.log2()).abs() < 1e-9);
+        // The fleet: between 4 and 8 bits a sample.
+        let b = fleet_information_bytes(3, "node", 1, 10.0);
+        assert!((0.5..1.0).contains(&b), "{b}");
     }
 
     #[test]

@@ -385,6 +385,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.mode == Mode::Max {
         println!("simulated time from {start_ms} ms ({} s before now)", (now - start_ms) / 1000);
     }
+    // What the values carry, the floor of any lossless store's bytes per sample (timestamps aside).
+    println!(
+        "information in the values: {:.3} bytes per sample (the generator's draws; no lossless store needs fewer)",
+        crate::nodegen::fleet_information_bytes(args.targets, &args.job, args.seed, interval_ms as f64 / 1000.0)
+    );
 
     let t_begin = Instant::now();
     let sim_pos: Arc<Vec<AtomicU64>> = Arc::new((0..workers).map(|_| AtomicU64::new(start_ms as u64)).collect());
