@@ -243,6 +243,9 @@ fn the_head_keeps_closed_decimal_chunks_and_cuts_merge_them() {
     let big = Options { block_range_ms: 4 * 3600 * 1000, ..opts(1) };
     let x = Db::open(dx.path(), Options { cold_codec: ColdCodec::Xor, ..big.clone() }).expect("open");
     let d = Db::open(dd.path(), Options { cold_codec: ColdCodec::Dense, ..big }).expect("open");
+    // And one whose head is cut while the samples arrive (1 h blocks): what the cuts drop is counted out.
+    let dc = tempfile::tempdir().expect("tmp");
+    let c = Db::open(dc.path(), Options { cold_codec: ColdCodec::Dense, block_range_ms: 3600 * 1000, ..opts(1) }).expect("open");
     // 1,000 scrapes 10 s apart (about 2.8 h): series 0 a centisecond counter with random increments,
     // series 1 random doubles, series 2 a counter ending in a stale marker.
     let mut m = 1_234_567i64;
@@ -251,7 +254,7 @@ fn the_head_keeps_closed_decimal_chunks_and_cuts_merge_them() {
         m += 300 + (r % 600) as i64;
         let t = k * 10_000;
         let stale = if k == 999 { tessera_model::STALE_NAN } else { (k * 7) as f64 };
-        for db in [&x, &d] {
+        for db in [&x, &d, &c] {
             let mut app = db.appender();
             app.add(series(0), &[Sample::new(t, m as f64 / 100.0)]);
             app.add(series(1), &[Sample::new(t, (r >> 11) as f64 / (1u64 << 53) as f64)]);
@@ -260,6 +263,9 @@ fn the_head_keeps_closed_decimal_chunks_and_cuts_merge_them() {
         }
     }
     assert_eq!(d.stats().blocks, 0, "everything in the head");
+    let st = c.stats();
+    assert!(st.blocks >= 1, "{st:?}");
+    assert_eq!(st.head_samples, 3 * (0..1000i64).filter(|k| k * 10_000 >= st.head_min_t).count() as u64, "{st:?}");
     let whole = |db: &Arc<Db>| all_bits(db, i64::MIN / 2, i64::MAX / 2);
     assert_eq!(whole(&d), whole(&x));
     for i in [0, 2] {
@@ -273,10 +279,12 @@ fn the_head_keeps_closed_decimal_chunks_and_cuts_merge_them() {
         assert!(bytes(&cd) * 2 < bytes(&cx), "series {i}: {} against {} bytes", bytes(&cd), bytes(&cx));
     }
     assert!(chunks_of(&d, 1).iter().all(|c| c.0 == ChunkEncoding::Xor), "random doubles stay XOR");
-    // The cut: the head's 120-sample Decimal chunks leave as one chunk per block.
+    assert_eq!(d.stats().head_samples, 3000);
+    // The cut: the head's 120-sample Decimal chunks leave as one chunk per block, counted out right.
     d.flush().expect("flush");
     x.flush().expect("flush");
     assert_eq!(whole(&d), whole(&x));
+    assert_eq!((d.stats().head_samples, x.stats().head_samples), (0, 0));
     let cd = chunks_of(&d, 0);
     assert!(cd.iter().all(|c| c.0 == ChunkEncoding::Decimal) && cd.len() <= 2, "{cd:?}");
     drop(d);

@@ -1063,7 +1063,7 @@ impl Head {
             let k = s.chunks.iter().take_while(|c| c.maxt < t).count();
             if k > 0 {
                 for c in &s.chunks[..k] {
-                    samples_dropped += u16::from_be_bytes([c.data[0], c.data[1]]) as u64;
+                    samples_dropped += crate::block::writer::chunk_samples(c.encoding, &c.data);
                     bytes_dropped += c.data.len() as u64;
                 }
                 chunks_dropped += k as u64;
