@@ -234,9 +234,9 @@ fn chunks_of(db: &Arc<Db>, i: usize) -> Vec<(ChunkEncoding, usize, usize)> {
 }
 
 /// With a cold codec other than XOR the head keeps its closed float chunks of exact decimals (what
-/// scrapes send) as Decimal chunks, a third of XOR's bytes here, answering bit for bit as XOR does;
-/// values that are not exact decimals stay XOR; a head cut merges the small Decimal chunks into one per
-/// block range.
+/// scrapes send) as Decimal chunks, older ones merged, less than half of XOR's bytes here, answering bit
+/// for bit as XOR does; values that are not exact decimals stay XOR; a head cut merges the Decimal
+/// chunks into one per block range.
 #[test]
 fn the_head_keeps_closed_decimal_chunks_and_cuts_merge_them() {
     let (dx, dd) = (tempfile::tempdir().expect("tmp"), tempfile::tempdir().expect("tmp"));
@@ -271,10 +271,14 @@ fn the_head_keeps_closed_decimal_chunks_and_cuts_merge_them() {
     for i in [0, 2] {
         let (cx, cd) = (chunks_of(&x, i), chunks_of(&d, i));
         assert!(cx.iter().all(|c| c.0 == ChunkEncoding::Xor), "{cx:?}");
-        // Every closed chunk Decimal; the open one (the last) XOR.
-        assert_eq!(cd.len(), cx.len());
-        assert!(cd[..cd.len() - 1].iter().all(|c| c.0 == ChunkEncoding::Decimal), "{cd:?}");
+        // Every closed chunk Decimal, older ones merged up to 480 samples, the newest closed one as it
+        // was cut (120); the open one (the last) XOR.
+        let n = cd.len();
+        assert!(cd[..n - 1].iter().all(|c| c.0 == ChunkEncoding::Decimal && c.1 <= 480), "{cd:?}");
+        assert_eq!(cd[n - 2].1, 120, "{cd:?}");
+        assert!(cd[..n - 2].iter().any(|c| c.1 > 120) && n < cx.len(), "{cd:?}");
         assert_eq!(cd.last().map(|c| c.0), Some(ChunkEncoding::Xor));
+        assert_eq!(cd.iter().map(|c| c.1).sum::<usize>(), 1000);
         let bytes = |c: &[(ChunkEncoding, usize, usize)]| c[..c.len() - 1].iter().map(|c| c.2).sum::<usize>();
         assert!(bytes(&cd) * 2 < bytes(&cx), "series {i}: {} against {} bytes", bytes(&cd), bytes(&cx));
     }

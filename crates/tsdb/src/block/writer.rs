@@ -29,9 +29,10 @@ use tessera_model::{ChunkEncoding, ChunkRef, Labels, Sample};
 /// samples it does not need, so the writer stops at 1024 (eight full 120-sample head chunks).
 pub const DENSE_CHUNK_SAMPLES: usize = 1024;
 
-/// Decimal chunks of at most this many samples (a head's closed chunks hold 120) are merged into runs like
-/// XOR chunks; larger ones (a block's) are copied as they are.
-const SMALL_DECIMAL_SAMPLES: usize = 256;
+/// Decimal chunks of at most this many samples (a head's closed chunks hold up to
+/// `head::MERGED_CHUNK_SAMPLES`, 480) are merged into runs like XOR chunks; larger ones (a block's, 720 for
+/// a 2 h range at 10 s) are copied as they are.
+const SMALL_DECIMAL_SAMPLES: usize = 512;
 
 /// Bytes a chunk costs besides its data: the record's encoding byte, length and CRC (6–8 bytes) and its
 /// index entry (a few bytes). Used when comparing one Dense chunk with the XOR chunks it would replace.
@@ -278,7 +279,10 @@ impl BlockWriter {
         // The smaller of Decimal (when every value is an exact short decimal) and Dense, if it beats XOR.
         let mut choice: Option<ChunkEncoding> = None;
         if decoded && !self.scratch.is_empty() {
-            let limit = xor_bytes - xor_bytes / 16;
+            // A run that is Decimal already (the head's chunks) is merged whenever that is smaller at
+            // all: remote read converts it either way.
+            let all_decimal = pending.iter().all(|c| c.encoding == ChunkEncoding::Decimal);
+            let limit = if all_decimal { xor_bytes } else { xor_bytes - xor_bytes / 16 };
             self.dense_buf.clear();
             self.dense.encode_into(&self.scratch, &mut self.dense_buf);
             if self.dense_buf.len() + CHUNK_OVERHEAD_BYTES <= limit {
