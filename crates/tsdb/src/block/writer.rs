@@ -280,9 +280,10 @@ impl BlockWriter {
         let mut choice: Option<ChunkEncoding> = None;
         if decoded && !self.scratch.is_empty() {
             // A run that is Decimal already (the head's chunks) is merged whenever that is smaller at
-            // all: remote read converts it either way.
+            // all (remote read converts it either way); a lone chunk that would come out the same is
+            // written as it came.
             let all_decimal = pending.iter().all(|c| c.encoding == ChunkEncoding::Decimal);
-            let limit = if all_decimal { xor_bytes } else { xor_bytes - xor_bytes / 16 };
+            let limit = if all_decimal { xor_bytes - 1 } else { xor_bytes - xor_bytes / 16 };
             self.dense_buf.clear();
             self.dense.encode_into(&self.scratch, &mut self.dense_buf);
             if self.dense_buf.len() + CHUNK_OVERHEAD_BYTES <= limit {

@@ -298,15 +298,23 @@ impl MemSeries {
         }
     }
 
+    /// Room for one more closed chunk, growing the list by an eighth (at least one slot): a series holds
+    /// a handful of closed chunks for hours, and doubling would leave up to half of the 56-byte slots
+    /// unused in every series; an eighth keeps series with many (histogram) chunks from copying their
+    /// list at every close.
+    fn reserve_chunk_slot(&mut self) {
+        if self.chunks.len() == self.chunks.capacity() {
+            self.chunks.reserve_exact((self.chunks.len() / 8).max(1));
+        }
+    }
+
     /// Closes the open chunk (if it holds samples) into an immutable chunk. Returns true if one was closed.
     pub(crate) fn close_open(&mut self) -> bool {
         if self.open_n == 0 {
             return false;
         }
         let data = Bytes::copy_from_slice(self.open.bytes());
-        // Exactly one more slot: a series holds a handful of closed chunks for hours, and doubling would
-        // leave up to half of a 56-byte slot per chunk unused in every series.
-        self.chunks.reserve_exact(1);
+        self.reserve_chunk_slot();
         self.chunks.push(HeadChunk { mint: self.open_mint, maxt: self.last_t, data, encoding: self.open.encoding() });
         self.open.clear();
         self.open_n = 0;
@@ -319,14 +327,20 @@ impl MemSeries {
     /// every close re-encoded them up to four times: 13% of max-rate ingest); the newest closed chunk
     /// stays as it is, so a query at "now" decodes no more than before. Returns the change in bytes when
     /// it merged.
-    pub(crate) fn merge_closed(&mut self, range: i64) -> Option<i64> {
+    ///
+    /// Nothing starting below `min_valid_t` is merged: a cut raises it to its window's end under the
+    /// writer lock, then collects and writes the chunks below it without the lock, and an early
+    /// (memory-pressure) cut's end may lie inside a block-range window; a merge across it would take
+    /// samples out of the block being written and leave them in the head below `min_valid_t`.
+    pub(crate) fn merge_closed(&mut self, range: i64, min_valid_t: i64) -> Option<i64> {
         let n = self.chunks.len();
         if n < MERGE_RUN + 1 {
             return None;
         }
         let run = &self.chunks[n - 1 - MERGE_RUN..n - 1];
         let (first, last) = (&run[0], &run[MERGE_RUN - 1]);
-        if first.mint.div_euclid(range) != last.mint.div_euclid(range)
+        if first.mint < min_valid_t
+            || first.mint.div_euclid(range) != last.mint.div_euclid(range)
             || run.windows(2).any(|w| w[0].maxt >= w[1].mint)
             || run.iter().any(|c| c.encoding != ChunkEncoding::Decimal)
         {
@@ -499,7 +513,7 @@ impl MemSeries {
     /// the closed chunk's encoder.
     fn close_into_chunks(&mut self, next: OpenChunk) -> OpenChunk {
         let old = std::mem::replace(&mut self.open, next);
-        self.chunks.reserve_exact(1);
+        self.reserve_chunk_slot();
         self.chunks.push(HeadChunk { mint: self.open_mint, maxt: self.last_t, data: Bytes::copy_from_slice(old.bytes()), encoding: old.encoding() });
         self.open_n = 0;
         old
@@ -774,7 +788,7 @@ impl Head {
     /// ones ([`MemSeries::merge_closed`]). Returns the change in closed-chunk bytes and the number of
     /// chunks merged away.
     #[inline]
-    fn closed_since(recode: bool, range: i64, ms: &mut MemSeries, before: usize) -> (i64, u64) {
+    fn closed_since(recode: bool, range: i64, min_valid_t: i64, ms: &mut MemSeries, before: usize) -> (i64, u64) {
         let mut n = 0i64;
         for c in ms.chunks.iter_mut().skip(before) {
             if recode {
@@ -782,7 +796,7 @@ impl Head {
             }
             n += c.data.len() as i64;
         }
-        if recode && let Some(d) = ms.merge_closed(range) {
+        if recode && let Some(d) = ms.merge_closed(range, min_valid_t) {
             return (n + d, MERGE_RUN as u64 - 1);
         }
         (n, 0)
@@ -933,7 +947,7 @@ impl Head {
                 let before = ms.chunks.len();
                 let c = ms.append_st(s.t, st, s.v, range);
                 if ms.chunks.len() != before {
-                    let (bytes, merged) = Self::closed_since(self.recode_closed, range, ms, before);
+                    let (bytes, merged) = Self::closed_since(self.recode_closed, range, self.min_valid_t, ms, before);
                     self.chunk_bytes = self.chunk_bytes.saturating_add_signed(bytes);
                     self.num_chunks = self.num_chunks.saturating_sub(merged);
                 }
@@ -981,7 +995,7 @@ impl Head {
         st_of: impl Fn(usize) -> i64,
         verdicts: &[Verdict],
     ) -> (u64, u64) {
-        let (range, recode) = (self.chunk_range, self.recode_closed);
+        let (range, recode, min_valid_t) = (self.chunk_range, self.recode_closed, self.min_valid_t);
         let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return (0, 0) };
         let (mut stored, mut ooo, mut created, mut closed_bytes, mut merged) = (0u64, 0u64, 0u64, 0i64, 0u64);
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
@@ -994,7 +1008,7 @@ impl Head {
                         created += 1;
                     }
                     if ms.chunks.len() != before {
-                        let (b, m) = Self::closed_since(recode, range, ms, before);
+                        let (b, m) = Self::closed_since(recode, range, min_valid_t, ms, before);
                         closed_bytes += b;
                         merged += m;
                     }
@@ -1078,7 +1092,7 @@ impl Head {
             if s.open_n > 0 && s.last_t < t {
                 let before = s.chunks.len();
                 s.close_open();
-                let (b, m) = Self::closed_since(self.recode_closed, self.chunk_range, s, before);
+                let (b, m) = Self::closed_since(self.recode_closed, self.chunk_range, self.min_valid_t, s, before);
                 added += b;
                 merged += m;
             }
@@ -1219,6 +1233,35 @@ mod tests {
         assert_eq!(appendable(100, 0, 75, 3.0, 100, 80, 80, 30), Verdict::Reject(TooOld));
         // A fresh series accepts anything at or after the minimum valid time.
         assert_eq!(appendable(i64::MIN, 0, 60, 3.0, 100, 50, 0, 0), Verdict::InOrder);
+    }
+
+    #[test]
+    fn closed_decimal_chunks_are_merged_in_runs_but_never_below_the_minimum_valid_time() {
+        // 10 chunks of 120 samples of a 2-decimal counter in one block-range window.
+        let fill = |min_valid_t: i64| {
+            let mut h = Head::new(1 << 40, min_valid_t);
+            h.recode_closed = true;
+            let l = labels!("__name__" => "x");
+            h.create(0, l.hash(), l.clone());
+            for t in 0..1200i64 {
+                h.apply_st(0, Sample::new(t * 10, (t * 37 % 101 + t * 50) as f64 / 100.0), 0, Verdict::InOrder);
+            }
+            let s = h.series(0).expect("exists");
+            let spans: Vec<(i64, i64, ChunkEncoding)> = s.chunks.iter().map(|c| (c.mint, c.maxt, c.encoding)).collect();
+            let bytes: u64 = s.chunks.iter().map(|c| c.data.len() as u64).sum();
+            assert_eq!(h.chunk_bytes, bytes, "accounting follows the merges");
+            assert_eq!(h.num_chunks, s.chunks.len() as u64 + 1, "closed chunks and the open one");
+            spans
+        };
+        let merged = fill(i64::MIN);
+        // Two runs of four merged, the newest closed chunk alone: [0, 4800), [4800, 9600), [9600, 10800).
+        assert_eq!(merged.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(), vec![(0, 4790), (4800, 9590), (9600, 10790)]);
+        assert!(merged.iter().all(|c| c.2 == ChunkEncoding::Decimal));
+        // A cut in progress raised the minimum valid time to 2400 (inside the window): chunks starting
+        // below it are never merged with later ones.
+        let fenced = fill(2400);
+        assert!(fenced.iter().all(|c| c.0 >= 2400 || c.1 < 2400), "{fenced:?}");
+        assert_eq!(fenced.iter().filter(|c| c.0 < 2400).count(), 2, "{fenced:?}");
     }
 
     #[test]
