@@ -58,26 +58,19 @@ fn bench(c: &mut Criterion) {
         let dec: Vec<Vec<u8>> = samples.chunks(720).map(|c| encode_decimal(c).expect("exact decimals")).collect();
         let size = |cs: &[Vec<u8>]| cs.iter().map(Vec::len).sum::<usize>() as f64 / N as f64;
         eprintln!("{name}: xor {:.3} bytes/sample, decimal {:.3}", size(&xor), size(&dec));
-        g.bench_with_input(BenchmarkId::new("xor_decode", name), &xor, |b, cs| {
-            let mut out = Vec::with_capacity(N);
-            b.iter(|| {
-                out.clear();
-                for c in cs {
-                    decode_xor_into(c, &mut out).expect("valid");
-                }
-                black_box(out.len())
-            })
-        });
-        g.bench_with_input(BenchmarkId::new("decimal_decode", name), &dec, |b, cs| {
-            let mut out = Vec::with_capacity(N);
-            b.iter(|| {
-                out.clear();
-                for c in cs {
-                    decode_decimal_into(c, &mut out).expect("valid");
-                }
-                black_box(out.len())
-            })
-        });
+        type Decode = fn(&[u8], &mut Vec<Sample>) -> Result<(), tessera_encoding::ChunkError>;
+        for (id, chunks, decode) in [("xor_decode", &xor, decode_xor_into as Decode), ("decimal_decode", &dec, decode_decimal_into)] {
+            g.bench_with_input(BenchmarkId::new(id, name), chunks, |b, cs| {
+                let mut out = Vec::with_capacity(N);
+                b.iter(|| {
+                    out.clear();
+                    for c in cs {
+                        decode(c, &mut out).expect("valid");
+                    }
+                    black_box(out.len())
+                })
+            });
+        }
     }
     g.finish();
 }
