@@ -31,6 +31,10 @@ pub struct Stats {
     pub head_series: u64,
     pub head_chunks: u64,
     pub head_samples: u64,
+    /// Bytes in the heads' chunk files (closed chunks, and those merges replaced until their file goes).
+    pub head_chunk_file_bytes: u64,
+    /// Closed head chunks' bytes held in RAM (not written to a chunk file yet, or not writable).
+    pub head_chunk_memory_bytes: u64,
     /// Earliest sample time in the heads (`i64::MAX` when empty).
     pub head_min_t: i64,
     /// Latest sample time in the heads (`i64::MIN` when empty).
@@ -402,6 +406,9 @@ impl Db {
                 st.head_series += g.head.num_series() as u64;
                 st.head_samples += g.head.num_samples;
                 st.head_chunks += g.head.num_chunks;
+                let (_, file, ram) = g.head.files.usage();
+                st.head_chunk_file_bytes += file;
+                st.head_chunk_memory_bytes += ram;
                 st.head_min_t = st.head_min_t.min(g.head.min_t);
                 st.head_max_t = st.head_max_t.max(g.head.max_t);
                 st.blocks += g.blocks.len() as u64;
@@ -421,6 +428,8 @@ impl Db {
         self.metrics.head_series.store(st.head_series, Relaxed);
         self.metrics.head_chunks.store(st.head_chunks, Relaxed);
         self.metrics.head_samples.store(st.head_samples, Relaxed);
+        self.metrics.head_chunk_file_bytes.store(st.head_chunk_file_bytes, Relaxed);
+        self.metrics.head_chunk_memory_bytes.store(st.head_chunk_memory_bytes, Relaxed);
         self.metrics.blocks.store(st.blocks, Relaxed);
         self.metrics.disk_bytes.store(st.disk_bytes, Relaxed);
         self.metrics.tier_blocks.store(st.tier_blocks, Relaxed);

@@ -23,6 +23,8 @@ pub struct Metrics {
     pub head_series: AtomicU64,
     pub head_chunks: AtomicU64,
     pub head_samples: AtomicU64,
+    pub head_chunk_file_bytes: AtomicU64,
+    pub head_chunk_memory_bytes: AtomicU64,
     pub head_cuts: AtomicU64,
     /// Early (memory-pressure) head cuts given up because no chunk boundary lay in the cuttable range.
     pub head_early_cuts_skipped: AtomicU64,
@@ -97,6 +99,8 @@ pub fn encode_text_many(dbs: &[(Option<&str>, &Metrics)], out: &mut String) {
     g(out, "head_series", "Series in the head.", &|m| &m.head_series);
     g(out, "head_chunks", "Chunks in the head (open and closed).", &|m| &m.head_chunks);
     g(out, "head_samples", "Samples in the head.", &|m| &m.head_samples);
+    g(out, "head_chunk_file_bytes", "Bytes in the head's memory-mapped chunk files (closed chunks, and chunks merges replaced until their file is deleted).", &|m| &m.head_chunk_file_bytes);
+    g(out, "head_chunks_in_memory_bytes", "Closed head chunks' bytes held in RAM: not yet written to a chunk file, or not writable (disk full).", &|m| &m.head_chunk_memory_bytes);
     c(out, "head_truncations_total", "Head ranges cut into blocks.", &|m| &m.head_cuts);
     c(out, "head_early_cuts_skipped_total", "Early (memory-pressure) head cuts given up: no chunk boundary in the cuttable range.", &|m| &m.head_early_cuts_skipped);
     c(out, "wal_bytes_written_total", "Bytes of records written to the WAL.", &|m| &m.wal_bytes_written);

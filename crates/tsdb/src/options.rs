@@ -55,6 +55,9 @@ pub struct Options {
     /// Closed head chunk bytes per shard above which the oldest head data is cut into a block early, at
     /// a chunk boundary below the appendable minimum (default 48 MiB).
     pub head_chunk_bytes_soft_limit: u64,
+    /// Bytes per head chunk file (`<shard>/chunks_head/`, see `crate::head::chunk_files`; default 4 MiB).
+    /// A file is deleted once every chunk in it went into a block, so smaller files free disk sooner.
+    pub head_chunk_segment_bytes: usize,
 }
 
 /// One downsampling tier: its bucket width and how long its blocks are kept.
@@ -111,6 +114,7 @@ impl Default for Options {
             repair_future: false,
             tiers: Vec::new(),
             head_chunk_bytes_soft_limit: 48 << 20,
+            head_chunk_segment_bytes: crate::head::chunk_files::SEGMENT_BYTES,
         }
     }
 }

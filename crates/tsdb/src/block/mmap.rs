@@ -1,5 +1,5 @@
-//! The crate's only `unsafe`: mapping an immutable block file into memory, and telling the kernel it may
-//! drop the mapping's resident pages.
+//! The crate's only `unsafe`: mapping an immutable block file (or a head chunk file that only grows) into
+//! memory, and telling the kernel it may drop the mapping's resident pages.
 //!
 //! The mapping is wrapped into a [`Bytes`] (via `Bytes::from_owner`), so chunk data handed to readers are
 //! zero-copy, reference-counted slices that keep the mapping alive as long as any of them lives, even after
@@ -42,6 +42,22 @@ pub(crate) fn map_file(path: &Path) -> Result<Mapped, Error> {
     // files, which leaves existing mappings valid). Every byte read from the mapping is still bounds- and
     // checksum-checked, so foreign modification yields a corruption error, not undefined parsing.
     let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?);
+    Ok(Mapped { bytes: Bytes::from_owner(Owner(map.clone())), map: Some(map) })
+}
+
+/// Maps `len` bytes of `file` (at `path`, for errors) read-only, however short the file is now: the head's
+/// chunk files ([`crate::head::chunk_files`]) are appended to after they are mapped.
+pub(crate) fn map_growing(file: &File, path: &Path, len: usize) -> Result<Mapped, Error> {
+    if len == 0 {
+        return Ok(Mapped { bytes: Bytes::new(), map: None });
+    }
+    // SAFETY: as for `map_file`, plus: the mapping may extend past the file's end, where an access raises
+    // SIGBUS. The only writer is the owning `ChunkFiles`, which appends with `pwrite` (the page cache is
+    // shared with the mapping, so written bytes are visible through it at once) and hands out slices of
+    // the mapping only for bytes it has written; no slice ever reaches past the end of the file, and no
+    // written byte is written again. Nothing else writes these files: they live in the shard's
+    // `chunks_head` directory, which is emptied when the shard opens.
+    let map = Arc::new(unsafe { memmap2::MmapOptions::new().len(len).map(file) }.map_err(|e| Error::io(path, e))?);
     Ok(Mapped { bytes: Bytes::from_owner(Owner(map.clone())), map: Some(map) })
 }
 

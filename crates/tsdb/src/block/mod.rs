@@ -29,7 +29,7 @@ pub(crate) mod bin;
 pub mod chunks;
 pub mod index;
 pub mod meta;
-mod mmap;
+pub(crate) mod mmap;
 pub mod writer;
 
 pub use index::{BlockIndex, ChunkMeta};

@@ -12,11 +12,12 @@
 //!   block-range window than the chunk's first sample, so a chunk never spans two blocks and the head can
 //!   be cut into blocks by moving whole chunks (no re-encoding unless out-of-order samples or tombstones
 //!   touch the window).
-//! - Closed chunks are immutable `Bytes` of exactly their encoded size: a reader clones the handle, never
-//!   the bytes; only the open chunk is copied for a reader. With a cold codec other than XOR (the
-//!   default) a closed float chunk whose values are all exact short decimals is stored as a Decimal chunk
-//!   when that is at least 1/16 smaller ([`HeadChunk::recode_decimal`]; on the fleet stream the head's RSS
-//!   after 3 h fell from 581 to 502 MB); the block writer merges such chunks into one per block range.
+//! - Closed chunks are written to the shard's head chunk files and read through their mapping
+//!   ([`chunk_files`]): the head keeps a 32-byte [`HeadChunk`] per closed chunk, a reader gets a slice of
+//!   the mapping (no copy); only the open chunk is copied for a reader. With a cold codec other than XOR
+//!   (the default) a closed float chunk whose values are all exact short decimals is stored as a Decimal
+//!   chunk when that is at least 1/16 smaller ([`recode_decimal`]), and runs of closed Decimal chunks are
+//!   merged ([`MemSeries::merge_closed`]); the block writer merges such chunks into one per block range.
 //! - Append rules follow Prometheus' `memSeries.appendable` (tsdb/head_append.go); see [`appendable`].
 //! - Start timestamps (ST, Prometheus 3.14): a series' chunks are XOR until its first sample with an
 //!   ST ≠ 0; that sample converts the open chunk to XorSt (its samples re-encoded with ST 0, no extra
@@ -29,6 +30,7 @@
 //! The head is not synchronised itself: a shard owns it behind a `RwLock` (readers share, the single
 //! committing writer applies a whole batch under the write lock so a batch becomes visible at once).
 
+pub(crate) mod chunk_files;
 pub(crate) mod index;
 
 use std::collections::HashMap;
@@ -42,6 +44,7 @@ use tessera_encoding::{
 use tessera_model::{ChunkEncoding, ChunkRef, HistogramSample, HistogramValue, Labels, Sample};
 
 use crate::appender::RejectReason;
+use chunk_files::{ChunkFiles, Loc};
 use index::HeadIndex;
 
 /// Samples per chunk before a new one is cut (Prometheus' `samplesPerChunk` default).
@@ -51,49 +54,53 @@ pub const TARGET_BYTES_PER_HISTOGRAM_CHUNK: usize = 1024;
 /// …and at least this many samples (upstream `MinSamplesPerHistogramChunk`).
 pub const MIN_SAMPLES_PER_HISTOGRAM_CHUNK: usize = 10;
 
-/// A closed head chunk.
+/// A closed head chunk: its time range and where its bytes are in the head chunk files. 32 bytes, held
+/// for every closed chunk of every series (a test keeps it so).
 #[derive(Debug, Clone)]
 pub(crate) struct HeadChunk {
     pub mint: i64,
     pub maxt: i64,
-    pub data: Bytes,
+    pub loc: Loc,
+    /// Samples in the chunk (a head chunk holds fewer than 2^16: upstream's limit, and
+    /// [`MERGED_CHUNK_SAMPLES`]).
+    pub samples: u16,
     /// `Xor`, or `XorSt` for series with start timestamps, or `Decimal` once recoded or merged
-    /// ([`HeadChunk::recode_decimal`], [`MemSeries::merge_closed`]).
+    /// ([`recode_decimal`], [`MemSeries::merge_closed`]), or a histogram encoding.
     pub encoding: ChunkEncoding,
 }
 
 impl HeadChunk {
-    pub(crate) fn to_ref(&self) -> ChunkRef {
-        ChunkRef { mint_ms: self.mint, maxt_ms: self.maxt, encoding: self.encoding, data: self.data.clone() }
-    }
-
-    /// Stores a closed float XOR chunk as a Decimal chunk (`docs/format/chunks.md`) when every value is
-    /// an exact short decimal and that saves at least a sixteenth of its bytes (the block writer's rule):
-    /// what scrapes send mostly is, and the head holds an hour and a half of closed chunks per series.
-    /// The samples read back bit for bit; readers decode either encoding. Anything else is left as it is.
-    pub(crate) fn recode_decimal(&mut self) {
-        if self.encoding != ChunkEncoding::Xor {
-            return;
-        }
-        SCRATCH.with_borrow_mut(|(samples, enc, buf)| {
-            samples.clear();
-            buf.clear();
-            if tessera_encoding::decode_xor_into(&self.data, samples).is_err() {
-                return;
-            }
-            let limit = self.data.len() - self.data.len() / 16;
-            if enc.encode_into(samples, buf) && buf.len() <= limit {
-                self.data = Bytes::copy_from_slice(buf);
-                self.encoding = ChunkEncoding::Decimal;
-            }
-        });
+    pub(crate) fn to_ref(&self, files: &ChunkFiles) -> ChunkRef {
+        ChunkRef { mint_ms: self.mint, maxt_ms: self.maxt, encoding: self.encoding, data: files.get(self.loc) }
     }
 }
 
+/// A closing float XOR chunk's bytes as a Decimal chunk (`docs/format/chunks.md`) in `buf`, when every
+/// value is an exact short decimal and that saves at least a sixteenth of its bytes (the block writer's
+/// rule): what scrapes send mostly is, and the head holds an hour and a half of closed chunks per series.
+/// The samples read back bit for bit; readers decode either encoding.
+fn recode_decimal(xor: &[u8], samples: &mut Vec<Sample>, enc: &mut tessera_encoding::DecimalEncoder, buf: &mut Vec<u8>) -> bool {
+    samples.clear();
+    buf.clear();
+    if tessera_encoding::decode_xor_into(xor, samples).is_err() {
+        return false;
+    }
+    let limit = xor.len() - xor.len() / 16;
+    enc.encode_into(samples, buf) && buf.len() <= limit
+}
+
+/// Decoded samples, an encoder, its output and a chunk read back, reused by every chunk a thread recodes
+/// or merges.
+#[derive(Default)]
+struct Scratch {
+    samples: Vec<Sample>,
+    enc: tessera_encoding::DecimalEncoder,
+    buf: Vec<u8>,
+    read: Vec<u8>,
+}
+
 thread_local! {
-    /// Decoded samples, an encoder and its output, reused by every chunk a thread recodes or merges.
-    static SCRATCH: std::cell::RefCell<(Vec<Sample>, tessera_encoding::DecimalEncoder, Vec<u8>)> =
-        std::cell::RefCell::new((Vec::new(), Default::default(), Vec::new()));
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
 /// Most samples a closed head chunk merged from Decimal chunks holds (four of 120: 80 minutes at a 10 s
@@ -308,14 +315,35 @@ impl MemSeries {
         }
     }
 
-    /// Closes the open chunk (if it holds samples) into an immutable chunk. Returns true if one was closed.
-    pub(crate) fn close_open(&mut self) -> bool {
+    /// Writes a closing chunk (`data`, the open chunk's time range) to the chunk files — as Decimal when
+    /// `recode` and [`recode_decimal`] say so — and lists it.
+    fn push_closed(&mut self, files: &mut ChunkFiles, data: &[u8], encoding: ChunkEncoding, recode: bool) {
+        let (mint, maxt) = (self.open_mint, self.last_t);
+        let samples = |enc, data: &[u8]| u16::try_from(crate::block::writer::chunk_samples(enc, data)).unwrap_or(u16::MAX);
+        let recoded = (recode && encoding == ChunkEncoding::Xor)
+            .then(|| {
+                SCRATCH.with_borrow_mut(|Scratch { samples: smp, enc, buf, .. }| {
+                    recode_decimal(data, smp, enc, buf).then(|| (files.write(buf, maxt), samples(ChunkEncoding::Decimal, buf)))
+                })
+            })
+            .flatten();
+        let chunk = match recoded {
+            Some((loc, n)) => HeadChunk { mint, maxt, loc, samples: n, encoding: ChunkEncoding::Decimal },
+            None => HeadChunk { mint, maxt, loc: files.write(data, maxt), samples: samples(encoding, data), encoding },
+        };
+        self.reserve_chunk_slot();
+        self.chunks.push(chunk);
+    }
+
+    /// Closes the open chunk (if it holds samples) into the chunk files (see [`MemSeries::push_closed`]).
+    /// Returns true if one was closed.
+    pub(crate) fn close_open(&mut self, files: &mut ChunkFiles, recode: bool) -> bool {
         if self.open_n == 0 {
             return false;
         }
-        let data = Bytes::copy_from_slice(self.open.bytes());
-        self.reserve_chunk_slot();
-        self.chunks.push(HeadChunk { mint: self.open_mint, maxt: self.last_t, data, encoding: self.open.encoding() });
+        let open = std::mem::replace(&mut self.open, OpenChunk::Xor(XorEncoder::new()));
+        self.push_closed(files, open.bytes(), open.encoding(), recode);
+        self.open = open;
         self.open.clear();
         self.open_n = 0;
         true
@@ -332,7 +360,9 @@ impl MemSeries {
     /// writer lock, then collects and writes the chunks below it without the lock, and an early
     /// (memory-pressure) cut's end may lie inside a block-range window; a merge across it would take
     /// samples out of the block being written and leave them in the head below `min_valid_t`.
-    pub(crate) fn merge_closed(&mut self, range: i64, min_valid_t: i64) -> Option<i64> {
+    /// The chunks are read back with `pread` ([`ChunkFiles::read_into`]), not through the mapping, and the
+    /// merged chunk is written anew; the four stay in their segment as garbage until it is deleted.
+    pub(crate) fn merge_closed(&mut self, range: i64, min_valid_t: i64, files: &mut ChunkFiles) -> Option<i64> {
         let n = self.chunks.len();
         if n < MERGE_RUN + 1 {
             return None;
@@ -346,40 +376,39 @@ impl MemSeries {
         {
             return None;
         }
-        let mut count = 0u64;
-        for c in run {
-            count += tessera_encoding::decimal_sample_count(&c.data)?;
-        }
+        let count: u64 = run.iter().map(|c| u64::from(c.samples)).sum();
         if count > MERGED_CHUNK_SAMPLES {
             return None;
         }
-        let before: usize = run.iter().map(|c| c.data.len()).sum();
-        let merged = SCRATCH.with_borrow_mut(|(samples, enc, buf)| {
+        let before: usize = run.iter().map(|c| c.loc.len as usize).sum();
+        let maxt = last.maxt;
+        let (loc, len) = SCRATCH.with_borrow_mut(|Scratch { samples, enc, buf, read }| {
             samples.clear();
             buf.clear();
             for c in run {
-                tessera_encoding::decode_decimal_into(&c.data, samples).ok()?;
+                files.read_into(c.loc, read);
+                tessera_encoding::decode_decimal_into(read, samples).ok()?;
             }
-            (enc.encode_into(samples, buf) && buf.len() < before).then(|| Bytes::copy_from_slice(buf))
+            (enc.encode_into(samples, buf) && buf.len() < before).then(|| (files.write(buf, maxt), buf.len()))
         })?;
-        let delta = merged.len() as i64 - before as i64;
-        let maxt = last.maxt;
         let head = &mut self.chunks[n - 1 - MERGE_RUN];
         head.maxt = maxt;
-        head.data = merged;
+        head.loc = loc;
+        head.samples = count as u16;
         self.chunks.drain(n - MERGE_RUN..n - 1);
-        Some(delta)
+        Some(len as i64 - before as i64)
     }
 
     /// Appends an in-order sample (`t > last_t`, checked by the caller) with its start timestamp (0 =
     /// unset; see the module docs for how an ST switches the series to XorSt chunks). Returns true when a
     /// new chunk was started. Mirrors Prometheus' `memSeries.append` cutting rules, simplified to the two
     /// limits.
+    /// A chunk closed here goes to `files` (recoded when `recode`, see [`MemSeries::push_closed`]).
     #[inline]
-    pub(crate) fn append_st(&mut self, t: i64, st: i64, v: f64, chunk_range: i64) -> bool {
+    pub(crate) fn append_st(&mut self, t: i64, st: i64, v: f64, chunk_range: i64, files: &mut ChunkFiles, recode: bool) -> bool {
         if self.open.is_histogram() {
             // A float after histograms starts a float chunk (upstream cuts a chunk of the other encoding).
-            self.close_open();
+            self.close_open(files, false);
             self.open = OpenChunk::Xor(XorEncoder::new());
         }
         if st != 0 && matches!(self.open, OpenChunk::Xor(_)) {
@@ -389,7 +418,7 @@ impl MemSeries {
         if self.open_n > 0
             && (self.open_n as usize >= SAMPLES_PER_CHUNK || t.div_euclid(chunk_range) != self.open_mint.div_euclid(chunk_range))
         {
-            self.close_open();
+            self.close_open(files, recode);
         }
         if self.open_n == 0 {
             self.open_mint = t;
@@ -423,6 +452,7 @@ impl MemSeries {
         st: i64,
         h: &HistogramValue,
         chunk_range: i64,
+        files: &mut ChunkFiles,
     ) -> Result<bool, HistogramAppendError> {
         if st != 0 && matches!(self.open, OpenChunk::Histogram(_) | OpenChunk::FloatHistogram(_)) {
             self.open.make_histogram_st();
@@ -439,7 +469,7 @@ impl MemSeries {
         let mut created = false;
         if self.open_n == 0 || !same_kind {
             if self.open_n > 0 {
-                prev = Some(self.close_into_chunks(OpenChunk::for_histogram(h, st_kind)));
+                prev = Some(self.close_into_chunks(OpenChunk::for_histogram(h, st_kind), files));
             } else if !same_kind {
                 self.open = OpenChunk::for_histogram(h, st_kind);
             }
@@ -462,7 +492,7 @@ impl MemSeries {
                 && (n >= MIN_SAMPLES_PER_HISTOGRAM_CHUNK || t >= next_range_start))
                 || n >= usize::from(u16::MAX) - 1)
         {
-            prev = Some(self.close_into_chunks(OpenChunk::for_histogram(h, st_kind)));
+            prev = Some(self.close_into_chunks(OpenChunk::for_histogram(h, st_kind), files));
             self.open_mint = t;
             // Upstream's `cutNewHeadChunk`: the new chunk's window ends with its block range.
             next_at = range_for_timestamp(t, chunk_range);
@@ -495,7 +525,7 @@ impl MemSeries {
         if let Some(next) = appended {
             // Counter reset or layout change: the encoder started a new chunk holding the sample (its
             // window's end is the next cut point; the computed-end flag stays, as upstream's does).
-            self.close_into_chunks(next);
+            self.close_into_chunks(next, files);
             self.open_mint = t;
             next_at = range_for_timestamp(t, chunk_range);
             created = true;
@@ -511,10 +541,9 @@ impl MemSeries {
 
     /// Pushes the open chunk (with samples) onto the closed chunks and makes `next` the open one; returns
     /// the closed chunk's encoder.
-    fn close_into_chunks(&mut self, next: OpenChunk) -> OpenChunk {
+    fn close_into_chunks(&mut self, next: OpenChunk, files: &mut ChunkFiles) -> OpenChunk {
         let old = std::mem::replace(&mut self.open, next);
-        self.reserve_chunk_slot();
-        self.chunks.push(HeadChunk { mint: self.open_mint, maxt: self.last_t, data: Bytes::copy_from_slice(old.bytes()), encoding: old.encoding() });
+        self.push_closed(files, old.bytes(), old.encoding(), false);
         self.open_n = 0;
         old
     }
@@ -591,8 +620,10 @@ impl MemSeries {
     /// The series' chunks and out-of-order samples overlapping `[mint, maxt]`, with each out-of-order
     /// sample's start timestamp in `extra_sts` (0 when unset) and the out-of-order histogram samples in
     /// `extra_hists`, for `crate::merge::finalize_chunks_st` (the querier and block cuts).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn read_st(
         &self,
+        files: &ChunkFiles,
         mint: i64,
         maxt: i64,
         chunks: &mut Vec<ChunkRef>,
@@ -600,7 +631,7 @@ impl MemSeries {
         extra_sts: &mut Vec<i64>,
         extra_hists: &mut Vec<HistogramSample>,
     ) {
-        self.read_chunks(mint, maxt, chunks);
+        self.read_chunks(files, mint, maxt, chunks);
         if let Some(v) = self.ooo_hists.as_deref() {
             extra_hists.extend(v.iter().filter(|s| s.t >= mint && s.t <= maxt).cloned());
         }
@@ -612,10 +643,10 @@ impl MemSeries {
         }
     }
 
-    fn read_chunks(&self, mint: i64, maxt: i64, chunks: &mut Vec<ChunkRef>) {
+    fn read_chunks(&self, files: &ChunkFiles, mint: i64, maxt: i64, chunks: &mut Vec<ChunkRef>) {
         for c in &self.chunks {
             if c.maxt >= mint && c.mint <= maxt {
-                chunks.push(c.to_ref());
+                chunks.push(c.to_ref(files));
             }
         }
         if self.open_n > 0 && self.last_t >= mint && self.open_mint <= maxt {
@@ -746,8 +777,10 @@ pub(crate) struct Head {
     /// Bytes of closed chunks held (the bulk of the head's memory).
     pub chunk_bytes: u64,
     /// Whether closed float chunks are stored as Decimal where that is smaller
-    /// ([`HeadChunk::recode_decimal`]; the database's `cold_codec` other than XOR).
+    /// ([`recode_decimal`]; the database's `cold_codec` other than XOR).
     pub recode_closed: bool,
+    /// Where closed chunks' bytes are (files of the shard's `chunks_head`, or memory without one).
+    pub files: ChunkFiles,
     /// The series' label order as of some moment, refreshed in the background (see [`LabelOrder`]).
     pub label_order: std::sync::Arc<LabelOrder>,
 }
@@ -779,24 +812,18 @@ impl Head {
             num_chunks: 0,
             chunk_bytes: 0,
             recode_closed: false,
+            files: ChunkFiles::default(),
             label_order: Default::default(),
         }
     }
 
     /// Accounts for the chunks `ms` closed since it had `before` of them and, with
-    /// [`Head::recode_closed`], recodes them ([`HeadChunk::recode_decimal`]) and merges older closed
-    /// ones ([`MemSeries::merge_closed`]). Returns the change in closed-chunk bytes and the number of
-    /// chunks merged away.
+    /// [`Head::recode_closed`], merges older closed ones ([`MemSeries::merge_closed`]). Returns the change
+    /// in closed-chunk bytes and the number of chunks merged away.
     #[inline]
-    fn closed_since(recode: bool, range: i64, min_valid_t: i64, ms: &mut MemSeries, before: usize) -> (i64, u64) {
-        let mut n = 0i64;
-        for c in ms.chunks.iter_mut().skip(before) {
-            if recode {
-                c.recode_decimal();
-            }
-            n += c.data.len() as i64;
-        }
-        if recode && let Some(d) = ms.merge_closed(range, min_valid_t) {
+    fn closed_since(recode: bool, range: i64, min_valid_t: i64, ms: &mut MemSeries, before: usize, files: &mut ChunkFiles) -> (i64, u64) {
+        let n: i64 = ms.chunks[before..].iter().map(|c| i64::from(c.loc.len)).sum();
+        if recode && let Some(d) = ms.merge_closed(range, min_valid_t, files) {
             return (n + d, MERGE_RUN as u64 - 1);
         }
         (n, 0)
@@ -940,14 +967,15 @@ impl Head {
     /// Returns true when a chunk was created.
     #[inline]
     pub(crate) fn apply_st(&mut self, r: u32, s: Sample, st: i64, verdict: Verdict) -> bool {
-        let range = self.chunk_range;
+        let (range, recode) = (self.chunk_range, self.recode_closed);
         let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return false };
+        let files = &mut self.files;
         let created = match verdict {
             Verdict::InOrder => {
                 let before = ms.chunks.len();
-                let c = ms.append_st(s.t, st, s.v, range);
+                let c = ms.append_st(s.t, st, s.v, range, files, recode);
                 if ms.chunks.len() != before {
-                    let (bytes, merged) = Self::closed_since(self.recode_closed, range, self.min_valid_t, ms, before);
+                    let (bytes, merged) = Self::closed_since(recode, range, self.min_valid_t, ms, before, files);
                     self.chunk_bytes = self.chunk_bytes.saturating_add_signed(bytes);
                     self.num_chunks = self.num_chunks.saturating_sub(merged);
                 }
@@ -997,6 +1025,7 @@ impl Head {
     ) -> (u64, u64) {
         let (range, recode, min_valid_t) = (self.chunk_range, self.recode_closed, self.min_valid_t);
         let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return (0, 0) };
+        let files = &mut self.files;
         let (mut stored, mut ooo, mut created, mut closed_bytes, mut merged) = (0u64, 0u64, 0u64, 0i64, 0u64);
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         for (i, (s, v)) in samples.iter().zip(verdicts).enumerate() {
@@ -1004,11 +1033,11 @@ impl Head {
             match v {
                 Verdict::InOrder => {
                     let before = ms.chunks.len();
-                    if ms.append_st(s.t, st, s.v, range) {
+                    if ms.append_st(s.t, st, s.v, range, files, recode) {
                         created += 1;
                     }
                     if ms.chunks.len() != before {
-                        let (b, m) = Self::closed_since(recode, range, min_valid_t, ms, before);
+                        let (b, m) = Self::closed_since(recode, range, min_valid_t, ms, before, files);
                         closed_bytes += b;
                         merged += m;
                     }
@@ -1040,6 +1069,7 @@ impl Head {
     pub(crate) fn apply_histograms(&mut self, r: u32, samples: &[HistogramSample], verdicts: &[Verdict]) -> u64 {
         let range = self.chunk_range;
         let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return 0 };
+        let files = &mut self.files;
         let (mut stored, mut created, mut closed_bytes) = (0u64, 0u64, 0u64);
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         for (s, v) in samples.iter().zip(verdicts) {
@@ -1055,14 +1085,14 @@ impl Head {
                 continue;
             }
             let before = ms.chunks.len();
-            match ms.append_histogram(s.t, s.st, &s.h, range) {
+            match ms.append_histogram(s.t, s.st, &s.h, range, files) {
                 Ok(c) => created += u64::from(c),
                 Err(e) => {
                     tracing::warn!(series = %ms.labels, t = s.t, error = %e, "histogram sample not stored");
                     continue;
                 }
             }
-            closed_bytes += ms.chunks[before..].iter().map(|c| c.data.len() as u64).sum::<u64>();
+            closed_bytes += ms.chunks[before..].iter().map(|c| u64::from(c.loc.len)).sum::<u64>();
             stored += 1;
             lo = lo.min(s.t);
             hi = hi.max(s.t);
@@ -1088,11 +1118,12 @@ impl Head {
     /// Closes open chunks whose last sample is before `t` (they are complete for a cut at `t`).
     pub(crate) fn close_open_chunks_before(&mut self, t: i64) {
         let (mut added, mut merged) = (0i64, 0u64);
+        let recode = self.recode_closed;
         for s in self.series.iter_mut().flatten() {
             if s.open_n > 0 && s.last_t < t {
                 let before = s.chunks.len();
-                s.close_open();
-                let (b, m) = Self::closed_since(self.recode_closed, self.chunk_range, self.min_valid_t, s, before);
+                s.close_open(&mut self.files, recode);
+                let (b, m) = Self::closed_since(recode, self.chunk_range, self.min_valid_t, s, before, &mut self.files);
                 added += b;
                 merged += m;
             }
@@ -1143,8 +1174,8 @@ impl Head {
             let k = s.chunks.iter().take_while(|c| c.maxt < t).count();
             if k > 0 {
                 for c in &s.chunks[..k] {
-                    samples_dropped += crate::block::writer::chunk_samples(c.encoding, &c.data);
-                    bytes_dropped += c.data.len() as u64;
+                    samples_dropped += u64::from(c.samples);
+                    bytes_dropped += u64::from(c.loc.len);
                 }
                 chunks_dropped += k as u64;
                 s.chunks.drain(..k);
@@ -1184,6 +1215,10 @@ impl Head {
         self.num_samples = self.num_samples.saturating_sub(samples_dropped);
         self.num_chunks = self.num_chunks.saturating_sub(chunks_dropped);
         self.chunk_bytes = self.chunk_bytes.saturating_sub(bytes_dropped);
+        // Every chunk ending before `t` is gone: so are the segments holding only such chunks. The cut
+        // read the dropped chunks through the mappings; the pages it brought in leave the resident set.
+        self.files.drop_before(t);
+        self.files.release_resident();
         // An emptied head keeps its max_t: the appendable minimum still derives from it (as in Prometheus).
         self.min_t = min_t;
         removed.len()
@@ -1248,7 +1283,15 @@ mod tests {
             }
             let s = h.series(0).expect("exists");
             let spans: Vec<(i64, i64, ChunkEncoding)> = s.chunks.iter().map(|c| (c.mint, c.maxt, c.encoding)).collect();
-            let bytes: u64 = s.chunks.iter().map(|c| c.data.len() as u64).sum();
+            let bytes: u64 = s.chunks.iter().map(|c| u64::from(c.loc.len)).sum();
+            // Every chunk reads back whole: the merged ones from where they were written anew.
+            let mut v = Vec::new();
+            for c in &s.chunks {
+                tessera_encoding::decode_chunk_range_into(&c.to_ref(&h.files), i64::MIN, i64::MAX, &mut v).expect("decodes");
+            }
+            assert_eq!(v.len(), 1200 - s.open_n as usize);
+            assert!(v.iter().enumerate().all(|(t, x)| x.t == t as i64 * 10 && x.v == (t as i64 * 37 % 101 + t as i64 * 50) as f64 / 100.0));
+            assert_eq!(s.chunks.iter().map(|c| u64::from(c.samples)).sum::<u64>(), v.len() as u64);
             assert_eq!(h.chunk_bytes, bytes, "accounting follows the merges");
             assert_eq!(h.num_chunks, s.chunks.len() as u64 + 1, "closed chunks and the open one");
             spans
@@ -1262,6 +1305,11 @@ mod tests {
         let fenced = fill(2400);
         assert!(fenced.iter().all(|c| c.0 >= 2400 || c.1 < 2400), "{fenced:?}");
         assert_eq!(fenced.iter().filter(|c| c.0 < 2400).count(), 2, "{fenced:?}");
+    }
+
+    #[test]
+    fn a_closed_chunk_costs_the_head_32_bytes() {
+        assert_eq!(std::mem::size_of::<HeadChunk>(), 32);
     }
 
     #[test]
@@ -1306,7 +1354,7 @@ mod tests {
         assert_eq!((s.chunks[1].mint, s.chunks[1].maxt), (120, 239));
         assert_eq!(s.open.encoding(), ChunkEncoding::XorSt);
         let (mut v, mut got) = (Vec::new(), Vec::new());
-        tessera_encoding::decode_chunk_range_st_into(&s.chunks[1].to_ref(), 0, 1000, &mut v, &mut got).expect("decodes");
+        tessera_encoding::decode_chunk_range_st_into(&s.chunks[1].to_ref(&h.files), 0, 1000, &mut v, &mut got).expect("decodes");
         assert_eq!(v.len(), 120);
         assert!(got.iter().enumerate().all(|(i, &st)| st == if i == 10 { 77 } else { 0 }), "{got:?}");
         assert_eq!(h.num_samples, 400);
@@ -1333,7 +1381,12 @@ mod tests {
             .collect();
         h.apply_histograms(0, &samples, &vec![Verdict::InOrder; samples.len()]);
         let s = h.series(0).expect("exists");
-        let counts: Vec<u16> = s.chunks.iter().map(|c| u16::from_be_bytes([c.data[0], c.data[1]])).collect();
+        let counts: Vec<u16> = s.chunks.iter().map(|c| c.samples).collect();
+        let headers: Vec<u16> = s.chunks.iter().map(|c| {
+            let d = c.to_ref(&h.files).data;
+            u16::from_be_bytes([d[0], d[1]])
+        }).collect();
+        assert_eq!(counts, headers, "the sample counts kept are the chunks'");
         assert!(counts.len() >= 3, "{counts:?}");
         assert!(counts.iter().all(|&n| n >= MIN_SAMPLES_PER_HISTOGRAM_CHUNK as u16), "{counts:?}");
         // The predicted chunks are about evenly sized (within a tenth of each other).

@@ -201,11 +201,13 @@ impl Shard {
         let min_valid = blocks.iter().map(|b| b.meta().maxt_ms).max().unwrap_or(i64::MIN);
         let mut head = Head::new(opts.block_range_ms, min_valid);
         head.recode_closed = opts.cold_codec != crate::options::ColdCodec::Xor;
+        head.files = crate::head::chunk_files::ChunkFiles::open(&dir.join(crate::head::chunk_files::DIR), opts.head_chunk_segment_bytes)?;
         let wal_dir = dir.join(WAL_DIR);
         std::fs::create_dir_all(&wal_dir).map_err(|e| Error::io(&wal_dir, e))?;
         let per_shard = if opts.max_exemplars == 0 { 0 } else { opts.max_exemplars.div_ceil(opts.shards.max(1)) };
         let mut exemplars = crate::exemplars::ExemplarStore::new(per_shard, opts.ooo_window_ms);
         replay(&wal_dir, &mut head, &mut exemplars, &opts, &metrics)?;
+        head.files.flush();
         metrics.active_series.fetch_add(head.num_series() as u64, Relaxed);
         let wal_opts = WalOptions { segment_bytes: opts.wal_segment_bytes, fsync: opts.fsync };
         let wal = match wal_fs {
@@ -495,6 +497,8 @@ impl Shard {
                     appended += head.apply_histograms(refs[bi].0, &b.hists, &w.hverdicts[hi - nh..hi]);
                 }
             }
+            // The chunks this batch closed go to their file before readers see them.
+            head.files.flush();
         }
         report.series_created = created;
         if batches.iter().any(|b| !b.exemplars.is_empty()) {
@@ -596,6 +600,7 @@ impl Shard {
                 }
                 h.min_valid_t = h.min_valid_t.max(w_end);
                 h.close_open_chunks_before(w_end);
+                h.files.flush();
                 (w_start, w_end)
             };
             let min_t_before = self.state.read().head.min_t;
@@ -658,7 +663,7 @@ impl Shard {
             for r in head.refs() {
                 let ms = head.series(r).expect("listed");
                 let mut chunks: Vec<ChunkRef> =
-                    ms.chunks.iter().take_while(|c| c.maxt < w_end).map(|c| c.to_ref()).collect();
+                    ms.chunks.iter().take_while(|c| c.maxt < w_end).map(|c| c.to_ref(&head.files)).collect();
                 if open && ms.open_n > 0 && ms.last_t < w_end {
                     chunks.push(ChunkRef {
                         mint_ms: ms.open_mint,
