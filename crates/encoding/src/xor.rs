@@ -35,6 +35,10 @@ use tessera_model::Sample;
 
 /// Bytes of the sample-count header.
 pub const XOR_HEADER_BYTES: usize = 2;
+/// Most bytes one appended sample adds to the stream (the first: a 10-byte varint time and 8 value bytes;
+/// later ones at most 68 bits of time and 77 of value), with room to spare: the encoder makes sure this
+/// much is free before appending, so it grows its buffer in its own steps.
+pub const SAMPLE_BYTES_MAX: usize = 24;
 
 /// Sentinel for "no leading/trailing window chosen yet" (Prometheus uses 0xff too).
 pub(crate) const NO_WINDOW: u8 = 0xff;
@@ -126,6 +130,16 @@ impl XorEncoder {
         self.buf.shrink_to_fit();
     }
 
+    /// Empties the chunk, keeping a buffer of about its size (an eighth and [`SAMPLE_BYTES_MAX`] more) for
+    /// the next chunk: the head reuses one encoder per series, and a series' chunks are mostly of one size.
+    pub fn clear_fitted(&mut self) {
+        let fit = self.buf.len() + self.buf.len() / 8 + SAMPLE_BYTES_MAX;
+        if self.buf.capacity() > fit {
+            self.buf.shrink_to(fit);
+        }
+        self.clear();
+    }
+
     /// Empties the chunk, keeping the buffer's capacity for reuse.
     pub fn clear(&mut self) {
         self.buf.clear();
@@ -149,6 +163,9 @@ impl XorEncoder {
     #[inline]
     pub fn append(&mut self, t: i64, v: f64) {
         assert!(self.num < u16::MAX, "XOR chunk full: the sample count header is a u16");
+        if self.buf.capacity() - self.buf.len() < SAMPLE_BYTES_MAX {
+            self.grow();
+        }
         let v_bits = v.to_bits();
         match self.num {
             0 => {
@@ -183,6 +200,14 @@ impl XorEncoder {
         self.v_bits = v_bits;
         self.num += 1;
         self.buf[..XOR_HEADER_BYTES].copy_from_slice(&self.num.to_be_bytes());
+    }
+
+    /// Room for at least one more sample, growing the buffer by an eighth (at least 32 bytes) instead of
+    /// doubling it: a head holds one open chunk per series, and doubling left up to half of every
+    /// series' buffer unused.
+    #[cold]
+    fn grow(&mut self) {
+        self.buf.reserve_exact((self.buf.len() / 8).max(32).max(SAMPLE_BYTES_MAX));
     }
 
     /// Reopens an existing XOR chunk to append more samples (WAL replay, out-of-order merging).
@@ -861,6 +886,37 @@ pub fn encode_xor(samples: &[Sample]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_buffer_grows_by_an_eighth_and_is_fitted_for_the_next_chunk() {
+        // Worst-case samples (random times and values), then a counter: the buffer never holds more than
+        // an eighth and a few dozen bytes above what the chunk uses (doubling would hold up to twice), and
+        // a fitted clear keeps about one chunk's worth.
+        let mut e = super::XorEncoder::new();
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for i in 0..2000i64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let t = if i == 0 { i64::MIN + 1 } else { i * 1_000_003 + (x >> 40) as i64 };
+            e.append(t, f64::from_bits(x));
+            let (len, cap) = (e.bytes().len(), e.size_bytes());
+            assert!(cap <= (len + len / 8 + 32).max(128) + super::SAMPLE_BYTES_MAX, "sample {i}: {len} bytes in {cap}");
+        }
+        let mut back = Vec::new();
+        super::decode_xor_into(e.bytes(), &mut back).expect("decodes");
+        assert_eq!(back.len(), 2000);
+        for (len, n) in [(e.bytes().len(), 0), (0, 120)] {
+            for t in 0..n {
+                e.append(t * 10_000, (t * 3) as f64);
+            }
+            let len = if n > 0 { e.bytes().len() } else { len };
+            e.clear_fitted();
+            assert!(e.size_bytes() <= len + len / 8 + super::SAMPLE_BYTES_MAX, "{} for {len}", e.size_bytes());
+            assert_eq!(e.bytes(), [0, 0]);
+        }
+    }
+
+
     use super::*;
 
     fn decode(data: &[u8]) -> Result<Vec<(i64, u64)>, ChunkError> {

@@ -28,7 +28,7 @@ pub struct Options {
     pub background: bool,
     /// How float chunks are encoded when a block is written (head cut or compaction); default
     /// [`ColdCodec::Dense`]. See [`ColdCodec`]. Other than [`ColdCodec::Xor`] it also lets the head keep
-    /// its closed float chunks as Decimal chunks where that is smaller (`HeadChunk::recode_decimal`).
+    /// its closed float chunks as Decimal chunks where that is smaller (`head::recode_decimal`).
     pub cold_codec: ColdCodec,
     /// Samples more than this many ms ahead of the machine's clock are rejected
     /// ([`crate::RejectReason::TooFarInFuture`]); 0 = no limit. What an older version accepted beyond it

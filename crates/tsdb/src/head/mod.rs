@@ -1,8 +1,8 @@
 //! The head: a shard's in-memory, writable time range.
 //!
 //! Main types: [`Head`] (series table, hash lookup, inverted index, time bounds, tombstones) and
-//! [`MemSeries`] (one series: closed XOR chunks, the open chunk being appended to, and a small sorted
-//! buffer of out-of-order samples).
+//! [`MemSeries`] (one series: where its closed chunks are, the open chunk being appended to, and a small
+//! sorted buffer of out-of-order samples); the closed chunks' bytes are in [`chunk_files::ChunkFiles`].
 //!
 //! Key decisions:
 //! - Series refs are dense `u32`s handed out in increasing order and never reused within a process, so the
@@ -305,20 +305,10 @@ impl MemSeries {
         }
     }
 
-    /// Room for one more closed chunk, growing the list by an eighth (at least one slot): a series holds
-    /// a handful of closed chunks for hours, and doubling would leave up to half of the 56-byte slots
-    /// unused in every series; an eighth keeps series with many (histogram) chunks from copying their
-    /// list at every close.
-    fn reserve_chunk_slot(&mut self) {
-        if self.chunks.len() == self.chunks.capacity() {
-            self.chunks.reserve_exact((self.chunks.len() / 8).max(1));
-        }
-    }
-
-    /// Writes a closing chunk (`data`, the open chunk's time range) to the chunk files — as Decimal when
-    /// `recode` and [`recode_decimal`] say so — and lists it.
-    fn push_closed(&mut self, files: &mut ChunkFiles, data: &[u8], encoding: ChunkEncoding, recode: bool) {
-        let (mint, maxt) = (self.open_mint, self.last_t);
+    /// Writes the open chunk (with samples) to the chunk files — as Decimal when `recode` and
+    /// [`recode_decimal`] say so — and lists it as closed. The open chunk is left as it was.
+    fn push_closed(&mut self, files: &mut ChunkFiles, recode: bool) {
+        let (mint, maxt, data, encoding) = (self.open_mint, self.last_t, self.open.bytes(), self.open.encoding());
         let samples = |enc, data: &[u8]| u16::try_from(crate::block::writer::chunk_samples(enc, data)).unwrap_or(u16::MAX);
         let recoded = (recode && encoding == ChunkEncoding::Xor)
             .then(|| {
@@ -331,7 +321,13 @@ impl MemSeries {
             Some((loc, n)) => HeadChunk { mint, maxt, loc, samples: n, encoding: ChunkEncoding::Decimal },
             None => HeadChunk { mint, maxt, loc: files.write(data, maxt), samples: samples(encoding, data), encoding },
         };
-        self.reserve_chunk_slot();
+        // Room for one more closed chunk, growing the list by an eighth (at least one slot): a series
+        // holds a handful of closed chunks for hours, and doubling would leave up to half of the slots
+        // unused in every series; an eighth keeps series with many (histogram) chunks from copying their
+        // list at every close.
+        if self.chunks.len() == self.chunks.capacity() {
+            self.chunks.reserve_exact((self.chunks.len() / 8).max(1));
+        }
         self.chunks.push(chunk);
     }
 
@@ -341,10 +337,12 @@ impl MemSeries {
         if self.open_n == 0 {
             return false;
         }
-        let open = std::mem::replace(&mut self.open, OpenChunk::Xor(XorEncoder::new()));
-        self.push_closed(files, open.bytes(), open.encoding(), recode);
-        self.open = open;
-        self.open.clear();
+        self.push_closed(files, recode);
+        match &mut self.open {
+            // The series' next chunk is likely about as long: its buffer is cut down to this one's size.
+            OpenChunk::Xor(e) => e.clear_fitted(),
+            o => o.clear(),
+        }
         self.open_n = 0;
         true
     }
@@ -542,10 +540,9 @@ impl MemSeries {
     /// Pushes the open chunk (with samples) onto the closed chunks and makes `next` the open one; returns
     /// the closed chunk's encoder.
     fn close_into_chunks(&mut self, next: OpenChunk, files: &mut ChunkFiles) -> OpenChunk {
-        let old = std::mem::replace(&mut self.open, next);
-        self.push_closed(files, old.bytes(), old.encoding(), false);
+        self.push_closed(files, false);
         self.open_n = 0;
-        old
+        std::mem::replace(&mut self.open, next)
     }
 
     /// Inserts an out-of-order sample with its start timestamp (0 = unset); an existing sample at the same
