@@ -37,7 +37,26 @@ pub fn init_logging(s: &Settings) {
     }
 }
 
+/// Raises the soft limit on open files to the hard one, as Go programs (Prometheus, VictoriaMetrics) do at
+/// start: a shard keeps its WAL segment, its blocks' files and its head chunk files open, and the head's
+/// grow with the data it holds. Returns the limit in force.
+pub fn raise_open_files_limit() -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut l = getrlimit(Resource::Nofile);
+    if l.current < l.maximum {
+        let before = l.current;
+        l.current = l.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, l) {
+            tracing::warn!(error = %e, soft = ?before, "could not raise the open files limit");
+            return before;
+        }
+    }
+    l.current
+}
+
 pub fn run(settings: Settings) -> anyhow::Result<()> {
+    let files = raise_open_files_limit();
+    tracing::debug!(limit = ?files, "open files");
     // Queries are evaluated on rayon's pool (see the api's `on_query_pool`): the same stack room as the
     // runtime's threads.
     if let Err(e) =
@@ -472,5 +491,17 @@ async fn shutdown_signal() -> &'static str {
     }
     #[cfg(not(unix))]
     ctrl_c.await
+}
+
+#[cfg(test)]
+mod open_files_tests {
+    #[test]
+    fn the_open_files_limit_is_raised_to_the_hard_one() {
+        use rustix::process::{getrlimit, Resource};
+        let got = super::raise_open_files_limit();
+        let l = getrlimit(Resource::Nofile);
+        assert_eq!(got, l.current);
+        assert_eq!(l.current, l.maximum, "{l:?}");
+    }
 }
 

@@ -109,11 +109,15 @@ impl ChunkFiles {
             Err(e) => return Err(Error::io(dir, e)),
         }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        Ok(ChunkFiles { dir: Some(dir.to_path_buf()), segment_bytes: segment_bytes.max(1), segs: VecDeque::new(), next_id: 1, failing: false })
+        // Offsets are u32s.
+        let segment_bytes = segment_bytes.clamp(1, u32::MAX as usize);
+        Ok(ChunkFiles { dir: Some(dir.to_path_buf()), segment_bytes, segs: VecDeque::new(), next_id: 1, failing: false })
     }
 
-    /// Appends a closed chunk's bytes; `maxt` is its newest sample's time.
+    /// Appends a closed chunk's bytes (fewer than 2^32 - 1; a head chunk is a few KiB at most); `maxt`
+    /// is its newest sample's time.
     pub(crate) fn write(&mut self, data: &[u8], maxt: i64) -> Loc {
+        assert!(data.len() < u32::MAX as usize, "head chunk of {} bytes", data.len());
         if self.segs.back().is_none_or(|s| s.used() + data.len() > s.cap) {
             self.roll(data.len());
         }
@@ -121,7 +125,8 @@ impl ChunkFiles {
         let off = s.used();
         s.pending.extend_from_slice(data);
         s.maxt = s.maxt.max(maxt);
-        let flush = s.file.is_some() && s.pending.len() >= FLUSH_BYTES;
+        // While writes fail (disk full) only the flush at the end of a commit retries, not every chunk.
+        let flush = s.file.is_some() && s.pending.len() >= FLUSH_BYTES && !self.failing;
         let loc = Loc { seg: s.id, off: off as u32, len: data.len() as u32 };
         if flush {
             self.flush();
@@ -133,16 +138,18 @@ impl ChunkFiles {
     /// bytes: a file segment, or a memory one without a directory or when the file cannot be made.
     fn roll(&mut self, need: usize) {
         self.flush();
-        if let Some(s) = self.segs.back_mut()
-            && s.file.is_none()
-            && s.written == 0
-        {
-            s.written = s.pending.len();
-            s.view = Bytes::from(std::mem::take(&mut s.pending));
+        if let Some(s) = self.segs.back_mut() {
+            if s.file.is_none() && s.written == 0 {
+                s.written = s.pending.len();
+                s.view = Bytes::from(std::mem::take(&mut s.pending));
+            } else if s.pending.is_empty() {
+                // Nothing is appended to it again (a buffer still holding bytes is freed once written).
+                s.pending = Vec::new();
+            }
         }
         let id = self.next_id;
         self.next_id += 1;
-        let cap = self.segment_bytes.max(need);
+        let cap = self.segment_bytes.max(need).min(u32::MAX as usize);
         let file = self.dir.as_ref().and_then(|dir| {
             let path = dir.join(format!("{id:08}"));
             let made = File::options()
@@ -151,7 +158,11 @@ impl ChunkFiles {
                 .create_new(true)
                 .open(&path)
                 .map_err(|e| Error::io(&path, e))
-                .and_then(|f| map_growing(&f, &path, cap).map(|m| (f, m)));
+                .and_then(|f| {
+                    map_growing(&f, &path, cap).map(|m| (f, m)).inspect_err(|_| {
+                        let _ = std::fs::remove_file(&path);
+                    })
+                });
             match made {
                 Ok((f, m)) => Some((f, path, m)),
                 Err(e) => {
@@ -168,6 +179,7 @@ impl ChunkFiles {
     pub(crate) fn flush(&mut self) {
         use std::os::unix::fs::FileExt;
         let mut failed = None;
+        let last = self.segs.back().map(|s| s.id);
         for s in self.segs.iter_mut() {
             let Some((f, path, _)) = &s.file else { continue };
             if s.pending.is_empty() {
@@ -177,7 +189,10 @@ impl ChunkFiles {
                 Ok(()) => {
                     s.written += s.pending.len();
                     s.pending.clear();
-                    if s.pending.capacity() > 4 * FLUSH_BYTES {
+                    if Some(s.id) != last {
+                        // Nothing is appended to an earlier segment again.
+                        s.pending = Vec::new();
+                    } else if s.pending.capacity() > 4 * FLUSH_BYTES {
                         s.pending.shrink_to(FLUSH_BYTES);
                     }
                 }
@@ -269,15 +284,15 @@ impl ChunkFiles {
         }
     }
 
-    /// (segments, bytes in them, bytes held in RAM: pending or in memory segments), for `/metrics`.
+    /// (segments, bytes in the files, bytes held in RAM: pending or in memory segments), for `/metrics`.
     pub(crate) fn usage(&self) -> (usize, u64, u64) {
         let mut bytes = 0u64;
         let mut ram = 0u64;
         for s in &self.segs {
-            bytes += s.used() as u64;
             ram += s.pending.len() as u64;
-            if s.file.is_none() {
-                ram += s.written as u64;
+            match s.file {
+                Some(_) => bytes += s.written as u64,
+                None => ram += s.written as u64,
             }
         }
         (self.segs.len(), bytes, ram)
@@ -376,6 +391,27 @@ mod tests {
         assert_eq!(&f.get(locs[9])[..], &data[..], "pages come back after being released");
         drop(f);
         assert_eq!(files(), 0, "a dropped head deletes its files");
+    }
+
+    #[test]
+    fn earlier_segments_keep_no_write_buffer() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut f = ChunkFiles::open(&dir.path().join(DIR), 64 << 10).expect("open");
+        // 1 MiB gathered in one commit, over sixteen 64 KiB segments.
+        let locs: Vec<Loc> = (0..256).map(|i| f.write(&chunk(i, 4096), i as i64)).collect();
+        f.flush();
+        assert!(f.segs.len() >= 16);
+        let n = f.segs.len();
+        assert!(f.segs.iter().take(n - 1).all(|s| s.pending.capacity() == 0), "only the segment being written keeps a buffer");
+        for (i, l) in locs.iter().enumerate() {
+            assert_eq!(&f.get(*l)[..], &chunk(i as u32, 4096)[..]);
+        }
+    }
+
+    #[test]
+    fn segment_offsets_stay_in_32_bits() {
+        let f = ChunkFiles::open(&tempfile::tempdir().expect("tmp").path().join(DIR), usize::MAX).expect("open");
+        assert_eq!(f.segment_bytes, u32::MAX as usize);
     }
 
     #[test]
