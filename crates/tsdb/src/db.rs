@@ -406,7 +406,7 @@ impl Db {
                 st.head_series += g.head.num_series() as u64;
                 st.head_samples += g.head.num_samples;
                 st.head_chunks += g.head.num_chunks;
-                let (_, file, ram) = g.head.files.usage();
+                let (file, ram) = g.head.files.usage();
                 st.head_chunk_file_bytes += file;
                 st.head_chunk_memory_bytes += ram;
                 st.head_min_t = st.head_min_t.min(g.head.min_t);

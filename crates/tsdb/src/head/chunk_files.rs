@@ -137,15 +137,12 @@ impl ChunkFiles {
     /// Ends the segment being written (sealing it in memory mode) and starts one with room for `need`
     /// bytes: a file segment, or a memory one without a directory or when the file cannot be made.
     fn roll(&mut self, need: usize) {
-        self.flush();
-        if let Some(s) = self.segs.back_mut() {
-            if s.file.is_none() && s.written == 0 {
-                s.written = s.pending.len();
-                s.view = Bytes::from(std::mem::take(&mut s.pending));
-            } else if s.pending.is_empty() {
-                // Nothing is appended to it again (a buffer still holding bytes is freed once written).
-                s.pending = Vec::new();
-            }
+        if let Some(s) = self.segs.back_mut()
+            && s.file.is_none()
+            && s.written == 0
+        {
+            s.written = s.pending.len();
+            s.view = Bytes::from(std::mem::take(&mut s.pending));
         }
         let id = self.next_id;
         self.next_id += 1;
@@ -173,30 +170,32 @@ impl ChunkFiles {
         });
         let view = file.as_ref().map(|(_, _, m)| m.bytes.clone()).unwrap_or_default();
         self.segs.push_back(Segment { id, view, file, cap, written: 0, pending: Vec::new(), maxt: i64::MIN });
+        // The ended segment's pending bytes go to its file, and its buffer goes.
+        self.flush();
     }
 
-    /// Writes every file segment's pending bytes. Memory segments keep theirs until sealed.
+    /// Writes every file segment's pending bytes. Memory segments keep theirs until sealed. Only the
+    /// segment being written keeps a buffer (nothing is appended to an earlier one again).
     pub(crate) fn flush(&mut self) {
         use std::os::unix::fs::FileExt;
         let mut failed = None;
         let last = self.segs.back().map(|s| s.id);
         for s in self.segs.iter_mut() {
-            let Some((f, path, _)) = &s.file else { continue };
-            if s.pending.is_empty() {
-                continue;
-            }
-            match f.write_all_at(&s.pending, s.written as u64) {
-                Ok(()) => {
-                    s.written += s.pending.len();
-                    s.pending.clear();
-                    if Some(s.id) != last {
-                        // Nothing is appended to an earlier segment again.
-                        s.pending = Vec::new();
-                    } else if s.pending.capacity() > 4 * FLUSH_BYTES {
-                        s.pending.shrink_to(FLUSH_BYTES);
+            if let Some((f, path, _)) = &s.file
+                && !s.pending.is_empty()
+            {
+                match f.write_all_at(&s.pending, s.written as u64) {
+                    Ok(()) => {
+                        s.written += s.pending.len();
+                        s.pending.clear();
                     }
+                    Err(e) => failed = Some((path.clone(), e)),
                 }
-                Err(e) => failed = Some((path.clone(), e)),
+            }
+            if s.pending.is_empty() && Some(s.id) != last {
+                s.pending = Vec::new();
+            } else if s.pending.is_empty() && s.pending.capacity() > 4 * FLUSH_BYTES {
+                s.pending.shrink_to(FLUSH_BYTES);
             }
         }
         match failed {
@@ -213,12 +212,7 @@ impl ChunkFiles {
     }
 
     fn seg(&self, id: u32) -> Option<&Segment> {
-        let (a, b) = self.segs.as_slices();
-        let find = |v: &[Segment]| v.binary_search_by_key(&id, |s| s.id).ok();
-        match find(a) {
-            Some(i) => Some(&a[i]),
-            None => find(b).map(|i| &b[i]),
-        }
+        self.segs.binary_search_by_key(&id, |s| s.id).ok().map(|i| &self.segs[i])
     }
 
     /// A chunk's bytes: a slice of its segment's mapping, or a copy of them while they are pending. A
@@ -284,8 +278,8 @@ impl ChunkFiles {
         }
     }
 
-    /// (segments, bytes in the files, bytes held in RAM: pending or in memory segments), for `/metrics`.
-    pub(crate) fn usage(&self) -> (usize, u64, u64) {
+    /// (bytes in the files, bytes held in RAM: pending or in memory segments), for `/metrics`.
+    pub(crate) fn usage(&self) -> (u64, u64) {
         let mut bytes = 0u64;
         let mut ram = 0u64;
         for s in &self.segs {
@@ -295,7 +289,7 @@ impl ChunkFiles {
                 None => ram += s.written as u64,
             }
         }
-        (self.segs.len(), bytes, ram)
+        (bytes, ram)
     }
 }
 
@@ -347,7 +341,7 @@ mod tests {
         let mut f = ChunkFiles::open(&dir.path().join(DIR), SEGMENT_BYTES).expect("open");
         round_trip(&mut f);
         let on_disk: u64 = std::fs::read_dir(dir.path().join(DIR)).expect("dir").map(|e| e.expect("entry").metadata().expect("md").len()).sum();
-        let (_, bytes, ram) = f.usage();
+        let (bytes, ram) = f.usage();
         assert_eq!((on_disk, ram), (bytes, 0), "every byte in the files, none held in RAM");
         round_trip(&mut ChunkFiles::default());
     }
@@ -440,12 +434,12 @@ mod tests {
         let b = f.write(b"second", 2);
         f.flush();
         assert!(f.failing);
-        assert_eq!(f.usage().2, 6, "the unwritten chunk is held in RAM");
+        assert_eq!(f.usage().1, 6, "the unwritten chunk is held in RAM");
         assert_eq!((&f.get(a)[..], &f.get(b)[..]), (&b"first"[..], &b"second"[..]));
         f.segs[0].file.as_mut().expect("file").0 = rw;
         f.flush();
         assert!(!f.failing);
-        assert_eq!(f.usage().2, 0);
+        assert_eq!(f.usage().1, 0);
         assert_eq!(&f.get(b)[..], b"second");
         assert_eq!(std::fs::read(&path).expect("read"), b"firstsecond");
     }

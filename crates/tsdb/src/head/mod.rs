@@ -104,8 +104,8 @@ thread_local! {
 }
 
 /// Most samples a closed head chunk merged from Decimal chunks holds (four of 120: 80 minutes at a 10 s
-/// scrape). Each chunk costs ~90 bytes besides its data (its 56-byte slot, the allocation, the chunk
-/// header), as much as 120 samples of a counter take.
+/// scrape). Each closed chunk costs the head's RAM its 32-byte [`HeadChunk`] and the chunk files its
+/// header; merged, a block cut also has fewer chunks to join.
 pub const MERGED_CHUNK_SAMPLES: u64 = 480;
 /// How many closed Decimal chunks are merged at once (see [`MemSeries::merge_closed`]).
 pub const MERGE_RUN: usize = 4;
@@ -310,13 +310,13 @@ impl MemSeries {
     fn push_closed(&mut self, files: &mut ChunkFiles, recode: bool) {
         let (mint, maxt, data, encoding) = (self.open_mint, self.last_t, self.open.bytes(), self.open.encoding());
         let samples = |enc, data: &[u8]| u16::try_from(crate::block::writer::chunk_samples(enc, data)).unwrap_or(u16::MAX);
-        let recoded = (recode && encoding == ChunkEncoding::Xor)
-            .then(|| {
-                SCRATCH.with_borrow_mut(|Scratch { samples: smp, enc, buf, .. }| {
-                    recode_decimal(data, smp, enc, buf).then(|| (files.write(buf, maxt), samples(ChunkEncoding::Decimal, buf)))
-                })
+        let recoded = if recode && encoding == ChunkEncoding::Xor {
+            SCRATCH.with_borrow_mut(|Scratch { samples: smp, enc, buf, .. }| {
+                recode_decimal(data, smp, enc, buf).then(|| (files.write(buf, maxt), samples(ChunkEncoding::Decimal, buf)))
             })
-            .flatten();
+        } else {
+            None
+        };
         let chunk = match recoded {
             Some((loc, n)) => HeadChunk { mint, maxt, loc, samples: n, encoding: ChunkEncoding::Decimal },
             None => HeadChunk { mint, maxt, loc: files.write(data, maxt), samples: samples(encoding, data), encoding },
@@ -771,7 +771,7 @@ pub(crate) struct Head {
     pub tombstones: HashMap<u32, Vec<(i64, i64)>>,
     pub num_samples: u64,
     pub num_chunks: u64,
-    /// Bytes of closed chunks held (the bulk of the head's memory).
+    /// Bytes of the closed chunks (in the chunk files; what the early-cut soft limit measures).
     pub chunk_bytes: u64,
     /// Whether closed float chunks are stored as Decimal where that is smaller
     /// ([`recode_decimal`]; the database's `cold_codec` other than XOR).
