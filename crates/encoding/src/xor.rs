@@ -51,7 +51,6 @@ pub struct XorEncoder {
     /// Unused low bits in the last byte of `buf`.
     free_bits: u32,
     num: u16,
-    first_t: i64,
     t: i64,
     v_bits: u64,
     t_delta: u64,
@@ -75,7 +74,7 @@ impl XorEncoder {
     pub fn with_capacity(bytes: usize) -> Self {
         let mut buf = Vec::with_capacity(bytes.max(XOR_HEADER_BYTES));
         buf.extend_from_slice(&[0, 0]);
-        Self { buf, free_bits: 0, num: 0, first_t: 0, t: 0, v_bits: 0, t_delta: 0, leading: NO_WINDOW, trailing: 0 }
+        Self { buf, free_bits: 0, num: 0, t: 0, v_bits: 0, t_delta: 0, leading: NO_WINDOW, trailing: 0 }
     }
 
     /// Number of samples appended (what the header says).
@@ -107,8 +106,13 @@ impl XorEncoder {
         self.buf
     }
 
+    /// The first sample's timestamp, read from the chunk's header (not kept in a field: the head holds
+    /// one encoder per series and knows its chunk's start anyway).
     pub fn first_t(&self) -> Option<i64> {
-        (self.num > 0).then_some(self.first_t)
+        if self.num == 0 {
+            return None;
+        }
+        varint::read_varint(&self.buf[XOR_HEADER_BYTES..]).ok().map(|(t, _)| t)
     }
 
     pub fn last_t(&self) -> Option<i64> {
@@ -146,7 +150,6 @@ impl XorEncoder {
         self.buf.extend_from_slice(&[0, 0]);
         self.free_bits = 0;
         self.num = 0;
-        self.first_t = 0;
         self.t = 0;
         self.v_bits = 0;
         self.t_delta = 0;
@@ -173,7 +176,6 @@ impl XorEncoder {
                 varint::put_varint(&mut self.buf, t);
                 self.buf.extend_from_slice(&v_bits.to_be_bytes());
                 self.free_bits = 0;
-                self.first_t = t;
                 self.t_delta = 0;
             }
             1 => {
@@ -235,7 +237,6 @@ impl XorEncoder {
             *last &= !((1u8 << enc.free_bits) - 1);
         }
         enc.num = it.num_read;
-        enc.first_t = it.first_t;
         enc.t = it.t;
         enc.v_bits = it.v_bits;
         enc.t_delta = it.t_delta;

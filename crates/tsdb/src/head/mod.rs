@@ -23,9 +23,10 @@
 //!   ST ≠ 0; that sample converts the open chunk to XorSt (its samples re-encoded with ST 0, no extra
 //!   chunk cut) and every later chunk of the series in this head is XorSt too ([`OpenChunk`]), even for
 //!   samples with ST 0 (1 bit each). Series that never carry an ST are untouched: XOR, same speed.
-//!   Out-of-order samples keep their ST in `ooo_st`, a column parallel to `ooo` that stays `None` (no
-//!   allocation) until a series gets an out-of-order sample with an ST. Both ST parts are boxed so a
-//!   series without STs pays 8 bytes for each, not the size of a XorSt encoder and a `Vec`.
+//!   Out-of-order samples keep their ST in `ooo_st`, a column parallel to `ooo` that stays empty (no
+//!   allocation) until a series gets an out-of-order sample with an ST. The XorSt encoder is boxed, and
+//!   the out-of-order buffers and histogram cutting state sit together behind one pointer
+//!   ([`MemSeries`]'s `rare`), so a float series without STs or late samples pays 8 bytes for them.
 //!
 //! The head is not synchronised itself: a shard owns it behind a `RwLock` (readers share, the single
 //! committing writer applies a whole batch under the write lock so a batch becomes visible at once).
@@ -220,8 +221,9 @@ impl OpenChunk {
 
 /// One series in the head.
 pub(crate) struct MemSeries {
+    /// The series' labels; their hash (`Labels::hash`, the head's lookup key) is not kept but computed
+    /// again when the series is dropped.
     pub labels: Labels,
-    pub hash: u64,
     /// Closed chunks, sorted by time, non-overlapping.
     pub chunks: Vec<HeadChunk>,
     /// The open chunk (may hold zero samples).
@@ -231,19 +233,29 @@ pub(crate) struct MemSeries {
     /// Last in-order sample (`i64::MIN` when the series has none in the head).
     pub last_t: i64,
     pub last_bits: u64,
+    /// Out-of-order samples and histogram cutting state: `None` (8 bytes, nothing allocated) for the
+    /// float series that make up nearly all of a head, which never get an out-of-order sample.
+    rare: Option<Box<Rare>>,
+}
+
+/// The parts of a series few series use, boxed together so that the rest pay one pointer for them.
+#[derive(Default)]
+struct Rare {
     /// Out-of-order samples, sorted by time, unique timestamps.
-    pub ooo: Vec<Sample>,
-    /// Start timestamps of `ooo` (same positions), or `None` while none of them had one.
-    /// Boxed on purpose: 8 bytes in every series instead of a 24-byte `Vec` almost all never use.
-    #[allow(clippy::box_collection)]
-    pub ooo_st: Option<Box<Vec<i64>>>,
-    /// Out-of-order native-histogram samples, sorted by time, unique timestamps (`None` until the
-    /// first; boxed like `ooo_st`).
-    #[allow(clippy::box_collection)]
-    pub ooo_hists: Option<Box<Vec<HistogramSample>>>,
+    ooo: Vec<Sample>,
+    /// Start timestamps of `ooo` (same positions); empty while none of them had one.
+    ooo_st: Vec<i64>,
+    /// Out-of-order native-histogram samples, sorted by time, unique timestamps.
+    ooo_hists: Vec<HistogramSample>,
     /// Upstream's histogram chunk-cutting state (`memSeries.nextAt` and
-    /// `histogramChunkHasComputedEndTime`), allocated at the series' first histogram.
-    pub hist_cut: Option<Box<HistCut>>,
+    /// `histogramChunkHasComputedEndTime`), set at the series' first histogram.
+    hist_cut: Option<HistCut>,
+}
+
+impl Rare {
+    fn is_unused(&self) -> bool {
+        self.ooo.is_empty() && self.ooo_hists.is_empty() && self.hist_cut.is_none()
+    }
 }
 
 /// When the open histogram chunk is to be cut (see [`MemSeries::append_histogram`]).
@@ -270,32 +282,28 @@ fn compute_chunk_end_time(start: i64, cur: i64, max_t: i64, ratio_to_full: f64) 
 }
 
 impl MemSeries {
-    fn new(labels: Labels, hash: u64) -> Self {
+    fn new(labels: Labels) -> Self {
         MemSeries {
             labels,
-            hash,
             chunks: Vec::new(),
             open: OpenChunk::Xor(XorEncoder::new()),
             open_n: 0,
             open_mint: i64::MIN,
             last_t: i64::MIN,
             last_bits: 0,
-            ooo: Vec::new(),
-            ooo_st: None,
-            ooo_hists: None,
-            hist_cut: None,
+            rare: None,
         }
     }
 
     /// True when the series holds no sample at all.
     pub(crate) fn is_empty(&self) -> bool {
-        self.chunks.is_empty() && self.open_n == 0 && self.ooo.is_empty() && self.ooo_hists.is_none()
+        self.chunks.is_empty() && self.open_n == 0 && self.ooo().is_empty() && self.ooo_hists().is_empty()
     }
 
     /// Earliest sample time held, if any.
     pub(crate) fn min_t(&self) -> Option<i64> {
         let a = self.chunks.first().map(|c| c.mint).or((self.open_n > 0).then_some(self.open_mint));
-        let ooo_first = match (self.ooo.first().map(|s| s.t), self.ooo_hists.as_ref().and_then(|v| v.first()).map(|s| s.t)) {
+        let ooo_first = match (self.ooo().first().map(|s| s.t), self.ooo_hists().first().map(|s| s.t)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -460,8 +468,8 @@ impl MemSeries {
         // Upstream's `histogramsAppendPreprocessor`: a chunk of the other kind (or none) is replaced by a
         // fresh one; the open chunk is cut once the sample passes its predicted end (or the chunk holds
         // twice the target bytes) and it holds the minimum samples, or when the block range ends.
-        let cut_state = **self.hist_cut.get_or_insert_with(|| Box::new(HistCut { next_at: i64::MIN, computed: false }));
-        let HistCut { mut next_at, mut computed } = cut_state;
+        let HistCut { mut next_at, mut computed } =
+            self.rare.as_deref().and_then(|r| r.hist_cut).unwrap_or(HistCut { next_at: i64::MIN, computed: false });
         // The chunk before the sample's, when it is cut here: it decides the new chunk's header.
         let mut prev: Option<OpenChunk> = None;
         let mut created = false;
@@ -528,9 +536,7 @@ impl MemSeries {
             next_at = range_for_timestamp(t, chunk_range);
             created = true;
         }
-        if let Some(c) = self.hist_cut.as_deref_mut() {
-            *c = HistCut { next_at, computed };
-        }
+        self.rare.get_or_insert_with(Default::default).hist_cut = Some(HistCut { next_at, computed });
         self.open_n += 1;
         self.last_t = t;
         self.last_bits = h.fingerprint();
@@ -545,20 +551,37 @@ impl MemSeries {
         std::mem::replace(&mut self.open, next)
     }
 
+    /// Out-of-order float samples, sorted by time, unique timestamps.
+    #[inline]
+    pub(crate) fn ooo(&self) -> &[Sample] {
+        self.rare.as_deref().map_or(&[], |r| &r.ooo)
+    }
+
+    /// Out-of-order native-histogram samples, sorted by time, unique timestamps.
+    #[inline]
+    pub(crate) fn ooo_hists(&self) -> &[HistogramSample] {
+        self.rare.as_deref().map_or(&[], |r| &r.ooo_hists)
+    }
+
+    /// Whether any out-of-order sample has a start timestamp.
+    #[inline]
+    pub(crate) fn has_ooo_st(&self) -> bool {
+        self.rare.as_deref().is_some_and(|r| !r.ooo_st.is_empty())
+    }
+
     /// Inserts an out-of-order sample with its start timestamp (0 = unset); an existing sample at the same
     /// time wins (first write wins, as for Prometheus' `OOOChunk.Insert`).
     pub(crate) fn insert_ooo_st(&mut self, s: Sample, st: i64) -> bool {
-        match self.ooo.binary_search_by_key(&s.t, |x| x.t) {
+        match self.ooo().binary_search_by_key(&s.t, |x| x.t) {
             Ok(_) => false,
             Err(i) => {
+                let r = self.rare.get_or_insert_with(Default::default);
                 // `ooo_st` stays empty until the first ST arrives, then mirrors `ooo` (zeros for the others).
-                if st != 0 && self.ooo_st.is_none() {
-                    self.ooo_st = Some(Box::new(vec![0; self.ooo.len()]));
+                if st != 0 || !r.ooo_st.is_empty() {
+                    r.ooo_st.resize(r.ooo.len(), 0);
+                    r.ooo_st.insert(i, st);
                 }
-                if let Some(v) = self.ooo_st.as_deref_mut() {
-                    v.insert(i, st);
-                }
-                self.ooo.insert(i, s);
+                r.ooo.insert(i, s);
                 true
             }
         }
@@ -566,7 +589,7 @@ impl MemSeries {
 
     /// Inserts an out-of-order histogram sample; one already at that time wins (returns false).
     pub(crate) fn insert_ooo_hist(&mut self, s: &HistogramSample) -> bool {
-        let v = self.ooo_hists.get_or_insert_with(Default::default);
+        let v = &mut self.rare.get_or_insert_with(Default::default).ooo_hists;
         match v.binary_search_by_key(&s.t, |x| x.t) {
             Ok(_) => false,
             Err(i) => {
@@ -578,40 +601,43 @@ impl MemSeries {
 
     /// The fingerprint of an out-of-order histogram sample at `t`, if any.
     pub(crate) fn ooo_hist_at(&self, t: i64) -> Option<u64> {
-        let v = self.ooo_hists.as_deref()?;
+        let v = self.ooo_hists();
         v.binary_search_by_key(&t, |x| x.t).ok().map(|i| v[i].h.fingerprint())
     }
 
     /// Start timestamp of out-of-order sample `i` (0 when unset).
     #[inline]
     pub(crate) fn ooo_st_of(&self, i: usize) -> i64 {
-        self.ooo_st.as_deref().and_then(|v| v.get(i)).copied().unwrap_or(0)
+        self.rare.as_deref().and_then(|r| r.ooo_st.get(i)).copied().unwrap_or(0)
     }
 
-    /// Drops the out-of-order samples before `t` (and their STs); returns how many.
+    /// Drops the out-of-order samples before `t` (and their STs); returns how many. Frees the rare part
+    /// once nothing is left in it.
     pub(crate) fn drop_ooo_before(&mut self, t: i64) -> usize {
-        let k = self.ooo.partition_point(|x| x.t < t);
-        self.ooo.drain(..k);
-        if let Some(v) = self.ooo_st.as_deref_mut() {
-            v.drain(..k);
+        let Some(r) = self.rare.as_deref_mut() else { return 0 };
+        let k = r.ooo.partition_point(|x| x.t < t);
+        r.ooo.drain(..k);
+        if r.ooo.is_empty() {
+            r.ooo = Vec::new();
+            r.ooo_st = Vec::new();
+        } else if !r.ooo_st.is_empty() {
+            r.ooo_st.drain(..k);
         }
-        if self.ooo.is_empty() {
-            self.ooo_st = None;
+        let kh = r.ooo_hists.partition_point(|x| x.t < t);
+        r.ooo_hists.drain(..kh);
+        if r.ooo_hists.is_empty() {
+            r.ooo_hists = Vec::new();
         }
-        let mut kh = 0;
-        if let Some(v) = self.ooo_hists.as_deref_mut() {
-            kh = v.partition_point(|x| x.t < t);
-            v.drain(..kh);
-            if v.is_empty() {
-                self.ooo_hists = None;
-            }
+        if r.is_unused() {
+            self.rare = None;
         }
         k + kh
     }
 
     /// Value bits of an out-of-order sample at `t`, if any.
     pub(crate) fn ooo_at(&self, t: i64) -> Option<u64> {
-        self.ooo.binary_search_by_key(&t, |x| x.t).ok().map(|i| self.ooo[i].v.to_bits())
+        let v = self.ooo();
+        v.binary_search_by_key(&t, |x| x.t).ok().map(|i| v[i].v.to_bits())
     }
 
     /// The series' chunks and out-of-order samples overlapping `[mint, maxt]`, with each out-of-order
@@ -629,10 +655,8 @@ impl MemSeries {
         extra_hists: &mut Vec<HistogramSample>,
     ) {
         self.read_chunks(files, mint, maxt, chunks);
-        if let Some(v) = self.ooo_hists.as_deref() {
-            extra_hists.extend(v.iter().filter(|s| s.t >= mint && s.t <= maxt).cloned());
-        }
-        for (i, s) in self.ooo.iter().enumerate() {
+        extra_hists.extend(self.ooo_hists().iter().filter(|s| s.t >= mint && s.t <= maxt).cloned());
+        for (i, s) in self.ooo().iter().enumerate() {
             if s.t >= mint && s.t <= maxt {
                 extra.push(*s);
                 extra_sts.push(self.ooo_st_of(i));
@@ -933,6 +957,7 @@ impl Head {
     /// Creates a series with ref `r` (`r >= next_ref()`; refs in between stay empty). Idempotent when the
     /// same series already has that ref (WAL replay meets series records twice after a checkpoint).
     pub(crate) fn create(&mut self, r: u32, hash: u64, labels: Labels) -> bool {
+        debug_assert_eq!(hash, labels.hash(), "a series is found and dropped by its labels' hash");
         if let Some(Some(s)) = self.series.get(r as usize) {
             debug_assert!(s.labels == labels, "ref reused for other labels");
             return false;
@@ -947,7 +972,7 @@ impl Head {
             }
             Some(_) => self.collisions.entry(hash).or_default().push(r),
         }
-        self.series[r as usize] = Some(Box::new(MemSeries::new(labels, hash)));
+        self.series[r as usize] = Some(Box::new(MemSeries::new(labels)));
         true
     }
 
@@ -1188,19 +1213,20 @@ impl Head {
         for &r in &removed {
             let s = self.series[r as usize].take().expect("listed as present");
             self.index.remove(r, &s.labels);
-            if self.by_hash.get(&s.hash) == Some(&r) {
-                self.by_hash.remove(&s.hash);
-                if let Some(mut c) = self.collisions.remove(&s.hash) {
+            let hash = s.labels.hash();
+            if self.by_hash.get(&hash) == Some(&r) {
+                self.by_hash.remove(&hash);
+                if let Some(mut c) = self.collisions.remove(&hash) {
                     let first = c.remove(0);
-                    self.by_hash.insert(s.hash, first);
+                    self.by_hash.insert(hash, first);
                     if !c.is_empty() {
-                        self.collisions.insert(s.hash, c);
+                        self.collisions.insert(hash, c);
                     }
                 }
-            } else if let Some(c) = self.collisions.get_mut(&s.hash) {
+            } else if let Some(c) = self.collisions.get_mut(&hash) {
                 c.retain(|&x| x != r);
                 if c.is_empty() {
-                    self.collisions.remove(&s.hash);
+                    self.collisions.remove(&hash);
                 }
             }
             self.tombstones.remove(&r);
@@ -1307,6 +1333,13 @@ mod tests {
     #[test]
     fn a_closed_chunk_costs_the_head_32_bytes() {
         assert_eq!(std::mem::size_of::<HeadChunk>(), 32);
+    }
+
+    #[test]
+    fn a_series_costs_the_head_at_most_136_bytes_of_its_own() {
+        // Every series pays this (plus its labels, chunks and open buffer): the rare parts stay boxed, and
+        // 136 bytes is what fits glibc's 144-byte chunks (152 would take 160).
+        assert!(std::mem::size_of::<MemSeries>() <= 136, "{}", std::mem::size_of::<MemSeries>());
     }
 
     #[test]

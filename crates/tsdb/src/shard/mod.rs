@@ -673,15 +673,13 @@ impl Shard {
                     });
                 }
                 extra.clear();
-                extra.extend(ms.ooo.iter().take_while(|s| s.t < w_end).copied());
+                extra.extend(ms.ooo().iter().take_while(|s| s.t < w_end).copied());
                 extra_sts.clear();
-                if ms.ooo_st.is_some() {
+                if ms.has_ooo_st() {
                     extra_sts.extend((0..extra.len()).map(|i| ms.ooo_st_of(i)));
                 }
-                let extra_hists: &[tessera_model::HistogramSample] = match ms.ooo_hists.as_deref() {
-                    Some(v) => &v[..v.partition_point(|s| s.t < w_end)],
-                    None => &[],
-                };
+                let extra_hists = ms.ooo_hists();
+                let extra_hists = &extra_hists[..extra_hists.partition_point(|s| s.t < w_end)];
                 if chunks.is_empty() && extra.is_empty() && extra_hists.is_empty() {
                     continue;
                 }
