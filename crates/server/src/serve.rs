@@ -22,6 +22,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 const METADATA_SAVE_INTERVAL: Duration = Duration::from_secs(60);
 /// How often the web configuration file is checked for changes.
 const WEB_CONFIG_POLL: Duration = Duration::from_secs(2);
+/// How often the allocator is asked to give its free pages back ([`tessera_tsdb::release_free_heap`]).
+const HEAP_TRIM_INTERVAL: Duration = Duration::from_secs(30);
 
 pub fn init_logging(s: &Settings) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -207,6 +209,20 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
             }
         });
     }
+
+    // The allocator's free pages back to the kernel now and then (glibc keeps them; see the function).
+    tokio::spawn(async move {
+        let mut t = tokio::time::interval(HEAP_TRIM_INTERVAL);
+        t.tick().await;
+        loop {
+            t.tick().await;
+            let start = std::time::Instant::now();
+            match tokio::task::spawn_blocking(tessera_tsdb::release_free_heap).await {
+                Ok(released) => tracing::debug!(released, took = ?start.elapsed(), "heap trimmed"),
+                Err(e) => tracing::warn!(error = %e, "heap trim: task failed"),
+            }
+        }
+    });
 
     // Shutdown: a signal, or a fatal error while opening.
     let (stop_tx, stop_rx) = watch::channel(false);

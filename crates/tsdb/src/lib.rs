@@ -31,6 +31,7 @@ pub mod tombstones;
 pub mod wal_pack;
 pub mod wal_records;
 
+pub use block::mmap::release_free_heap;
 pub use appender::{Appender, CommitReport, RejectReason, Rejected};
 pub use db::{Cardinality, Db, Stats};
 pub use error::{Error, Result};

@@ -1,5 +1,6 @@
 //! The crate's only `unsafe`: mapping an immutable block file (or a head chunk file that only grows) into
-//! memory, and telling the kernel it may drop the mapping's resident pages.
+//! memory, telling the kernel it may drop the mapping's resident pages, and asking the C allocator to
+//! give its free pages back ([`release_free_heap`]).
 //!
 //! The mapping is wrapped into a [`Bytes`] (via `Bytes::from_owner`), so chunk data handed to readers are
 //! zero-copy, reference-counted slices that keep the mapping alive as long as any of them lives, even after
@@ -74,6 +75,43 @@ impl Mapped {
             // so no page is ever modified and a later access re-reads exactly the same bytes from the page
             // cache; slices held by readers on other threads stay valid.
             let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+        }
+    }
+}
+
+/// Asks glibc's allocator to return the free pages inside its heaps to the kernel (`malloc_trim(0)`);
+/// returns whether it released any. The head frees and reallocates small buffers all the time (open
+/// chunks growing and being fitted at every cut, series created and dropped), which leaves free pages
+/// scattered through glibc's arenas that it keeps resident on its own: on the 3-hour fleet backfill a
+/// trim took the server from 264 to 211 MB. Does nothing (false) with another C library.
+pub fn release_free_heap() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: `malloc_trim` only walks and trims glibc's own arenas under their locks; it takes no
+        // pointer and is safe to call from any thread at any time.
+        unsafe { libc::malloc_trim(0) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Free pages between live allocations are what the trim gives back: with every other 64 KiB block
+    /// of 64 MiB freed (the live ones keep the heap from shrinking at its top), glibc says it released some.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn a_trim_returns_free_pages_between_live_blocks() {
+        let mut blocks: Vec<Option<Vec<u8>>> = (0..1024).map(|i| Some(vec![i as u8; 64 << 10])).collect();
+        for b in blocks.iter_mut().step_by(2) {
+            *b = None;
+        }
+        assert!(super::release_free_heap());
+        // The live blocks are untouched.
+        for (i, b) in blocks.iter().enumerate().skip(1).step_by(2) {
+            assert!(b.as_ref().unwrap().iter().all(|&x| x == i as u8));
         }
     }
 }
