@@ -35,7 +35,7 @@ pub(crate) mod chunk_files;
 pub(crate) mod index;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
 
 use bytes::Bytes;
 use tessera_encoding::{
@@ -775,15 +775,25 @@ impl Hasher for IdHasher {
     }
 }
 
-type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+/// The head's series lookup: entries are a ref and the low 32 bits of its labels' hash, 8 bytes each
+/// (a `HashMap<u64, u32>` takes 16, and a separate map for refs sharing a hash). Positions and tags come
+/// from [`lookup_hash`] of those 32 bits, so growing the table needs neither the series nor their labels;
+/// refs whose hashes share the low 32 bits are told apart by their labels, as full-hash collisions were.
+type SeriesTable = hashbrown::HashTable<(u32, u32)>;
+
+/// The table hash of a labels hash's low 32 bits (a multiply spreads them to the top bits, where
+/// hashbrown takes its tags).
+#[inline]
+fn lookup_hash(lo: u32) -> u64 {
+    u64::from(lo).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
 
 /// The in-memory part of one shard.
 pub(crate) struct Head {
     /// Indexed by ref; `None` for refs removed by garbage collection.
     pub series: Vec<Option<Box<MemSeries>>>,
-    /// Labels hash → first ref with that hash; further refs with the same hash in `collisions`.
-    by_hash: IdMap<u32>,
-    collisions: IdMap<Vec<u32>>,
+    /// Refs by labels hash ([`SeriesTable`]).
+    by_hash: SeriesTable,
     pub index: HeadIndex,
     /// Time bounds of the samples in the head (`i64::MAX`/`i64::MIN` when empty).
     pub min_t: i64,
@@ -821,8 +831,7 @@ impl Head {
     pub(crate) fn new(chunk_range: i64, min_valid_t: i64) -> Self {
         Head {
             series: Vec::new(),
-            by_hash: IdMap::default(),
-            collisions: IdMap::default(),
+            by_hash: SeriesTable::new(),
             index: HeadIndex::default(),
             min_t: i64::MAX,
             max_t: i64::MIN,
@@ -927,15 +936,10 @@ impl Head {
     /// series from borrowed labels without building a [`Labels`] (`is` is the collision check).
     #[inline]
     pub(crate) fn get_with(&self, hash: u64, is: impl Fn(&Labels) -> bool) -> Option<u32> {
-        let r = *self.by_hash.get(&hash)?;
-        if self.series[r as usize].as_ref().is_some_and(|s| is(&s.labels)) {
-            return Some(r);
-        }
-        self.collisions
-            .get(&hash)?
-            .iter()
-            .copied()
-            .find(|&r| self.series[r as usize].as_ref().is_some_and(|s| is(&s.labels)))
+        let lo = hash as u32;
+        self.by_hash
+            .find(lookup_hash(lo), |&(r, h)| h == lo && self.series[r as usize].as_ref().is_some_and(|s| is(&s.labels)))
+            .map(|&(r, _)| r)
     }
 
     pub(crate) fn series(&self, r: u32) -> Option<&MemSeries> {
@@ -966,12 +970,8 @@ impl Head {
             self.series.resize_with(r as usize + 1, || None);
         }
         self.index.add(r, &labels);
-        match self.by_hash.get(&hash) {
-            None => {
-                self.by_hash.insert(hash, r);
-            }
-            Some(_) => self.collisions.entry(hash).or_default().push(r),
-        }
+        let lo = hash as u32;
+        self.by_hash.insert_unique(lookup_hash(lo), (r, lo), |&(_, h)| lookup_hash(h));
         self.series[r as usize] = Some(Box::new(MemSeries::new(labels)));
         true
     }
@@ -1213,21 +1213,9 @@ impl Head {
         for &r in &removed {
             let s = self.series[r as usize].take().expect("listed as present");
             self.index.remove(r, &s.labels);
-            let hash = s.labels.hash();
-            if self.by_hash.get(&hash) == Some(&r) {
-                self.by_hash.remove(&hash);
-                if let Some(mut c) = self.collisions.remove(&hash) {
-                    let first = c.remove(0);
-                    self.by_hash.insert(hash, first);
-                    if !c.is_empty() {
-                        self.collisions.insert(hash, c);
-                    }
-                }
-            } else if let Some(c) = self.collisions.get_mut(&hash) {
-                c.retain(|&x| x != r);
-                if c.is_empty() {
-                    self.collisions.remove(&hash);
-                }
+            let lo = s.labels.hash() as u32;
+            if let Ok(e) = self.by_hash.find_entry(lookup_hash(lo), |&(x, _)| x == r) {
+                e.remove();
             }
             self.tombstones.remove(&r);
         }
@@ -1443,6 +1431,35 @@ mod tests {
         assert_eq!(h.min_t, 1000);
         assert_eq!(h.num_series(), 1);
         assert_eq!(h.num_samples, 500);
+    }
+
+    #[test]
+    fn series_whose_hashes_share_their_low_32_bits_are_told_apart() {
+        // The table keeps 32 bits of each hash: find two label sets that share them (a birthday search,
+        // ~80 k sets), then look both up, drop one, and look again.
+        let mut seen = HashMap::new();
+        let (a, b) = (0..1_000_000u32)
+            .find_map(|i| {
+                let l = Labels::from_pairs([("__name__", "m".to_string()), ("i", i.to_string())]);
+                seen.insert(l.hash() as u32, l.clone()).map(|other| (other, l))
+            })
+            .expect("a 32-bit collision among a million hashes");
+        assert_ne!(a, b);
+        assert_eq!(a.hash() as u32, b.hash() as u32);
+        let mut h = Head::new(1000, i64::MIN);
+        assert_eq!(h.get(a.hash(), &a), None);
+        h.create(0, a.hash(), a.clone());
+        assert_eq!(h.get(b.hash(), &b), None);
+        h.create(1, b.hash(), b.clone());
+        assert_eq!((h.get(a.hash(), &a), h.get(b.hash(), &b)), (Some(0), Some(1)));
+        // a has a sample at 1500 and stays; b has none before 1000 and is dropped.
+        h.apply_st(0, Sample::new(1500, 1.0), 0, Verdict::InOrder);
+        h.apply_st(1, Sample::new(10, 1.0), 0, Verdict::InOrder);
+        h.close_open_chunks_before(1000);
+        assert_eq!(h.truncate_before(1000), 1);
+        assert_eq!((h.get(a.hash(), &a), h.get(b.hash(), &b)), (Some(0), None));
+        h.create(2, b.hash(), b.clone());
+        assert_eq!((h.get(a.hash(), &a), h.get(b.hash(), &b)), (Some(0), Some(2)));
     }
 
     #[test]
