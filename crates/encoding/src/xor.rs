@@ -407,7 +407,6 @@ pub struct XorIter<'a> {
     pos: usize,
     num_total: u16,
     num_read: u16,
-    first_t: i64,
     t: i64,
     v_bits: u64,
     t_delta: u64,
@@ -431,7 +430,6 @@ impl<'a> XorIter<'a> {
             pos: XOR_HEADER_BYTES,
             num_total: 0,
             num_read: 0,
-            first_t: 0,
             t: 0,
             v_bits: 0,
             t_delta: 0,
@@ -452,7 +450,6 @@ impl<'a> XorIter<'a> {
         self.br_base = 0;
         self.pos = XOR_HEADER_BYTES;
         self.num_read = 0;
-        self.first_t = 0;
         self.t = 0;
         self.v_bits = 0;
         self.t_delta = 0;
@@ -523,7 +520,6 @@ impl<'a> XorIter<'a> {
             return Err(ChunkError::Truncated { offset: self.data.len() });
         };
         self.t = t;
-        self.first_t = t;
         self.v_bits = u64::from_be_bytes(v.try_into().expect("8 bytes"));
         self.pos = self.data.len() - rest.len() + 8;
         Ok(())

@@ -24,6 +24,8 @@ const METADATA_SAVE_INTERVAL: Duration = Duration::from_secs(60);
 const WEB_CONFIG_POLL: Duration = Duration::from_secs(2);
 /// How often the allocator is asked to give its free pages back ([`tessera_tsdb::release_free_heap`]).
 const HEAP_TRIM_INTERVAL: Duration = Duration::from_secs(30);
+/// A heap trim taking longer than this is logged as a warning.
+const HEAP_TRIM_SLOW: Duration = Duration::from_millis(100);
 
 pub fn init_logging(s: &Settings) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -218,6 +220,10 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
             t.tick().await;
             let start = std::time::Instant::now();
             match tokio::task::spawn_blocking(tessera_tsdb::release_free_heap).await {
+                // glibc locks each arena while trimming it: threads allocating there wait that long.
+                Ok(released) if start.elapsed() >= HEAP_TRIM_SLOW => {
+                    tracing::warn!(released, took = ?start.elapsed(), "heap trim was slow")
+                }
                 Ok(released) => tracing::debug!(released, took = ?start.elapsed(), "heap trimmed"),
                 Err(e) => tracing::warn!(error = %e, "heap trim: task failed"),
             }
