@@ -617,8 +617,7 @@ impl Shard {
             }
         }
         if cut_any {
-            let mut w = self.writer.lock();
-            self.truncate_wal(&mut w);
+            self.truncate_wal();
         }
         Ok(())
     }
@@ -758,39 +757,55 @@ impl Shard {
     /// After a cut: a new segment, a checkpoint of the live series standing for every segment that only
     /// holds data older than the head, and those segments deleted (Prometheus' `Head.truncateWAL`).
     /// Failures are logged, not returned: the data is safe in the blocks and the old segments.
-    fn truncate_wal(&self, w: &mut Writer) {
-        let Some(wal) = w.wal.as_mut() else { return };
-        let min_valid = self.state.read().head.min_valid_t;
-        let next = match wal.next_segment() {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::error!(shard = self.id, error = %e, "WAL: could not start a new segment; shard poisoned");
-                w.poisoned = Some(format!("WAL segment rotation failed: {e}"));
+    ///
+    /// Commits go on meanwhile: the writer lock (which every commit takes) is held only to start the new
+    /// segment and to delete the old ones, not while the checkpoint is encoded and written — at 1.3 M
+    /// series that took seconds per shard, during which the shard accepted nothing. What a commit logs
+    /// after the new segment started lands in it or later ones, which the checkpoint does not replace; a
+    /// series such a commit creates may or may not be in the checkpoint too (replay takes both). The
+    /// caller holds the cut lock, so no cut drops series and no other checkpoint runs meanwhile.
+    fn truncate_wal(&self) {
+        let (k, packed) = {
+            let mut w = self.writer.lock();
+            let min_valid = self.state.read().head.min_valid_t;
+            let Some(wal) = w.wal.as_mut() else { return };
+            let next = match wal.next_segment() {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::error!(shard = self.id, error = %e, "WAL: could not start a new segment; shard poisoned");
+                    w.poisoned = Some(format!("WAL segment rotation failed: {e}"));
+                    return;
+                }
+            };
+            let (first, _) = wal.segment_range();
+            let mut k = first;
+            while k < next && w.seg_maxt.get(&k).is_none_or(|&m| m < min_valid) {
+                k += 1;
+            }
+            if k <= first {
                 return;
             }
+            (k, w.packer.is_some())
         };
-        let (first, _) = wal.segment_range();
-        let mut k = first;
-        while k < next && w.seg_maxt.get(&k).is_none_or(|&m| m < min_valid) {
-            k += 1;
-        }
-        if k <= first {
-            return;
-        }
-        let records = {
-            let st = self.state.read();
-            let head = &st.head;
-            let mut recs = Vec::new();
-            let refs: Vec<u32> = head.refs().collect();
-            for chunk in refs.chunks(4096) {
-                let mut buf = Vec::new();
+        // The live series in groups, each under a short read lock (commits apply under the write lock).
+        let refs: Vec<u32> = self.state.read().head.refs().collect();
+        let mut records = Vec::new();
+        for group in refs.chunks(4096) {
+            let mut buf = Vec::new();
+            {
+                let st = self.state.read();
+                let head = &st.head;
                 wal_records::encode_series(
                     &mut buf,
-                    chunk.iter().map(|&r| (r, &head.series(r).expect("listed").labels)).collect::<Vec<_>>().into_iter(),
+                    group.iter().filter_map(|&r| head.series(r).map(|s| (r, &s.labels))).collect::<Vec<_>>().into_iter(),
                 );
-                recs.push(buf);
             }
-            let ts: Vec<TombstoneRec> = head
+            records.push(buf);
+        }
+        {
+            let st = self.state.read();
+            let ts: Vec<TombstoneRec> = st
+                .head
                 .tombstones
                 .iter()
                 .flat_map(|(&r, iv)| iv.iter().map(move |&(a, b)| TombstoneRec { series_ref: r, mint_ms: a, maxt_ms: b }))
@@ -798,25 +813,29 @@ impl Shard {
             if !ts.is_empty() {
                 let mut buf = Vec::new();
                 wal_records::encode_tombstones(&mut buf, &ts);
-                recs.push(buf);
+                records.push(buf);
             }
+        }
+        {
             // Every exemplar of the ring, oldest stored first (so a replay refills it in the same order).
             let store = self.exemplars.lock();
             let ex = store.all();
             for part in ex.chunks(4096) {
                 let mut buf = Vec::new();
                 wal_records::encode_exemplars(&mut buf, part.iter().copied());
-                recs.push(buf);
+                records.push(buf);
             }
-            recs
-        };
+        }
         let records: Vec<Vec<u8>> =
-            if w.packer.is_some() { records.iter().map(|r| crate::wal_pack::compress(r)).collect() } else { records };
+            if packed { records.iter().map(|r| crate::wal_pack::compress(r)).collect() } else { records };
         let wal_dir = self.dir.join(WAL_DIR);
         if let Err(e) = tessera_wal::write_checkpoint(&wal_dir, k, records.into_iter()) {
             tracing::warn!(shard = self.id, error = %e, "WAL checkpoint failed; old segments kept");
             return;
         }
+        let mut w = self.writer.lock();
+        // Closed meanwhile: the checkpoint already stands for the old segments (replay starts from it).
+        let Some(wal) = w.wal.as_mut() else { return };
         if let Err(e) = wal.truncate_before(k) {
             tracing::warn!(shard = self.id, error = %e, "WAL truncation failed; retried at the next cut");
         }
