@@ -82,3 +82,24 @@ fn commits_during_cuts_and_checkpoints_survive_a_restart() {
         assert!(g.len() == w.len() && first_diff.is_none(), "{gl}: {} samples, {} written, first difference at {first_diff:?}", g.len(), w.len());
     }
 }
+
+/// With the background thread on, commits leave head cuts to it (a cut inline would make the request
+/// that triggered it wait for the whole block write): the head is still cut, without another commit.
+#[test]
+fn the_background_thread_cuts_what_commits_leave() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Arc::new(Db::open(dir.path(), Options { background: true, ..opts(2) }).expect("open"));
+    let mut app = db.appender();
+    for i in 0..10 {
+        let s: Vec<Sample> = (0..400).map(|k| Sample::new(k * 10, k as f64)).collect();
+        app.add(series(i), &s);
+    }
+    assert!(app.commit().expect("commit").rejected.is_empty());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    // Every shard's head cut (the oldest data left is past the first block), blocks written.
+    while db.stats().head_min_t < 1000 {
+        assert!(std::time::Instant::now() < deadline, "not cut within 20 s: {:?}", db.stats());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(db.stats().blocks >= 2, "{:?}", db.stats());
+}

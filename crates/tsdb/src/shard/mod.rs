@@ -508,11 +508,16 @@ impl Shard {
         self.metrics.out_of_order_samples_appended.fetch_add(ooo, Relaxed);
         self.metrics.series_created.fetch_add(created, Relaxed);
 
-        // Cut inline as soon as the head is compactable (Prometheus' `Head.compactable`) or holds too many
-        // chunk bytes, so memory stays bounded however fast data arrives; the cut itself runs without the
-        // writer lock, so other commits of this shard proceed meanwhile.
         drop(wg);
-        self.cut_if_due()?;
+        // With a background thread, it cuts the head once it is compactable (Prometheus'
+        // `Head.compactable`) or holds too many chunk bytes: it looks every 250 ms. A cut here would make
+        // this request wait for the whole block write — at 1.3 M series half a minute, longer than
+        // senders wait (they retried, and with a request stuck per shard nothing was accepted meanwhile).
+        // Without one (embedded use, tests), cut inline so the head stays bounded however fast data
+        // arrives; the cut runs without the writer lock, so other commits of this shard proceed.
+        if !self.opts.background {
+            self.cut_if_due()?;
+        }
         Ok(report)
     }
 
