@@ -36,9 +36,9 @@ fn labels_json(out: &mut String, l: &Labels) {
         if i > 0 {
             out.push(',');
         }
-        out.push_str(&serde_json::to_string(lb.name.as_str()).expect("strings serialise"));
+        out.push_str(&serde_json::to_string(lb.name).expect("strings serialise"));
         out.push(':');
-        out.push_str(&serde_json::to_string(lb.value.as_str()).expect("strings serialise"));
+        out.push_str(&serde_json::to_string(lb.value).expect("strings serialise"));
     }
     out.push('}');
 }

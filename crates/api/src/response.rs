@@ -169,7 +169,7 @@ impl Serialize for LabelsJson<'_> {
         use serde::ser::SerializeMap;
         let mut m = s.serialize_map(Some(self.0.len()))?;
         for l in self.0.iter() {
-            m.serialize_entry(l.name.as_str(), l.value.as_str())?;
+            m.serialize_entry(l.name, l.value)?;
         }
         m.end()
     }

@@ -137,7 +137,7 @@ fn with_external(labels: &Labels, ext: &Labels) -> Labels {
     }
     let mut pairs: Vec<(String, String)> = labels.iter().map(|l| (l.name.to_string(), l.value.to_string())).collect();
     for l in ext.iter() {
-        if labels.get(&l.name).is_empty() {
+        if labels.get(l.name).is_empty() {
             pairs.push((l.name.to_string(), l.value.to_string()));
         }
     }
@@ -201,7 +201,7 @@ impl TierPart {
     fn raw_chunks(&self, member: usize, shard: Option<usize>, labels: &Labels, hints: &SelectHints) -> Result<Vec<ChunkRef>, StorageError> {
         let mut ms = Vec::with_capacity(labels.len());
         for l in labels.iter() {
-            ms.push(Matcher::new(MatchOp::Equal, l.name.as_str(), l.value.as_str()).map_err(|e| StorageError::Other(e.to_string()))?);
+            ms.push(Matcher::new(MatchOp::Equal, l.name, l.value).map_err(|e| StorageError::Other(e.to_string()))?);
         }
         let q = &self.raw[member];
         let set = match shard {

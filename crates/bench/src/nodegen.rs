@@ -526,7 +526,7 @@ mod tests {
             assert_eq!(s.labels.get("instance"), "host-000007:9100");
             assert_eq!(s.labels.get("job"), "node");
             assert!(!s.labels.metric_name().is_empty());
-            assert!(s.labels.as_slice().windows(2).all(|w| w[0].name < w[1].name));
+            assert!(s.labels.iter().zip(s.labels.iter().skip(1)).all(|(a, b)| a.name < b.name));
         }
         // Same id and seed: same target.
         let u = Target::new(7, "node", 1);

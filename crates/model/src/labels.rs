@@ -23,33 +23,135 @@ impl Label {
     }
 }
 
+/// One pair of a [`Labels`] as the set holds it: borrowed name and value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LabelRef<'a> {
+    pub name: &'a str,
+    pub value: &'a str,
+}
+
+impl LabelRef<'_> {
+    /// An owned copy of this pair.
+    pub fn to_label(&self) -> Label {
+        Label::new(self.name, self.value)
+    }
+}
+
+impl From<LabelRef<'_>> for Label {
+    fn from(l: LabelRef<'_>) -> Self {
+        l.to_label()
+    }
+}
+
+impl PartialEq<Label> for LabelRef<'_> {
+    fn eq(&self, other: &Label) -> bool {
+        self.name == other.name && self.value == other.value
+    }
+}
+
 /// A set of labels sorted by name, names unique, no empty values (an empty value means "absent", as in
 /// Prometheus). Ordering between label sets is lexicographic over (name, value) pairs, like Prometheus'
 /// `labels.Compare`.
 ///
-/// Shared: a clone is a reference count, not a copy of every name and value (a query hands the same
-/// series' labels from storage to its result several times).
-#[derive(Debug, Clone, Default, Eq)]
-pub struct Labels(std::sync::Arc<[Label]>);
+/// Packed, as Prometheus' `stringlabels`: one shared allocation holding the number of pairs and then each
+/// name and value after its length, lengths written as characters of the string itself (see
+/// [`push_len`]), so a pair costs its bytes plus two (for names and values under 128 bytes) instead of
+/// 48, and reading a name or value is a slice of the string (no UTF-8 check). A node_exporter series'
+/// set (5 pairs) is ~100 bytes against ~256 as a slice of pairs.
+///
+/// Shared: a clone is a reference count, not a copy (a query hands the same series' labels from storage
+/// to its result several times). Equal sets have equal packed strings (the encoding is canonical), so
+/// equality and hashing work on the string.
+#[derive(Clone, Eq)]
+pub struct Labels(std::sync::Arc<str>);
+
+impl Default for Labels {
+    fn default() -> Self {
+        Labels(std::sync::Arc::from("\0"))
+    }
+}
+
+/// Appends `n` as characters: 14 bits each, low digits first; a digit below `0x4000` is the last. Every
+/// such character is a valid `char` (all lie below the surrogates), lengths under 128 take one byte.
+fn push_len(s: &mut String, mut n: usize) {
+    while n >= 0x4000 {
+        s.push(char::from_u32(0x4000 + (n & 0x3fff) as u32).unwrap_or('\0'));
+        n >>= 14;
+    }
+    s.push(char::from_u32(n as u32).unwrap_or('\0'));
+}
+
+/// Reads a length written by [`push_len`] at `*pos`, moving past it.
+#[inline(always)]
+fn read_len(s: &str, pos: &mut usize) -> usize {
+    let b = s.as_bytes()[*pos];
+    if b < 0x80 {
+        *pos += 1;
+        return b as usize;
+    }
+    let (mut v, mut shift) = (0usize, 0u32);
+    loop {
+        let c = s[*pos..].chars().next().unwrap_or('\0');
+        *pos += c.len_utf8();
+        let c = c as usize;
+        if c >= 0x4000 {
+            v |= (c - 0x4000) << shift;
+            shift += 14;
+        } else {
+            return v | c << shift;
+        }
+    }
+}
+
+#[inline(always)]
+fn take<'a>(s: &'a str, pos: &mut usize) -> &'a str {
+    let n = read_len(s, pos);
+    let r = &s[*pos..*pos + n];
+    *pos += n;
+    r
+}
+
+/// The pairs of a [`Labels`], in order.
+#[derive(Debug, Clone)]
+pub struct Iter<'a> {
+    s: &'a str,
+    pos: usize,
+    left: usize,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = LabelRef<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<LabelRef<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let name = take(self.s, &mut self.pos);
+        let value = take(self.s, &mut self.pos);
+        Some(LabelRef { name, value })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
 
 impl std::hash::Hash for Labels {
-    /// The pairs' hash, as a derived implementation would give (equal sets hash alike, shared or not).
+    /// The packed string's hash (equal sets pack alike).
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.0[..].hash(state);
+        self.0.hash(state);
     }
 }
 
 impl PartialEq for Labels {
     /// Two handles of one shared set are equal without comparing a byte (storage merges and result
-    /// assembly compare the same series' labels with themselves all the time).
-    ///
-    /// Otherwise compared from the last pair back: sets compared for equality are mostly neighbours in
-    /// label order (a storage merge asking whether the next series is still the same one), and those
-    /// share their leading pairs and differ at the end — from the front, every shared name and value
-    /// was compared first (a tenth of a fresh `rate` over the head went there).
+    /// assembly compare the same series' labels with themselves all the time); otherwise one `memcmp`.
     fn eq(&self, other: &Self) -> bool {
-        std::sync::Arc::ptr_eq(&self.0, &other.0)
-            || (self.0.len() == other.0.len() && self.0.iter().rev().zip(other.0.iter().rev()).all(|(a, b)| a == b))
+        std::sync::Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
     }
 }
 
@@ -65,19 +167,44 @@ impl Ord for Labels {
         if std::sync::Arc::ptr_eq(&self.0, &other.0) {
             return std::cmp::Ordering::Equal;
         }
-        for (a, b) in self.0.iter().zip(other.0.iter()) {
-            match a.name.cmp(&b.name).then_with(|| a.value.cmp(&b.value)) {
+        for (a, b) in self.iter().zip(other.iter()) {
+            match a.name.cmp(b.name).then_with(|| a.value.cmp(b.value)) {
                 std::cmp::Ordering::Equal => {}
                 o => return o,
             }
         }
-        self.0.len().cmp(&other.0.len())
+        self.len().cmp(&other.len())
+    }
+}
+
+impl fmt::Debug for Labels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Labels{self}")
     }
 }
 
 impl Labels {
     pub fn empty() -> Self {
         Labels::default()
+    }
+
+    /// Packs pairs the caller guarantees to be sorted, unique and without empty values (`pairs` is walked
+    /// twice: once to size the allocation).
+    fn pack<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Self {
+        let (mut n, mut bytes) = (0usize, 0usize);
+        for (a, b) in pairs.clone() {
+            n += 1;
+            bytes += a.len() + b.len() + 2;
+        }
+        let mut s = String::with_capacity(bytes + 1);
+        push_len(&mut s, n);
+        for (a, b) in pairs {
+            push_len(&mut s, a.len());
+            s.push_str(a);
+            push_len(&mut s, b.len());
+            s.push_str(b);
+        }
+        Labels(s.into())
     }
 
     /// Builds a label set from pairs in any order: sorts by name, drops empty values. When a name occurs
@@ -92,58 +219,86 @@ impl Labels {
 
     /// Takes labels that must already be sorted by name with unique names; returns the offending name
     /// otherwise. Empty values are dropped.
-    pub fn from_sorted(mut v: Vec<Label>) -> Result<Self, String> {
+    pub fn from_sorted(v: Vec<Label>) -> Result<Self, String> {
         for w in v.windows(2) {
             if w[0].name >= w[1].name {
                 return Err(w[1].name.to_string());
             }
         }
-        v.retain(|l| !l.value.is_empty());
-        Ok(Labels(v.into()))
+        Ok(Self::pack(v.iter().filter(|l| !l.value.is_empty()).map(|l| (l.name.as_str(), l.value.as_str()))))
     }
 
-    /// Wraps a vector the caller guarantees to be sorted, unique and without empty values.
+    /// Wraps labels the caller guarantees to be sorted, unique and without empty values.
     pub fn from_vec_unchecked(v: Vec<Label>) -> Self {
         debug_assert!(v.windows(2).all(|w| w[0].name < w[1].name));
-        Labels(v.into())
+        Self::pack(v.iter().map(|l| (l.name.as_str(), l.value.as_str())))
+    }
+
+    /// Packs borrowed pairs the caller guarantees to be canonical ([`pairs_are_canonical`]).
+    pub fn from_canonical_pairs(pairs: &[(&str, &str)]) -> Self {
+        debug_assert!(pairs_are_canonical(pairs));
+        Self::pack(pairs.iter().copied())
+    }
+
+    /// [`Labels::from_canonical_pairs`] over an iterator (walked twice).
+    pub fn from_canonical_iter<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Self {
+        Self::pack(pairs)
+    }
+
+    /// Packs pairs borrowed from label sets, already canonical (a subset of a set, in its order).
+    pub fn from_refs<'a>(pairs: impl Iterator<Item = LabelRef<'a>> + Clone) -> Self {
+        Self::pack(pairs.map(|l| (l.name, l.value)))
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        let mut pos = 0;
+        read_len(&self.0, &mut pos)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 
-    pub fn iter(&self) -> std::slice::Iter<'_, Label> {
-        self.0.iter()
+    #[inline]
+    pub fn iter(&self) -> Iter<'_> {
+        let mut pos = 0;
+        let left = read_len(&self.0, &mut pos);
+        Iter { s: &self.0, pos, left }
     }
 
-    pub fn as_slice(&self) -> &[Label] {
-        &self.0
+    /// The `i`-th pair (in name order).
+    pub fn at(&self, i: usize) -> Option<LabelRef<'_>> {
+        self.iter().nth(i)
+    }
+
+    pub fn first(&self) -> Option<LabelRef<'_>> {
+        self.iter().next()
     }
 
     pub fn into_vec(self) -> Vec<Label> {
-        self.0.to_vec()
+        self.iter().map(|l| l.to_label()).collect()
     }
 
     /// The value of `name`, or "" when absent (Prometheus' `Labels.Get`).
     pub fn get(&self, name: &str) -> &str {
-        match self.0.binary_search_by(|l| l.name.as_str().cmp(name)) {
-            Ok(i) => &self.0[i].value,
-            Err(_) => "",
+        for l in self.iter() {
+            match l.name.cmp(name) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => return l.value,
+                std::cmp::Ordering::Greater => break,
+            }
         }
+        ""
     }
 
     pub fn has(&self, name: &str) -> bool {
-        self.0.binary_search_by(|l| l.name.as_str().cmp(name)).is_ok()
+        !self.get(name).is_empty()
     }
 
     pub fn metric_name(&self) -> &str {
         // `__name__` sorts before every name that starts with a lower-case letter: nearly always first.
-        match self.0.first() {
-            Some(l) if l.name == METRIC_NAME => &l.value,
+        match self.first() {
+            Some(l) if l.name == METRIC_NAME => l.value,
             _ => self.get(METRIC_NAME),
         }
     }
@@ -151,20 +306,14 @@ impl Labels {
     /// A stable 64-bit hash (xxh3 over `name 0xff value 0xff`…). Stable across processes and versions:
     /// it routes series to shards, and a shard's WAL must find its series again after a restart.
     pub fn hash(&self) -> u64 {
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
-        for l in self.0.iter() {
-            h.update(l.name.as_bytes());
-            h.update(&[0xff]);
-            h.update(l.value.as_bytes());
-            h.update(&[0xff]);
-        }
-        h.digest()
+        hash_iter(self.iter().map(|l| (l.name, l.value)))
     }
 
     /// Whether this set holds exactly `pairs`, in order (a collision check against borrowed labels
     /// without building a [`Labels`]).
     pub fn eq_pairs(&self, pairs: &[(&str, &str)]) -> bool {
-        self.0.len() == pairs.len() && self.0.iter().zip(pairs).all(|(l, &(n, v))| l.name == n && l.value == v)
+        let it = self.iter();
+        it.len() == pairs.len() && it.zip(pairs).all(|(l, &(n, v))| l.name == n && l.value == v)
     }
 
     /// The shard that owns this series among `n` shards.
@@ -174,24 +323,23 @@ impl Labels {
 
     /// Labels without the metric name (`__name__`).
     pub fn without_metric_name(&self) -> Labels {
-        Labels(self.0.iter().filter(|l| l.name != METRIC_NAME).cloned().collect())
+        Self::from_refs(self.iter().filter(|l| l.name != METRIC_NAME))
     }
 
     /// Keeps only the labels whose names are in `names` (`by (...)`).
     pub fn keep(&self, names: &[impl AsRef<str>]) -> Labels {
-        Labels(self.0.iter().filter(|l| names.iter().any(|n| n.as_ref() == l.name)).cloned().collect())
+        Self::from_refs(self.iter().filter(|l| names.iter().any(|n| n.as_ref() == l.name)))
     }
 
     /// Drops the labels whose names are in `names` (`without (...)`).
     pub fn drop_names(&self, names: &[impl AsRef<str>]) -> Labels {
-        Labels(self.0.iter().filter(|l| !names.iter().any(|n| n.as_ref() == l.name)).cloned().collect())
+        Self::from_refs(self.iter().filter(|l| !names.iter().any(|n| n.as_ref() == l.name)))
     }
 
-    /// Approximate heap bytes held, for memory accounting (names and values longer than 24 bytes have
-    /// an allocation of their own, shorter ones live in the pairs).
+    /// Approximate heap bytes held, for memory accounting: the shared allocation (two reference counts
+    /// and the packed string).
     pub fn heap_bytes(&self) -> usize {
-        let own = |s: &LabelStr| if s.is_heap_allocated() { s.capacity() } else { 0 };
-        16 + self.0.len() * std::mem::size_of::<Label>() + self.0.iter().map(|l| own(&l.name) + own(&l.value)).sum::<usize>()
+        16 + self.0.len()
     }
 }
 
@@ -200,15 +348,19 @@ impl Labels {
 /// name, unique names, no empty values). Receivers use it to route and look up series before copying any
 /// label; a property test pins the equality.
 pub fn hash_pairs(pairs: &[(&str, &str)]) -> u64 {
+    hash_iter(pairs.iter().copied())
+}
+
+fn hash_iter<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> u64 {
     // One-shot xxh3 over the bytes laid out in a stack buffer gives the streaming digest of the same bytes,
     // at a fraction of the cost of four small `update` calls per label (the ingest hot path hashes every
     // series of every request). Label sets too long for the buffer take the streaming path.
     let mut buf = [0u8; 1024];
     let mut n = 0;
-    for &(name, value) in pairs {
+    for (name, value) in pairs.clone() {
         let end = n + name.len() + value.len() + 2;
         if end > buf.len() {
-            return hash_pairs_streaming(pairs);
+            return hash_streaming(pairs);
         }
         buf[n..n + name.len()].copy_from_slice(name.as_bytes());
         n += name.len();
@@ -222,9 +374,9 @@ pub fn hash_pairs(pairs: &[(&str, &str)]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(&buf[..n])
 }
 
-fn hash_pairs_streaming(pairs: &[(&str, &str)]) -> u64 {
+fn hash_streaming<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    for &(n, v) in pairs {
+    for (n, v) in pairs {
         h.update(n.as_bytes());
         h.update(&[0xff]);
         h.update(v.as_bytes());
@@ -248,10 +400,10 @@ pub fn shard_of_hash(hash: u64, n: usize) -> usize {
 }
 
 impl<'a> IntoIterator for &'a Labels {
-    type Item = &'a Label;
-    type IntoIter = std::slice::Iter<'a, Label>;
+    type Item = LabelRef<'a>;
+    type IntoIter = Iter<'a>;
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
+        self.iter()
     }
 }
 
@@ -259,11 +411,11 @@ impl fmt::Display for Labels {
     /// Prometheus' `Labels.String()`: `{__name__="up", job="node"}` with Go-quoted values.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("{")?;
-        for (i, l) in self.0.iter().enumerate() {
+        for (i, l) in self.iter().enumerate() {
             if i > 0 {
                 f.write_str(", ")?;
             }
-            write!(f, "{}={}", l.name, go_quote(&l.value))?;
+            write!(f, "{}={}", l.name, go_quote(l.value))?;
         }
         f.write_str("}")
     }
@@ -327,7 +479,7 @@ impl LabelsBuilder {
     }
 
     pub fn from_labels(l: &Labels) -> Self {
-        Self { pairs: l.0.to_vec() }
+        Self { pairs: l.clone().into_vec() }
     }
 
     /// Sets `name` to `value` (an empty value deletes the label).
@@ -352,9 +504,9 @@ impl LabelsBuilder {
     }
 
     pub fn build(&self) -> Labels {
-        let mut v: Vec<Label> = self.pairs.iter().filter(|l| !l.value.is_empty()).cloned().collect();
+        let mut v: Vec<&Label> = self.pairs.iter().filter(|l| !l.value.is_empty()).collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
-        Labels(v.into())
+        Labels::pack(v.iter().map(|l| (l.name.as_str(), l.value.as_str())))
     }
 }
 
@@ -374,7 +526,7 @@ mod tests {
     fn from_pairs_sorts_and_drops_empty_values() {
         let l = Labels::from_pairs([("b", "2"), ("a", "1"), ("c", "")]);
         assert_eq!(l.len(), 2);
-        assert_eq!(l.as_slice()[0].name, "a");
+        assert_eq!(l.at(0).map(|x| x.name), Some("a"));
         assert_eq!(l.get("c"), "");
         assert!(!l.has("c"));
     }
@@ -382,15 +534,16 @@ mod tests {
     #[test]
     fn short_names_and_values_live_in_the_pairs_and_the_metric_name_is_found_anywhere() {
         let l = labels!("__name__" => "node_cpu_seconds_total", "cpu" => "0", "instance" => "host-17:9100", "mode" => "idle");
-        // One allocation for the whole set: no name or value of 24 bytes or less has one of its own.
-        assert_eq!(l.heap_bytes(), 16 + 4 * std::mem::size_of::<Label>());
-        assert_eq!(std::mem::size_of::<Label>(), 48);
+        // One allocation for the whole set: the count, then each name and value after a one-byte length.
+        let text = "__name__node_cpu_seconds_totalcpu0instancehost-17:9100modeidle".len();
+        assert_eq!(l.heap_bytes(), 16 + 1 + 8 + text);
+        assert_eq!(std::mem::size_of::<Labels>(), 16);
         let long = "x".repeat(25);
-        assert!(labels!("a" => long.as_str()).heap_bytes() >= 16 + std::mem::size_of::<Label>() + 25);
+        assert_eq!(labels!("a" => long.as_str()).heap_bytes(), 16 + 1 + 2 + 1 + 25);
         assert_eq!(l.metric_name(), "node_cpu_seconds_total");
         // Upper-case names sort before `__name__`; a set without it has none.
         let u = labels!("Zone" => "eu", "AZ" => "1", "__name__" => "m", "a" => "b");
-        assert_eq!(u.as_slice()[2].name, "__name__");
+        assert_eq!(u.at(2).map(|x| x.name), Some("__name__"));
         assert_eq!(u.metric_name(), "m");
         assert_eq!(labels!("Zone" => "eu").metric_name(), "");
         assert_eq!(Labels::empty().metric_name(), "");
@@ -425,12 +578,12 @@ mod tests {
             other in proptest::collection::vec(("[a-z]{1,3}", "[a-z]{1,3}"), 0..4),
         ) {
             let l = Labels::from_pairs(raw.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-            let pairs: Vec<(&str, &str)> = l.iter().map(|x| (x.name.as_str(), x.value.as_str())).collect();
+            let pairs: Vec<(&str, &str)> = l.iter().map(|x| (x.name, x.value)).collect();
             proptest::prop_assert!(pairs_are_canonical(&pairs));
             proptest::prop_assert_eq!(hash_pairs(&pairs), l.hash());
             proptest::prop_assert!(l.eq_pairs(&pairs));
             let o = Labels::from_pairs(other.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-            let opairs: Vec<(&str, &str)> = o.iter().map(|x| (x.name.as_str(), x.value.as_str())).collect();
+            let opairs: Vec<(&str, &str)> = o.iter().map(|x| (x.name, x.value)).collect();
             proptest::prop_assert_eq!(l.eq_pairs(&opairs), l == o);
         }
     }
@@ -440,7 +593,7 @@ mod tests {
         for len in [0usize, 1, 500, 1010, 1011, 1012, 1013, 5000] {
             let v = "v".repeat(len);
             let l = Labels::from_pairs([("__name__", "m"), ("a", v.as_str())]);
-            let pairs: Vec<(&str, &str)> = l.iter().map(|x| (x.name.as_str(), x.value.as_str())).collect();
+            let pairs: Vec<(&str, &str)> = l.iter().map(|x| (x.name, x.value)).collect();
             assert_eq!(hash_pairs(&pairs), l.hash(), "value of {len} bytes");
         }
     }
@@ -475,6 +628,61 @@ mod tests {
         assert_eq!(go_quote("zero\u{200b}width"), r#""zero\u200bwidth""#);
         assert_eq!(go_quote("\u{e0001}"), r#""\U000e0001""#);
         assert_eq!(go_quote("ünïcödé ✓"), "\"ünïcödé ✓\"");
+    }
+
+    #[test]
+    fn lengths_of_every_size_round_trip() {
+        // One-byte, two- and three-byte characters, and several 14-bit digits.
+        for len in [0usize, 1, 127, 128, 2047, 2048, 0x3fff, 0x4000, 0x4001, 70_000, (1 << 28) + 5] {
+            let mut s = String::new();
+            push_len(&mut s, len);
+            push_len(&mut s, 7);
+            let mut pos = 0;
+            assert_eq!(read_len(&s, &mut pos), len);
+            assert_eq!(read_len(&s, &mut pos), 7);
+            assert_eq!(pos, s.len());
+        }
+        let v = "é".repeat(40_000);
+        let l = labels!("__name__" => "m", "a" => v.as_str(), "b" => "2");
+        assert_eq!(l.get("a"), v);
+        assert_eq!(l.get("b"), "2");
+        assert_eq!(l.len(), 3);
+        assert_eq!(l.clone().into_vec().len(), 3);
+    }
+
+    #[test]
+    fn empty_sets_and_subsets() {
+        assert_eq!(Labels::empty().len(), 0);
+        assert_eq!(Labels::empty().iter().count(), 0);
+        assert_eq!(Labels::empty(), Labels::from_pairs(Vec::<(&str, &str)>::new()));
+        let l = labels!("__name__" => "up", "job" => "node", "zone" => "a");
+        assert_eq!(l.without_metric_name(), labels!("job" => "node", "zone" => "a"));
+        assert_eq!(l.keep(&["zone", "nope"]), labels!("zone" => "a"));
+        assert_eq!(l.drop_names(&["job"]), labels!("__name__" => "up", "zone" => "a"));
+        assert_eq!(l.keep(&["nope"]), Labels::empty());
+        assert!(l.has("job") && !l.has("jo") && !l.has("zz"));
+        assert_eq!(format!("{l:?}"), r#"Labels{__name__="up", job="node", zone="a"}"#);
+    }
+
+    proptest::proptest! {
+        /// Packing keeps every pair, equality and order agree with the pairs', and lookups find each name.
+        #[test]
+        fn packed_sets_agree_with_their_pairs(
+            a in proptest::collection::btree_map("[a-z_]{1,4}|[a-z]{120,140}", "[a-zé\x00\x7f]{1,5}|[a-z]{126,300}", 0..6),
+            b in proptest::collection::btree_map("[a-c]{1,2}", "[a-c]{1,2}", 0..4),
+        ) {
+            let pa: Vec<(&str, &str)> = a.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+            let pb: Vec<(&str, &str)> = b.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+            let (la, lb) = (Labels::from_canonical_pairs(&pa), Labels::from_canonical_pairs(&pb));
+            let back: Vec<(&str, &str)> = la.iter().map(|l| (l.name, l.value)).collect();
+            proptest::prop_assert_eq!(&back, &pa);
+            proptest::prop_assert_eq!(la.len(), pa.len());
+            for (n, v) in &pa {
+                proptest::prop_assert_eq!(la.get(n), *v);
+            }
+            proptest::prop_assert_eq!(la == lb, pa == pb);
+            proptest::prop_assert_eq!(la.cmp(&lb), pa.cmp(&pb));
+        }
     }
 
     #[test]

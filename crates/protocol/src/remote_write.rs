@@ -35,7 +35,7 @@ use crate::prompb;
 use prost::Message;
 use std::collections::HashMap;
 use crate::histogram_wire::{read_histogram, validate as validate_histogram};
-use tessera_model::{Exemplar, HistogramSample, HistogramValue, Label, Labels, Sample, METRIC_NAME};
+use tessera_model::{Exemplar, HistogramSample, HistogramValue, Labels, Sample, METRIC_NAME};
 
 /// Content type of a remote-write 1.0 request (`prometheus.WriteRequest`).
 pub const CONTENT_TYPE_V1: &str = "application/x-protobuf";
@@ -516,7 +516,7 @@ impl SeriesRef<'_> {
 
     /// Owned labels (allocates).
     pub fn to_labels(&self) -> Labels {
-        Labels::from_vec_unchecked(self.labels.iter().map(|l| Label::new(l.name, l.value)).collect())
+        Labels::from_canonical_iter(self.labels.iter().map(|l| (l.name, l.value)))
     }
 }
 
@@ -1244,7 +1244,7 @@ fn put_sample(out: &mut Vec<u8>, tag: u32, s: &Sample, st: i64) {
     }
 }
 
-fn label_body_len(l: &Label) -> usize {
+fn label_body_len(l: tessera_model::LabelRef<'_>) -> usize {
     let mut n = 0;
     if !l.name.is_empty() {
         n += len_field_len(1, l.name.len());
@@ -1448,8 +1448,8 @@ impl V2Builder {
         for e in exemplars {
             let mut refs = Vec::new();
             for l in e.labels.iter() {
-                refs.push(self.intern(&l.name));
-                refs.push(self.intern(&l.value));
+                refs.push(self.intern(l.name));
+                refs.push(self.intern(l.value));
             }
             ex_bodies.push(prompb::v2::Exemplar { labels_refs: refs, value: e.value, timestamp: e.t }.encode_to_vec());
         }
@@ -1457,8 +1457,8 @@ impl V2Builder {
         let mut refs = std::mem::take(&mut self.refs);
         refs.clear();
         for l in labels {
-            refs.push(self.intern(&l.name));
-            refs.push(self.intern(&l.value));
+            refs.push(self.intern(l.name));
+            refs.push(self.intern(l.value));
         }
         let md = metadata.map(|m| (m.kind.to_wire(), self.intern(&m.help), self.intern(&m.unit)));
         let refs_body: usize = refs.iter().map(|&r| uvarint_len(r as u64)).sum();

@@ -315,7 +315,7 @@ fn unsorted_labels_are_sorted_not_refused() {
     let buf = raw_v1(&[(vec![(b"job", b"a"), (b"__name__", b"m"), (b"empty", b""), (b"instance", b"i")], 2)]);
     let d = decode(ProtoVersion::V1, &buf, &Limits::default()).expect("decodes");
     assert!(d.invalid.is_empty(), "{:?}", d.invalid);
-    let got: Vec<(&str, &str)> = d.series[0].labels.iter().map(|l| (l.name.as_str(), l.value.as_str())).collect();
+    let got: Vec<(&str, &str)> = d.series[0].labels.iter().map(|l| (l.name, l.value)).collect();
     assert_eq!(got, vec![("__name__", "m"), ("instance", "i"), ("job", "a")]);
 }
 

@@ -251,7 +251,7 @@ fn the_streamed_frame_of_histogram_chunks_is_byte_exact_with_prometheus() {
     ws.histogram_samples = hs;
     let (status, hist_written, text) = post_write(&s, rw::compress(&rw::encode_v2(&[ws], &[])), CT_V2);
     assert_eq!((status, hist_written.as_deref()), (204, Some("10")), "{text}");
-    let ms: Vec<Matcher> = labels.iter().map(|l| Matcher::new(MatchOp::Equal, l.name.as_str(), l.value.as_str()).expect("m")).collect();
+    let ms: Vec<Matcher> = labels.iter().map(|l| Matcher::new(MatchOp::Equal, l.name, l.value).expect("m")).collect();
     let body = read(&s, true, &ms);
     let mut fr = FrameReader::new(&body, 1 << 20);
     let r = fr.next_response().expect("a frame").expect("valid frame");
@@ -290,7 +290,7 @@ fn start_timestamps_of_histograms_are_stored_and_remote_read_sends_plain_chunks(
     ws.histogram_samples = hs.clone();
     let (status, written, text) = post_write(&s, rw::compress(&rw::encode_v2(&[ws], &[])), CT_V2);
     assert_eq!((status, written.as_deref()), (204, Some("5")), "{text}");
-    let ms: Vec<Matcher> = l.iter().map(|x| Matcher::new(MatchOp::Equal, x.name.as_str(), x.value.as_str()).expect("m")).collect();
+    let ms: Vec<Matcher> = l.iter().map(|x| Matcher::new(MatchOp::Equal, x.name, x.value).expect("m")).collect();
     let body = read(&s, true, &ms);
     let r = FrameReader::new(&body, 1 << 20).next_response().expect("frame").expect("valid");
     let c = &r.chunked_series[0].chunks[0];

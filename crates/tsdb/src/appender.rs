@@ -197,7 +197,7 @@ impl BatchLabels<'_> {
         match std::mem::replace(self, BatchLabels::Borrowed(&[])) {
             BatchLabels::Owned(l) => l,
             BatchLabels::Borrowed(p) => {
-                Labels::from_vec_unchecked(p.iter().map(|&(n, v)| tessera_model::Label::new(n, v)).collect())
+                Labels::from_canonical_pairs(p)
             }
         }
     }
@@ -454,7 +454,7 @@ mod tests {
     }
 
     fn pairs(l: &Labels) -> Vec<(&str, &str)> {
-        l.iter().map(|x| (x.name.as_str(), x.value.as_str())).collect()
+        l.iter().map(|x| (x.name, x.value)).collect()
     }
 
     #[test]

@@ -406,7 +406,7 @@ impl Querier for DbQuerier {
         } else {
             self.for_each_matching(matchers, |l| {
                 for x in l.iter() {
-                    if !names.contains(x.name.as_str()) {
+                    if !names.contains(x.name) {
                         names.insert(x.name.to_string());
                     }
                 }

@@ -18,7 +18,7 @@ enum Got {
 
 fn read(db: &std::sync::Arc<Db>, l: &Labels, mint: i64, maxt: i64) -> (Vec<Got>, Vec<ChunkEncoding>) {
     let q = db.querier(mint, maxt).expect("querier");
-    let ms: Vec<_> = l.iter().map(|x| eq(&x.name, &x.value)).collect();
+    let ms: Vec<_> = l.iter().map(|x| eq(x.name, x.value)).collect();
     let mut set = q.select(&ms, &SelectHints::default()).expect("select");
     let Some(s) = set.next() else { return (vec![], vec![]) };
     let s = s.expect("series");
@@ -396,7 +396,7 @@ mod hostile {
 /// Start timestamps of every histogram sample of the series, in time order.
 fn sts_of(db: &std::sync::Arc<Db>, l: &Labels) -> (Vec<i64>, Vec<ChunkEncoding>) {
     let q = db.querier(i64::MIN, i64::MAX).expect("querier");
-    let ms: Vec<_> = l.iter().map(|x| eq(&x.name, &x.value)).collect();
+    let ms: Vec<_> = l.iter().map(|x| eq(x.name, x.value)).collect();
     let s = q.select(&ms, &SelectHints::default()).expect("select").next().expect("series").expect("ok");
     let mut v = Vec::new();
     for c in &s.chunks {

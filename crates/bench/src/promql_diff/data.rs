@@ -246,8 +246,8 @@ mod tests {
             let name = la.get("__name__");
             let fam = FAMILIES.iter().find(|f| f.name == name).expect("family in the catalogue");
             for l in la.iter().filter(|l| l.name != "__name__") {
-                assert!(fam.labels.contains(&l.name.as_str()), "{la}: label {} not in the catalogue", l.name);
-                assert!(label_values(&l.name).contains(&l.value.as_str()), "{la}: value {} not in the catalogue", l.value);
+                assert!(fam.labels.contains(&l.name), "{la}: label {} not in the catalogue", l.name);
+                assert!(label_values(l.name).contains(&l.value), "{la}: value {} not in the catalogue", l.value);
             }
         }
     }

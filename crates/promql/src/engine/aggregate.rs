@@ -182,9 +182,9 @@ fn group_hash(l: &Labels, a: &AggregateExpr) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for lb in l {
         let inc = if a.without {
-            lb.name != "__name__" && !a.grouping.iter().any(|g| g == lb.name.as_str())
+            lb.name != "__name__" && !a.grouping.iter().any(|g| g == lb.name)
         } else {
-            a.grouping.iter().any(|g| g == lb.name.as_str())
+            a.grouping.iter().any(|g| g == lb.name)
         };
         if inc {
             h.update(lb.name.as_bytes());
@@ -1021,8 +1021,8 @@ fn ratio_offset(l: &Labels) -> f64 {
     }
     let mut b = Vec::with_capacity(128);
     for x in l {
-        put(&mut b, &x.name);
-        put(&mut b, &x.value);
+        put(&mut b, x.name);
+        put(&mut b, x.value);
     }
     xxhash_rust::xxh64::xxh64(&b, 0) as f64 / u64::MAX as f64
 }

@@ -232,9 +232,9 @@ fn signature(l: &Labels, m: &VectorMatching) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for lb in l {
         let inc = if m.on {
-            m.matching_labels.iter().any(|g| g == lb.name.as_str())
+            m.matching_labels.iter().any(|g| g == lb.name)
         } else {
-            lb.name != "__name__" && !m.matching_labels.iter().any(|g| g == lb.name.as_str())
+            lb.name != "__name__" && !m.matching_labels.iter().any(|g| g == lb.name)
         };
         if inc {
             h.update(lb.name.as_bytes());
@@ -350,8 +350,8 @@ fn result_labels(many: &Labels, one: &Labels, m: &VectorMatching, drop_name: boo
         if m.on {
             let keep: Vec<tessera_model::LabelStr> = many
                 .iter()
-                .filter(|l| !m.matching_labels.iter().any(|g| g == l.name.as_str()))
-                .map(|l| l.name.clone())
+                .filter(|l| !m.matching_labels.iter().any(|g| g == l.name))
+                .map(|l| l.name.into())
                 .collect();
             for n in keep {
                 b.del(&n);

@@ -1763,15 +1763,15 @@ fn eval_info(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineErr
             let mut added: Vec<(tessera_model::LabelStr, tessera_model::LabelStr)> = Vec::new();
             for &(_, k, _) in &chosen {
                 for l in &infos[k].labels {
-                    if l.name == "__name__" || IDENTIFYING_LABELS.contains(&l.name.as_str()) && include.is_none() {
+                    if l.name == "__name__" || IDENTIFYING_LABELS.contains(&l.name) && include.is_none() {
                         continue;
                     }
                     if let Some(inc) = &include
-                        && !inc.contains(&l.name.as_str())
+                        && !inc.contains(&l.name)
                     {
                         continue;
                     }
-                    if b.labels.has(&l.name) {
+                    if b.labels.has(l.name) {
                         continue;
                     }
                     if let Some(prev) = added.iter().find(|(n, _)| *n == l.name) {
@@ -1783,7 +1783,7 @@ fn eval_info(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<Val, EngineErr
                         }
                         continue;
                     }
-                    added.push((l.name.clone(), l.value.clone()));
+                    added.push((l.name.into(), l.value.into()));
                 }
             }
             for (nme, val) in added {

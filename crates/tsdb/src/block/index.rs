@@ -161,8 +161,8 @@ impl IndexBuilder {
             return Err(Error::Other("too many series for one block".into()));
         }
         for l in labels.iter() {
-            let n = self.intern(&l.name);
-            let v = self.intern(&l.value);
+            let n = self.intern(l.name);
+            let v = self.intern(l.value);
             self.label_syms.push((n, v));
             self.postings.entry((n, v)).or_default().push(r as SeriesRef);
         }

@@ -21,13 +21,13 @@ impl HeadIndex {
     /// Adds a series; `r` must be larger than every ref added before.
     pub(crate) fn add(&mut self, r: SeriesRef, labels: &Labels) {
         for l in labels.iter() {
-            let vals = match self.postings.get_mut(l.name.as_str()) {
+            let vals = match self.postings.get_mut(l.name) {
                 Some(v) => v,
-                None => self.postings.entry(l.name.clone()).or_default(),
+                None => self.postings.entry(l.name.into()).or_default(),
             };
-            let list = match vals.get_mut(l.value.as_str()) {
+            let list = match vals.get_mut(l.value) {
                 Some(p) => p,
-                None => vals.entry(l.value.clone()).or_default(),
+                None => vals.entry(l.value.into()).or_default(),
             };
             push_sorted(list, r);
         }
@@ -37,17 +37,17 @@ impl HeadIndex {
     /// Removes a series (garbage collection after head truncation).
     pub(crate) fn remove(&mut self, r: SeriesRef, labels: &Labels) {
         for l in labels.iter() {
-            if let Some(vals) = self.postings.get_mut(l.name.as_str()) {
-                if let Some(list) = vals.get_mut(l.value.as_str()) {
+            if let Some(vals) = self.postings.get_mut(l.name) {
+                if let Some(list) = vals.get_mut(l.value) {
                     if let Ok(i) = list.binary_search(&r) {
                         list.remove(i);
                     }
                     if list.is_empty() {
-                        vals.remove(l.value.as_str());
+                        vals.remove(l.value);
                     }
                 }
                 if vals.is_empty() {
-                    self.postings.remove(l.name.as_str());
+                    self.postings.remove(l.name);
                 }
             }
         }
