@@ -205,39 +205,28 @@ pub(crate) fn extrapolated_rates(
     vals: &mut [Option<f64>],
 ) -> Result<usize, EngineError> {
     RATE_COLS.with_borrow_mut(|c| {
-        c.clear();
-        if samples.is_empty() {
-            return Ok(0);
-        }
-        // The windows' bounds as `for_each_window_idx` finds them (the same guards: an evaluation time
-        // may be `i64::MAX`, and `e - range` is only computed for a window that can hold samples), over
-        // the timestamps copied out so that the scan reads them contiguously.
-        c.t.extend(samples.iter().map(|s| s.t));
-        let t = &c.t[..];
-        let len = t.len();
+        // Every column sized for one row a step; rows are written in place (`rows <= i < n`), not pushed,
+        // and only the first `rows` are read.
         let n = eff.len();
         for v in [&mut c.to_start, &mut c.to_end, &mut c.sampled, &mut c.n1, &mut c.first_v, &mut c.result] {
             v.resize(n, 0.0);
         }
         c.step.resize(n, 0);
-        let (mut lo, mut hi, mut rows, mut window_samples) = (0usize, 0usize, 0usize, 0usize);
-        for (i, &e) in eff.iter().enumerate() {
-            if i > 0 && e < eff[i - 1] {
-                // Times going back (`@` and offsets keep them sorted; anything else starts over).
-                (lo, hi) = (0, 0);
+        let (mut rows, mut window_samples) = (0usize, 0usize);
+        let mut err = None;
+        for_each_window_idx(samples, eff, range_ms, |lo, hi, i| {
+            if err.is_some() || lo == hi {
+                return;
             }
-            if i % 1024 == 1023 {
-                check()?;
-            }
-            while hi < len && t[hi] <= e {
-                hi += 1;
-            }
-            while lo < hi && t[lo] <= e - range_ms {
-                lo += 1;
+            if i % 1024 == 1023
+                && let Err(e) = check()
+            {
+                err = Some(e);
+                return;
             }
             window_samples += hi - lo;
-            if hi < lo + 2 {
-                continue;
+            if hi - lo < 2 {
+                return;
             }
             let (first, last) = (samples[lo], samples[hi - 1]);
             let mut result = last.v - first.v;
@@ -246,7 +235,7 @@ pub(crate) fn extrapolated_rates(
                     result += samples[g as usize - 1].v;
                 }
             }
-            // Rows are written in place (`rows <= i < n`), not pushed.
+            let e = eff[i];
             c.step[rows] = i as u32;
             c.to_start[rows] = (first.t - (e - range_ms)) as f64;
             c.to_end[rows] = (e - last.t) as f64;
@@ -255,6 +244,9 @@ pub(crate) fn extrapolated_rates(
             c.first_v[rows] = first.v;
             c.result[rows] = result;
             rows += 1;
+        });
+        if let Some(e) = err {
+            return Err(e);
         }
         c.step.truncate(rows);
         let range_s = range_ms as f64 / 1000.0;
@@ -276,7 +268,6 @@ pub(crate) fn extrapolated_rates(
 /// minus one, the first value and the counter-corrected difference.
 #[derive(Default)]
 pub(crate) struct RateCols {
-    t: Vec<i64>,
     step: Vec<u32>,
     to_start: Vec<f64>,
     to_end: Vec<f64>,
@@ -285,16 +276,6 @@ pub(crate) struct RateCols {
     first_v: Vec<f64>,
     result: Vec<f64>,
     out: Vec<f64>,
-}
-
-impl RateCols {
-    fn clear(&mut self) {
-        for v in [&mut self.to_start, &mut self.to_end, &mut self.sampled, &mut self.n1, &mut self.first_v, &mut self.result, &mut self.out] {
-            v.clear();
-        }
-        self.step.clear();
-        self.t.clear();
-    }
 }
 
 thread_local! {
@@ -1221,47 +1202,47 @@ fn range_function<S: Send>(
             }
             any = vals.iter().any(Option::is_some);
         } else {
-        for_each_window_idx(samples, eff, range_ms, |lo, hi, i| {
-            if stop || lo == hi {
-                return;
-            }
-            if i % 1024 == 1023
-                && let Err(e) = ctx.check()
-            {
-                let _ = stopped.set(e);
-                stop = true;
-                return;
-            }
-            if invalid_factor(i).is_some() {
-                bad_step.fetch_min(i, std::sync::atomic::Ordering::Relaxed);
-                return;
-            }
-            for (j, p) in params.iter().enumerate() {
-                pbuf[j] = p[i];
-            }
-            let w_sts = if sts.is_empty() { &[][..] } else { &sts[lo..hi] };
-            // Upstream `extrapolatedRate` warns once per series when a start time overlaps the previous
-            // sample (counters only).
-            if is_counter_fn && !overlap_warned && !w_sts.is_empty() && float_st_overlap(&samples[lo..hi], w_sts) {
-                ctx.warn(st_overlap_warning(labels.metric_name()));
-                overlap_warned = true;
-            }
-            let win = Window {
-                s: &samples[lo..hi],
-                range_start: eff[i] - range_ms,
-                range_end: eff[i],
-                range_ms,
-                step_t: grid.t(i),
-                params: &pbuf,
-                sts: w_sts,
-                drops: drops.as_deref().map(|all| Drops::within(all, lo, hi)),
-            };
-            window_samples += hi - lo;
-            if let Some(v) = k(&win) {
-                vals[i] = Some(v);
-                any = true;
-            }
-        });
+            for_each_window_idx(samples, eff, range_ms, |lo, hi, i| {
+                if stop || lo == hi {
+                    return;
+                }
+                if i % 1024 == 1023
+                    && let Err(e) = ctx.check()
+                {
+                    let _ = stopped.set(e);
+                    stop = true;
+                    return;
+                }
+                if invalid_factor(i).is_some() {
+                    bad_step.fetch_min(i, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+                for (j, p) in params.iter().enumerate() {
+                    pbuf[j] = p[i];
+                }
+                let w_sts = if sts.is_empty() { &[][..] } else { &sts[lo..hi] };
+                // Upstream `extrapolatedRate` warns once per series when a start time overlaps the previous
+                // sample (counters only).
+                if is_counter_fn && !overlap_warned && !w_sts.is_empty() && float_st_overlap(&samples[lo..hi], w_sts) {
+                    ctx.warn(st_overlap_warning(labels.metric_name()));
+                    overlap_warned = true;
+                }
+                let win = Window {
+                    s: &samples[lo..hi],
+                    range_start: eff[i] - range_ms,
+                    range_end: eff[i],
+                    range_ms,
+                    step_t: grid.t(i),
+                    params: &pbuf,
+                    sts: w_sts,
+                    drops: drops.as_deref().map(|all| Drops::within(all, lo, hi)),
+                };
+                window_samples += hi - lo;
+                if let Some(v) = k(&win) {
+                    vals[i] = Some(v);
+                    any = true;
+                }
+            });
         }
         ctx.count_queryable(window_samples);
         if !any || stop {
