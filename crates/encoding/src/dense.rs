@@ -572,6 +572,14 @@ struct Interleaved<'a> {
 /// A chunk's values in order.
 trait Values {
     fn next(&mut self) -> Result<f64, ChunkError>;
+
+    /// Whether [`Values::next_unchecked`] is there (version 2).
+    const UNCHECKED: bool = false;
+
+    /// The next value and whether its code was a used one, for a run decoded with one check at its end.
+    fn next_unchecked(&mut self) -> (f64, bool) {
+        unreachable!("only where UNCHECKED")
+    }
 }
 
 impl Values for Interleaved<'_> {
@@ -610,6 +618,17 @@ struct Split<'a> {
 }
 
 impl Values for Split<'_> {
+    const UNCHECKED: bool = true;
+
+    #[inline(always)]
+    fn next_unchecked(&mut self) -> (f64, bool) {
+        let e = self.codes.entry(self.code);
+        let w = self.code.mant_bits;
+        let m = load_be_u64(self.mants, self.at / 8) << (self.at % 8);
+        self.at += w as usize;
+        (self.code.value(e, (m >> 1) >> (63 - w)), e & USED != 0)
+    }
+
     #[inline(always)]
     fn next(&mut self) -> Result<f64, ChunkError> {
         let e = self.codes.entry(self.code);
@@ -637,19 +656,18 @@ struct Times<'a> {
 /// Appends the samples with `mint_ms <= t <= maxt_ms`, their values from `value` in order; every value
 /// is read up to the first sample past `maxt_ms`.
 #[inline(always)]
-fn decode_samples(
+fn decode_samples<V: Values>(
     times: &Times<'_>,
     mint_ms: i64,
     maxt_ms: i64,
     out: &mut Vec<Sample>,
-    values: &mut impl Values,
+    values: &mut V,
 ) -> Result<(), ChunkError> {
-    let mut value = || values.next();
     let Times { n, t0, d0, mut ts, ts_end, len } = *times;
     let vi = |e, at| varint_err(e, at, len);
     out.reserve(n.min(len * 8));
     let mut t = t0;
-    let v = value()?;
+    let v = values.next()?;
     if t > maxt_ms {
         return Ok(());
     }
@@ -660,7 +678,7 @@ fn decode_samples(
     let mut i = 1;
     if n >= 2 {
         t = t.wrapping_add(delta);
-        let v = value()?;
+        let v = values.next()?;
         if t > maxt_ms {
             return Ok(());
         }
@@ -675,14 +693,35 @@ fn decode_samples(
         let (run, rest_ts) = varint::read_uvarint(ts).map_err(|e| vi(e, ts_end - ts.len()))?;
         ts = rest_ts;
         let k = run.min((n - i) as u64) as usize;
-        for _ in 0..k {
-            t = t.wrapping_add(delta);
-            let v = value()?;
-            if t > maxt_ms {
-                return Ok(());
+        // A run wholly in range (increasing, no overflow): no per-sample range test, the samples
+        // written by one `extend` of known length (no per-sample capacity check), and the codes checked
+        // once at the run's end.
+        let last = i64::try_from(k).ok().and_then(|k| delta.checked_mul(k)).and_then(|d| t.checked_add(d));
+        if V::UNCHECKED
+            && delta >= 0
+            && t.checked_add(delta).is_some_and(|f| f >= mint_ms)
+            && last.is_some_and(|l| l <= maxt_ms)
+        {
+            let mut ok = true;
+            out.extend((0..k).map(|_| {
+                t += delta;
+                let (v, good) = values.next_unchecked();
+                ok &= good;
+                Sample { t, v }
+            }));
+            if !ok {
+                return Err(corrupt(0, "unused Huffman code"));
             }
-            if t >= mint_ms {
-                out.push(Sample { t, v });
+        } else {
+            for _ in 0..k {
+                t = t.wrapping_add(delta);
+                let v = values.next()?;
+                if t > maxt_ms {
+                    return Ok(());
+                }
+                if t >= mint_ms {
+                    out.push(Sample { t, v });
+                }
             }
         }
         i += k;
@@ -693,7 +732,7 @@ fn decode_samples(
         ts = rest_ts;
         delta = delta.wrapping_add(dod);
         t = t.wrapping_add(delta);
-        let v = value()?;
+        let v = values.next()?;
         if t > maxt_ms {
             return Ok(());
         }

@@ -1286,7 +1286,7 @@ fn range_function<S: Send>(
             } else {
                 hs
             };
-            if samples.iter().any(|s| tessera_model::is_stale_nan(s.v)) {
+            if super::eval::has_stale(samples) {
                 let (clean, clean_st) = super::eval::drop_stale(samples, sts);
                 apply(labels, &clean, StartTimestamps { floats: &clean_st, histograms: &[] }, hs, false, &eff, range)
             } else {
@@ -1330,7 +1330,7 @@ fn range_function<S: Send>(
             } else {
                 (hs, sts.histograms)
             };
-            if samples.iter().any(|s| tessera_model::is_stale_nan(s.v)) {
+            if super::eval::has_stale(samples) {
                 let (clean, clean_st) = super::eval::drop_stale(samples, sts.floats);
                 apply(labels, &clean, StartTimestamps { floats: &clean_st, histograms: hsts }, hs, false, &eff, range)
             } else {
