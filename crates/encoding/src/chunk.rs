@@ -32,14 +32,15 @@ pub fn decode_chunk_range_into(
     }
 }
 
-/// The number of samples a float chunk's header claims, read without decoding (XOR's 2-byte count,
-/// Dense's count); `None` for other encodings or an unreadable header. Readers use it to size work,
+/// The number of samples a float chunk's header claims, read without decoding (XOR's and XorSt's 2-byte
+/// count, Dense's and Decimal's count); `None` for other encodings or an unreadable header. Readers use it to size work,
 /// never to trust: decoding still checks everything.
 pub fn chunk_sample_count(c: &ChunkRef) -> Option<usize> {
     match c.encoding {
         ChunkEncoding::Xor => c.data.get(..2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]]))),
         ChunkEncoding::Dense => crate::dense::dense_sample_count(&c.data).map(|n| n as usize),
         ChunkEncoding::Decimal => crate::decimal::decimal_sample_count(&c.data).map(|n| n as usize),
+        ChunkEncoding::XorSt => Some(usize::from(crate::xor_st::XorStIter::new(&c.data).num_samples())),
         _ => None,
     }
 }

@@ -424,7 +424,6 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
         }
     }
     let mant_bits = MANTISSA_BITS - u32::from(shift);
-    // Version 2: the code stream's length, then the two streams (the mantissas' length follows from `n`).
     // Version 2: the code stream after its length in bytes, then the mantissas (their length follows
     // from `n`).
     let streams = if version == VERSION {
@@ -481,6 +480,7 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
 
 /// A code stream read through a 64-bit buffer: a refill every ~50 bits, so each code costs a shift and
 /// a table look-up.
+#[derive(Clone)]
 struct CodeReader<'a> {
     bytes: &'a [u8],
     /// Where the stream starts in the chunk (for error offsets).
@@ -562,6 +562,7 @@ fn load_be_u64(b: &[u8], at: usize) -> u64 {
 }
 
 /// Version 1's values: each value's code and mantissa one after the other in one bit stream.
+#[derive(Clone)]
 struct Interleaved<'a> {
     code: &'a Code<'a>,
     vals: &'a [u8],
@@ -609,6 +610,7 @@ impl Values for Interleaved<'_> {
 /// Version 2's values: the codes from their own stream, where each code's position depends only on the
 /// previous codes (a short chain: a shift and a table look-up), and the fixed-width mantissas, value
 /// `i`'s bits starting at `i · width` (read independently of every other value).
+#[derive(Clone)]
 struct Split<'a> {
     code: &'a Code<'a>,
     codes: CodeReader<'a>,
@@ -656,7 +658,7 @@ struct Times<'a> {
 /// Appends the samples with `mint_ms <= t <= maxt_ms`, their values from `value` in order; every value
 /// is read up to the first sample past `maxt_ms`.
 #[inline(always)]
-fn decode_samples<V: Values>(
+fn decode_samples<V: Values + Clone>(
     times: &Times<'_>,
     mint_ms: i64,
     maxt_ms: i64,
@@ -702,6 +704,7 @@ fn decode_samples<V: Values>(
             && t.checked_add(delta).is_some_and(|f| f >= mint_ms)
             && last.is_some_and(|l| l <= maxt_ms)
         {
+            let (saved, mark, t_run) = (values.clone(), out.len(), t);
             let mut ok = true;
             out.extend((0..k).map(|_| {
                 t += delta;
@@ -710,6 +713,16 @@ fn decode_samples<V: Values>(
                 Sample { t, v }
             }));
             if !ok {
+                // Decode the run again the checked way, for the error and its offset.
+                out.truncate(mark);
+                *values = saved;
+                t = t_run;
+                for _ in 0..k {
+                    t += delta;
+                    let v = values.next()?;
+                    out.push(Sample { t, v });
+                }
+                // Not reached: the checked way fails on the same code.
                 return Err(corrupt(0, "unused Huffman code"));
             }
         } else {
@@ -851,6 +864,20 @@ mod tests {
             decode_dense_into(bytes, &mut out).expect("decodes");
             assert_eq!(bits(&out), bits(want));
         }
+    }
+
+    /// A code no symbol has (the code here is incomplete: `11` is unused) inside a run: the fast run
+    /// path reports the same error, at the same offset, as the checked one (found by review: it said 0).
+    #[test]
+    fn an_unused_code_is_the_same_error_on_both_paths() {
+        // n=5 at 0,10,…,40; symbols 1.0 (code 0) and 2.0 (code 10); codes 0 0 11 …; no mantissa bits.
+        let bytes = [2u8, 5, 0, 0x14, 1, 3, 0x34, 2, 0x3f, 0xf1, 0x40, 0x02, 1, 0x30];
+        let whole = decode_dense_into(&bytes, &mut Vec::new()).expect_err("unused code");
+        let ranged = decode_dense_range_into(&bytes, 25, i64::MAX, &mut Vec::new()).expect_err("unused code");
+        assert_eq!(whole, ranged);
+        assert_eq!(whole, ChunkError::Corrupt { offset: 13, reason: "unused Huffman code" });
+        // A range ending before it still reads the first value past its end (as version 1 does).
+        assert_eq!(decode_dense_range_into(&bytes, 0, 10, &mut Vec::new()), Err(whole));
     }
 
     const GOLDEN_V2_A: &str = concat!(

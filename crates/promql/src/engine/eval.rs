@@ -825,7 +825,7 @@ fn decode_series_st(
     sts.clear();
     hbuf.clear();
     hsts.clear();
-    if !want_st && chunks.len() >= PAR_MIN_CHUNKS && rayon::current_num_threads() > 1 {
+    if !want_st && chunks.len() >= PAR_MIN_CHUNKS && nested_parallelism() {
         let live: Vec<&tessera_model::ChunkRef> =
             chunks.iter().filter(|c| c.maxt_ms >= mint && c.mint_ms <= maxt).collect();
         if live.len() >= PAR_MIN_CHUNKS
@@ -889,7 +889,6 @@ fn decode_floats_parallel(
 ) -> Result<bool, EngineError> {
     use rayon::prelude::*;
     let storage = |e: tessera_encoding::ChunkError| EngineError::Storage(e.to_string());
-    let too_many = || EngineError::TooManySamples("query execution".into());
     let mut sizes = Vec::with_capacity(live.len());
     let mut edges: Vec<Option<Vec<Sample>>> = Vec::with_capacity(live.len());
     let mut total = buf.len();
@@ -909,7 +908,12 @@ fn decode_floats_parallel(
             }
         };
         sizes.push(n);
-        total = total.checked_add(n).filter(|&t| t <= limit).ok_or_else(too_many)?;
+        // Over the limit as the headers claim it: the plain loop decides (it decodes chunk by chunk and
+        // stops at the limit), so nothing is allocated for counts no chunk has shown yet.
+        match total.checked_add(n).filter(|&t| t <= limit) {
+            Some(t) => total = t,
+            None => return Ok(false),
+        }
     }
     let start = buf.len();
     // Grown on the pool: an indexed `par_extend` writes straight into the new space, and the first touch
@@ -934,6 +938,10 @@ fn decode_floats_parallel(
                 return Err(None);
             }
             d.copy_from_slice(scratch);
+            if scratch.capacity() > 1 << 16 {
+                // A huge chunk (up to 2^20 samples): not kept for every later chunk.
+                *scratch = Vec::new();
+            }
             Ok(())
         })
     });
@@ -1776,7 +1784,8 @@ pub fn for_each_window_idx_by(
     }
 }
 
-/// The first index in `from..len` whose time is above `bound` (`len` if none), the times being sorted:
+/// The first index in `from..len` whose time is above `bound` (`len` if none), the times being sorted
+/// (as every series' samples are; on unsorted times it may answer another index than a walk would):
 /// a few steps one by one (a window's edge usually moves by a sample or two), then galloping and a binary
 /// search, so a window over a million samples (B1's) is found in ~20 probes instead of a million.
 #[inline]
@@ -1812,6 +1821,14 @@ fn first_after(from: usize, len: usize, t: &impl Fn(usize) -> i64, bound: i64) -
     lo
 }
 
+/// Whether work below the shard may go to rayon's pool: only from one of its own workers, which take
+/// part in what they wait for. A thread outside the pool (the ordered merge's shard threads, whose
+/// caller, a pool worker, is blocked on their channel) would wait on workers that may all be blocked so:
+/// with two of them and two such queries, for good.
+pub fn nested_parallelism() -> bool {
+    rayon::current_thread_index().is_some() && rayon::current_num_threads() > 1
+}
+
 /// Whether `samples` hold a stale marker. Blocks of 64 are tested without an early exit so that the
 /// compiler vectorises the comparison; a series of a million samples or more (B1's window) is scanned on
 /// both cores.
@@ -1819,7 +1836,7 @@ pub fn has_stale(samples: &[Sample]) -> bool {
     fn scan(samples: &[Sample]) -> bool {
         samples.chunks(64).any(|c| c.iter().fold(false, |any, s| any | is_stale_nan(s.v)))
     }
-    if samples.len() >= 1 << 17 && rayon::current_num_threads() > 1 {
+    if samples.len() >= 1 << 17 && nested_parallelism() {
         use rayon::prelude::*;
         samples.par_chunks(1 << 15).any(scan)
     } else {
@@ -1893,6 +1910,17 @@ mod parallel_decode_tests {
                 assert!(matches!(r, Err(EngineError::TooManySamples(_))), "{r:?}");
             }
         }
+    }
+
+    /// Work below the shard goes to the pool only from a pool worker: a thread outside it (the ordered
+    /// merge's shard threads) decodes on its own, so it never waits on workers that may be blocked.
+    #[test]
+    fn only_pool_workers_split_work_below_the_shard() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("pool");
+        assert!(pool.install(nested_parallelism));
+        assert!(!std::thread::spawn(nested_parallelism).join().expect("thread"));
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("pool");
+        assert!(!one.install(nested_parallelism));
     }
 
     /// A chunk whose index bounds say it lies inside the range but whose data holds a sample past it

@@ -149,7 +149,9 @@ impl Block {
     pub fn series_in_range(&self, r: SeriesRef, mint_ms: i64, maxt_ms: i64) -> Result<(Labels, Vec<ChunkRef>), Error> {
         let mut metas = Vec::new();
         let labels = self.index.series_range_into(r, mint_ms, maxt_ms, &mut metas)?;
-        if metas.len() >= PAR_CRC_CHUNKS && rayon::current_num_threads() > 1 {
+        // Only from a pool worker (one outside the pool waiting on it could wait behind workers that are
+        // themselves blocked).
+        if metas.len() >= PAR_CRC_CHUNKS && rayon::current_thread_index().is_some() && rayon::current_num_threads() > 1 {
             // One long series (B1's million points are ~1,000 chunks, 7 MB to check): the checksums
             // are computed on both cores.
             use rayon::prelude::*;
