@@ -1772,13 +1772,18 @@ pub fn for_each_window_idx_by(
 ) {
     let (mut lo, mut hi) = (0usize, 0usize);
     for (i, &e) in eff.iter().enumerate() {
-        if i > 0 && e < eff[i - 1] {
-            lo = 0;
-            hi = 0;
-        }
-        hi = first_after(hi, len, &t, e);
-        if lo < hi {
-            lo = first_after(lo, hi, &t, e - range);
+        if i == 0 || e < eff[i - 1] {
+            // The first window (or one after the times went back) may lie anywhere, a million samples
+            // in for B1's: gallop to it. Later ones move by a sample or two: walk.
+            hi = first_after(0, len, &t, e);
+            lo = if hi > 0 { first_after(0, hi, &t, e - range) } else { 0 };
+        } else {
+            while hi < len && t(hi) <= e {
+                hi += 1;
+            }
+            while lo < hi && t(lo) <= e - range {
+                lo += 1;
+            }
         }
         f(lo, hi, i);
     }
@@ -1786,9 +1791,9 @@ pub fn for_each_window_idx_by(
 
 /// The first index in `from..len` whose time is above `bound` (`len` if none), the times being sorted
 /// (as every series' samples are; on unsorted times it may answer another index than a walk would):
-/// a few steps one by one (a window's edge usually moves by a sample or two), then galloping and a binary
-/// search, so a window over a million samples (B1's) is found in ~20 probes instead of a million.
-#[inline]
+/// a few steps one by one, then galloping and a binary search, so a window over a million samples (B1's)
+/// is found in ~20 probes instead of a million.
+#[inline(never)]
 fn first_after(from: usize, len: usize, t: &impl Fn(usize) -> i64, bound: i64) -> usize {
     let mut lo = from;
     for _ in 0..8 {
