@@ -668,24 +668,28 @@ fn decode_samples<V: Values + Clone>(
     let Times { n, t0, d0, mut ts, ts_end, len } = *times;
     let vi = |e, at| varint_err(e, at, len);
     out.reserve(n.min(len * 8));
+    // The next value, for the sample at `t`: kept when in range; `Ok(false)` once past `maxt_ms` (every
+    // value is read up to there, so truncation is found).
+    let take = |values: &mut V, t: i64, out: &mut Vec<Sample>| -> Result<bool, ChunkError> {
+        let v = values.next()?;
+        if t > maxt_ms {
+            return Ok(false);
+        }
+        if t >= mint_ms {
+            out.push(Sample { t, v });
+        }
+        Ok(true)
+    };
     let mut t = t0;
-    let v = values.next()?;
-    if t > maxt_ms {
+    if !take(values, t, out)? {
         return Ok(());
-    }
-    if t >= mint_ms {
-        out.push(Sample { t, v });
     }
     let mut delta = d0;
     let mut i = 1;
     if n >= 2 {
         t = t.wrapping_add(delta);
-        let v = values.next()?;
-        if t > maxt_ms {
+        if !take(values, t, out)? {
             return Ok(());
-        }
-        if t >= mint_ms {
-            out.push(Sample { t, v });
         }
         i = 2;
     }
@@ -697,8 +701,10 @@ fn decode_samples<V: Values + Clone>(
         let k = run.min((n - i) as u64) as usize;
         // A run wholly in range (increasing, no overflow): no per-sample range test, the samples
         // written by one `extend` of known length (no per-sample capacity check), and the codes checked
-        // once at the run's end.
+        // once at the run's end. A run with a bad code is decoded again the checked way below, which
+        // reports the error and its offset.
         let last = i64::try_from(k).ok().and_then(|k| delta.checked_mul(k)).and_then(|d| t.checked_add(d));
+        let mut done = false;
         if V::UNCHECKED
             && delta >= 0
             && t.checked_add(delta).is_some_and(|f| f >= mint_ms)
@@ -712,28 +718,18 @@ fn decode_samples<V: Values + Clone>(
                 ok &= good;
                 Sample { t, v }
             }));
+            done = ok;
             if !ok {
-                // Decode the run again the checked way, for the error and its offset.
                 out.truncate(mark);
                 *values = saved;
                 t = t_run;
-                for _ in 0..k {
-                    t += delta;
-                    let v = values.next()?;
-                    out.push(Sample { t, v });
-                }
-                // Not reached: the checked way fails on the same code.
-                return Err(corrupt(0, "unused Huffman code"));
             }
-        } else {
+        }
+        if !done {
             for _ in 0..k {
                 t = t.wrapping_add(delta);
-                let v = values.next()?;
-                if t > maxt_ms {
+                if !take(values, t, out)? {
                     return Ok(());
-                }
-                if t >= mint_ms {
-                    out.push(Sample { t, v });
                 }
             }
         }
@@ -745,12 +741,8 @@ fn decode_samples<V: Values + Clone>(
         ts = rest_ts;
         delta = delta.wrapping_add(dod);
         t = t.wrapping_add(delta);
-        let v = values.next()?;
-        if t > maxt_ms {
+        if !take(values, t, out)? {
             return Ok(());
-        }
-        if t >= mint_ms {
-            out.push(Sample { t, v });
         }
         i += 1;
     }
