@@ -422,6 +422,13 @@ fn go_float_less(a: f64, b: f64) -> std::cmp::Ordering {
     }
 }
 
+/// Step `i`'s values of a range function's scalar parameters (one column each) into `pbuf`.
+pub(super) fn step_params(params: &[Vec<f64>], i: usize, pbuf: &mut [f64]) {
+    for (b, p) in pbuf.iter_mut().zip(params) {
+        *b = p[i];
+    }
+}
+
 fn avg_over(s: &[Sample]) -> f64 {
     // Upstream `funcAvgOverTime`: Kahan sum, switching to an incremental mean on overflow.
     let (mut sum, mut count) = (s[0].v, 1.0f64);
@@ -1217,9 +1224,7 @@ fn range_function<S: Send>(
                     bad_step.fetch_min(i, std::sync::atomic::Ordering::Relaxed);
                     return;
                 }
-                for (j, p) in params.iter().enumerate() {
-                    pbuf[j] = p[i];
-                }
+                step_params(&params, i, &mut pbuf);
                 let w_sts = if sts.is_empty() { &[][..] } else { &sts[lo..hi] };
                 // Upstream `extrapolatedRate` warns once per series when a start time overlaps the previous
                 // sample (counters only).
@@ -1427,9 +1432,7 @@ fn apply_hist(
             bad_step.fetch_min(i, std::sync::atomic::Ordering::Relaxed);
             return;
         }
-        for (j, p) in params.iter().enumerate() {
-            pbuf[j] = p[i];
-        }
+        step_params(params, i, &mut pbuf);
         floats_seen |= lo < hi;
         window_samples += (hi - lo) + hists[hlo..hhi].iter().map(|p| super::eval::hist_size(&p.h)).sum::<usize>();
         let w_sts = if sts.floats.is_empty() { &[][..] } else { &sts.floats[lo..hi] };

@@ -470,9 +470,7 @@ pub fn range_call(
             if !exact {
                 approx.store(true, Ordering::Relaxed);
             }
-            for (j, p) in params.iter().enumerate() {
-                pbuf[j] = p[i];
-            }
+            super::functions::step_params(params, i, &mut pbuf);
             let fa = if exact_f || !hbs.is_empty() { fold(bs, wlo, whi, &mut hint) } else { Agg::default() };
             let ha = if hbs.is_empty() { HAgg::default() } else { fold(hbs, wlo, whi, &mut hhint) };
             let mut win = Window {
