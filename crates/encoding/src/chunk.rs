@@ -1,7 +1,7 @@
 //! Decoding any [`ChunkRef`], whatever its encoding: the one entry point readers (PromQL, remote read's
 //! `SAMPLES` mode, the compactor) need so they never match on encodings themselves.
 
-use crate::dense::decode_dense_range_into;
+use crate::dense::{SliceDecoded, decode_dense_range_into};
 use crate::error::ChunkError;
 use crate::xor::{decode_xor_range_into, encode_xor};
 use crate::xor_st::{decode_xor_st_range_into, decode_xor_st_samples_range_into};
@@ -29,6 +29,23 @@ pub fn decode_chunk_range_into(
         ChunkEncoding::Decimal => crate::decimal::decode_decimal_range_into(&c.data, mint_ms, maxt_ms, out),
         ChunkEncoding::XorSt => decode_xor_st_samples_range_into(&c.data, mint_ms, maxt_ms, out),
         other => Err(ChunkError::UnsupportedEncoding(other as u8)),
+    }
+}
+
+/// Decodes `c`'s samples with `mint_ms <= t <= maxt_ms` into the start of `dst` (no allocation, no copy)
+/// for the encodings that can (Dense, the cold blocks' default), returning how many were written and
+/// whether every value is known to be finite; `Ok(None)` for the others, which the caller decodes into
+/// a vector. A chunk with more samples in range than `dst` holds is an error.
+pub fn decode_chunk_range_into_slice(
+    c: &ChunkRef,
+    mint_ms: i64,
+    maxt_ms: i64,
+    dst: &mut [Sample],
+) -> Result<Option<SliceDecoded>, ChunkError> {
+    match c.encoding {
+        _ if mint_ms > maxt_ms || c.maxt_ms < mint_ms || c.mint_ms > maxt_ms => Ok(Some(SliceDecoded { len: 0, finite: true })),
+        ChunkEncoding::Dense => crate::dense::decode_dense_range_into_slice(&c.data, mint_ms, maxt_ms, dst).map(Some),
+        _ => Ok(None),
     }
 }
 

@@ -311,7 +311,7 @@ pub fn decode_dense_range_into(
     if res.is_err() {
         out.truncate(before);
     }
-    res
+    res.map(|_| ())
 }
 
 /// The start that dense and decimal chunks share, read by [`read_times_header`]: the sample count, the
@@ -376,7 +376,119 @@ pub(crate) fn header_sample_count(data: &[u8], version: u8, max_samples: usize) 
     (n <= max_samples as u64).then_some(n)
 }
 
-fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+/// Decodes a dense chunk's samples with `mint_ms <= t <= maxt_ms` into the start of `dst` and returns
+/// how many were written, for a reader that has laid out one slice per chunk of a series' buffer (from
+/// [`dense_sample_count`]) and decodes the chunks in parallel straight into them, without a copy. A
+/// chunk with more samples in range than `dst` holds is an error (nothing about `dst` is promised then);
+/// `dst` past the count returned is left as it was. The symbol table also tells whether every value is
+/// finite, which spares a reader the scan for stale markers.
+pub fn decode_dense_range_into_slice(
+    data: &[u8],
+    mint_ms: i64,
+    maxt_ms: i64,
+    dst: &mut [Sample],
+) -> Result<SliceDecoded, ChunkError> {
+    let mut sink = SliceSink { dst, len: 0 };
+    let finite = decode_inner(data, mint_ms, maxt_ms, &mut sink)?;
+    Ok(SliceDecoded { len: sink.len, finite })
+}
+
+/// What [`decode_dense_range_into_slice`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SliceDecoded {
+    /// Samples written at the start of the slice.
+    pub len: usize,
+    /// Known without looking at the samples: every value is finite (so none is a NaN, and none a stale
+    /// marker). `false` says nothing.
+    pub finite: bool,
+}
+
+/// A sign/exponent symbol's exponent bits all ones: the value is a NaN or an infinity.
+const EXP_ALL_ONES: u16 = 0x7ff;
+
+/// Where decoded samples go: the end of a vector, or the next place in a slice laid out beforehand.
+trait Sink {
+    fn len(&self) -> usize;
+    /// Room for `n` more samples (a hint).
+    fn reserve(&mut self, n: usize);
+    fn push(&mut self, s: Sample) -> Result<(), ChunkError>;
+    /// Appends exactly `k` samples made by `f`: the run loop, with one capacity or bounds check for
+    /// the run instead of one per sample.
+    fn extend_run(&mut self, k: usize, f: impl FnMut() -> Sample) -> Result<(), ChunkError>;
+    fn truncate(&mut self, len: usize);
+}
+
+impl Sink for Vec<Sample> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn reserve(&mut self, n: usize) {
+        Vec::reserve(self, n);
+    }
+
+    #[inline(always)]
+    fn push(&mut self, s: Sample) -> Result<(), ChunkError> {
+        Vec::push(self, s);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn extend_run(&mut self, k: usize, mut f: impl FnMut() -> Sample) -> Result<(), ChunkError> {
+        self.extend((0..k).map(|_| f()));
+        Ok(())
+    }
+
+    fn truncate(&mut self, len: usize) {
+        Vec::truncate(self, len);
+    }
+}
+
+/// A slice being filled from its start; `len` samples written so far.
+struct SliceSink<'a> {
+    dst: &'a mut [Sample],
+    len: usize,
+}
+
+impl SliceSink<'_> {
+    fn full(&self) -> ChunkError {
+        corrupt(1, "more samples in range than the space laid out for them")
+    }
+}
+
+impl Sink for SliceSink<'_> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn reserve(&mut self, _: usize) {}
+
+    #[inline(always)]
+    fn push(&mut self, s: Sample) -> Result<(), ChunkError> {
+        let Some(d) = self.dst.get_mut(self.len) else { return Err(self.full()) };
+        *d = s;
+        self.len += 1;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn extend_run(&mut self, k: usize, mut f: impl FnMut() -> Sample) -> Result<(), ChunkError> {
+        let end = self.len.checked_add(k).filter(|&e| e <= self.dst.len()).ok_or_else(|| self.full())?;
+        for d in &mut self.dst[self.len..end] {
+            *d = f();
+        }
+        self.len = end;
+        Ok(())
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+}
+
+/// Decodes into `out`; `Ok(true)` when the chunk's symbol table shows that no value can be a NaN or an
+/// infinity (no sign/exponent symbol with the exponent all ones), so no stale marker either.
+fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut impl Sink) -> Result<bool, ChunkError> {
     let off = |rest: &[u8]| data.len() - rest.len();
     let vi = |e, at| varint_err(e, at, data.len());
     let version = match data.first() {
@@ -386,7 +498,7 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
     let Some(TimesHeader { n, t0, d0, ts, rest }) =
         read_times_header(data, version, MAX_DENSE_SAMPLES, "unknown dense chunk version", "sample count above the dense chunk limit")?
     else {
-        return Ok(());
+        return Ok(true);
     };
     // Where the timestamp section ends, so errors inside it can name their offset.
     let ts_end = off(rest);
@@ -475,7 +587,8 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
                 decode_samples(&times, mint_ms, maxt_ms, out, &mut v)
             }
         }
-    })
+    })?;
+    Ok(syms.iter().all(|&s| s & EXP_ALL_ONES != EXP_ALL_ONES))
 }
 
 /// A code stream read through a 64-bit buffer: a refill every ~50 bits, so each code costs a shift and
@@ -658,11 +771,11 @@ struct Times<'a> {
 /// Appends the samples with `mint_ms <= t <= maxt_ms`, their values from `value` in order; every value
 /// is read up to the first sample past `maxt_ms`.
 #[inline(always)]
-fn decode_samples<V: Values + Clone>(
+fn decode_samples<V: Values + Clone, S: Sink>(
     times: &Times<'_>,
     mint_ms: i64,
     maxt_ms: i64,
-    out: &mut Vec<Sample>,
+    out: &mut S,
     values: &mut V,
 ) -> Result<(), ChunkError> {
     let Times { n, t0, d0, mut ts, ts_end, len } = *times;
@@ -670,13 +783,13 @@ fn decode_samples<V: Values + Clone>(
     out.reserve(n.min(len * 8));
     // The next value, for the sample at `t`: kept when in range; `Ok(false)` once past `maxt_ms` (every
     // value is read up to there, so truncation is found).
-    let take = |values: &mut V, t: i64, out: &mut Vec<Sample>| -> Result<bool, ChunkError> {
+    let take = |values: &mut V, t: i64, out: &mut S| -> Result<bool, ChunkError> {
         let v = values.next()?;
         if t > maxt_ms {
             return Ok(false);
         }
         if t >= mint_ms {
-            out.push(Sample { t, v });
+            out.push(Sample { t, v })?;
         }
         Ok(true)
     };
@@ -712,12 +825,12 @@ fn decode_samples<V: Values + Clone>(
         {
             let (saved, mark, t_run) = (values.clone(), out.len(), t);
             let mut ok = true;
-            out.extend((0..k).map(|_| {
+            out.extend_run(k, || {
                 t += delta;
                 let (v, good) = values.next_unchecked();
                 ok &= good;
                 Sample { t, v }
-            }));
+            })?;
             done = ok;
             if !ok {
                 out.truncate(mark);

@@ -46,10 +46,12 @@ pub mod varint;
 pub mod xor;
 pub mod xor_st;
 
-pub use chunk::{chunk_sample_count, decode_chunk_range_into, decode_chunk_range_st_into, to_xor_chunks};
+pub use chunk::{
+    chunk_sample_count, decode_chunk_range_into, decode_chunk_range_into_slice, decode_chunk_range_st_into, to_xor_chunks,
+};
 pub use decimal::{DecimalEncoder, decode_decimal_into, decode_decimal_range_into, decimal_sample_count, encode_decimal};
 pub use dense::{
-    DenseEncoder, decode_dense_into, decode_dense_range_into, dense_sample_count, encode_dense, encode_dense_always,
+    DenseEncoder, SliceDecoded, decode_dense_into, decode_dense_range_into, decode_dense_range_into_slice, dense_sample_count, encode_dense, encode_dense_always,
 };
 pub use error::ChunkError;
 pub use float_histogram::{FloatHistogramEncoder, FloatHistogramIter, decode_float_histogram_into, encode_float_histograms};

@@ -3,7 +3,10 @@
 
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
-use tessera_encoding::{decode_chunk_range_into, decode_dense_into, encode_dense, encode_dense_always, encode_xor};
+use tessera_encoding::{
+    decode_chunk_range_into, decode_chunk_range_into_slice, decode_dense_into, decode_dense_range_into_slice, encode_dense,
+    encode_dense_always, encode_xor,
+};
 use tessera_model::{ChunkEncoding, ChunkRef, Sample};
 
 fn value() -> impl Strategy<Value = f64> {
@@ -73,6 +76,40 @@ proptest! {
         prop_assert_eq!(bits(&out), bits(&want));
     }
 
+    /// Decoding into a slice laid out beforehand gives what decoding into a vector gives, leaves the
+    /// slice past it alone, and "finite" is never claimed for a chunk with a NaN, an infinity or a
+    /// stale marker in range.
+    #[test]
+    fn slice_decode_matches_vector_decode(samples in series(), a in any::<i64>(), b in any::<i64>(), spare in 0usize..3) {
+        prop_assume!(!samples.is_empty());
+        let (mint, maxt) = if a <= b { (a, b) } else { (b, a) };
+        let c = ChunkRef {
+            mint_ms: samples[0].t,
+            maxt_ms: samples[samples.len() - 1].t,
+            encoding: ChunkEncoding::Dense,
+            data: bytes::Bytes::from(encode_dense_always(&samples)),
+        };
+        let mut want = Vec::new();
+        decode_chunk_range_into(&c, mint, maxt, &mut want).expect("decodes");
+        let junk = Sample::new(-7, 7.0);
+        let mut dst = vec![junk; want.len() + spare];
+        let got = decode_chunk_range_into_slice(&c, mint, maxt, &mut dst).expect("decodes").expect("dense decodes into a slice");
+        prop_assert_eq!(got.len, want.len());
+        prop_assert_eq!(bits(&dst[..got.len]), bits(&want));
+        prop_assert!(dst[got.len..].iter().all(|s| s.t == -7));
+        if got.finite {
+            prop_assert!(want.iter().all(|s| s.v.is_finite()));
+        }
+        if samples.iter().all(|s| s.v.is_finite()) {
+            prop_assert!(got.finite, "every value finite: the symbol table shows it");
+        }
+        // One sample too few places: an error, not a panic and not a short answer.
+        if !want.is_empty() {
+            let mut short = vec![junk; want.len() - 1];
+            prop_assert!(decode_dense_range_into_slice(&c.data, mint, maxt, &mut short).is_err());
+        }
+    }
+
     #[test]
     fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
         exercise(&data);
@@ -118,6 +155,12 @@ fn exercise(data: &[u8]) {
         data: bytes::Bytes::copy_from_slice(data),
     };
     let _ = decode_chunk_range_into(&c, 0, 1000, &mut out);
+    for n in [0, 1, 64, 4096] {
+        let mut dst = vec![Sample::new(0, 0.0); n];
+        if let Ok(r) = decode_dense_range_into_slice(data, i64::MIN, i64::MAX, &mut dst) {
+            assert!(r.len <= n);
+        }
+    }
 }
 
 /// B1's shape: timestamps 0,1,2,… ms and values uniform in [0, 100) from rand.

@@ -631,7 +631,7 @@ fn pushed_down(
     };
     let base = ctx.held_samples();
     let partials =
-        super::eval::select_fold(ctx, vs, mint, maxt, hints, false, None, Partial::default, fold)?;
+        super::eval::select_fold(ctx, vs, mint, maxt, hints, super::eval::Decode::default(), None, Partial::default, fold)?;
     Ok(merged_or_release(ctx, a.op, partials, base))
 }
 
@@ -718,7 +718,7 @@ fn ordered_selector(
     };
     let mut g = OrderedGroups::new(a, n);
     let base = ctx.held_samples();
-    let ok = super::eval::select_ordered(ctx, vs, mint, maxt, hints, false, None, n, f, |(labels, vals)| {
+    let ok = super::eval::select_ordered(ctx, vs, mint, maxt, hints, super::eval::Decode::default(), None, n, f, |(labels, vals)| {
         g.add(&labels, false, &vals);
         true
     })?;

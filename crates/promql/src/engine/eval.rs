@@ -624,7 +624,7 @@ pub fn select_map<T: Send + Held>(
     slots_each: usize,
     f: impl Fn(&Labels, &[Sample]) -> Option<T> + Sync,
 ) -> Result<Vec<T>, EngineError> {
-    select_map_st(ctx, vs, mint, maxt, hints, false, window, slots_each, |l, s, _, _| f(l, s))
+    select_map_st(ctx, vs, mint, maxt, hints, Decode::default(), window, slots_each, |l, s, _, _| f(l, s))
 }
 
 /// [`select_map`] whose `f` also sees the series' histogram samples (sorted by time, stale markers
@@ -640,7 +640,18 @@ pub fn select_map_h<T: Send + Held>(
     slots_each: usize,
     f: impl Fn(&Labels, &[Sample], &[HPoint]) -> Option<T> + Sync,
 ) -> Result<Vec<T>, EngineError> {
-    select_map_st(ctx, vs, mint, maxt, hints, false, window, slots_each, |l, s, _, h| f(l, s, h))
+    select_map_st(ctx, vs, mint, maxt, hints, Decode::default(), window, slots_each, |l, s, _, h| f(l, s, h))
+}
+
+/// What a selection hands its consumer besides each series' float samples, and in what form.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Decode {
+    /// The start-timestamp columns (see [`select_map_st`]).
+    pub want_st: bool,
+    /// Float stale markers removed first (with their start timestamps), as range functions want them
+    /// (upstream's `matrixIterSlice` skips them). The selection knows from the decoding, mostly without
+    /// a scan, whether there are any (see [`decode_floats_parallel`]).
+    pub drop_stale: bool,
 }
 
 /// [`select_map`] that can also decode the start-timestamp columns: with `want_st`, `f` gets one start
@@ -658,7 +669,7 @@ pub fn select_map_st<T: Send + Held>(
     mint: i64,
     maxt: i64,
     hints: SelectHints,
-    want_st: bool,
+    dec: Decode,
     window: Option<(&[i64], i64)>,
     slots_each: usize,
     f: impl Fn(&Labels, &[Sample], StartTimestamps<'_>, &[HPoint]) -> Option<T> + Sync,
@@ -688,7 +699,7 @@ pub fn select_map_st<T: Send + Held>(
                 ctx.check()?;
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
                 let bufs = DecodeBufs { samples: buf, sts: &mut sts, hists: &mut hbuf, hsts: &mut hsts };
-                decode_series_st(&s.chunks, mint, maxt, want_st, decode_limit(ctx), bufs)?;
+                let stale = decode_series_st(&s.chunks, mint, maxt, dec.want_st, decode_limit(ctx), bufs)?;
                 if buf.is_empty() && hbuf.is_empty() {
                     // No sample in range: not there (see `SelectHints::unchecked_range`).
                     continue;
@@ -714,6 +725,9 @@ pub fn select_map_st<T: Send + Held>(
                 }
                 // Reserve the slots `f` is about to allocate, so no shard allocates past the bound.
                 ctx.check_slots(slots_base + kept_slots.fetch_add(slots_each, Ordering::Relaxed) + slots_each)?;
+                if dec.drop_stale {
+                    remove_stale(buf, &mut sts, stale);
+                }
                 match f(&s.labels, buf, StartTimestamps { floats: &sts, histograms: &hsts }, &hbuf) {
                     Some(r) => {
                         let n = r.held();
@@ -770,9 +784,6 @@ fn max_window_mixed(samples: &[Sample], hists: &[HPoint], eff: &[i64], range: i6
     m
 }
 
-/// Decodes a series' chunks in `[mint, maxt]` into `buf` (cleared first). With `want_st`, `sts` gets the
-/// aligned start timestamps, or is left empty when every one is 0 (no chunk carries them), so that
-/// consumers can tell "no start timestamps" by an empty slice.
 /// How many samples one series' decode buffer may hold: the sample limit, but never below 1 Mi samples
 /// (16 MiB), since an instant selector's buffer is not held as output (upstream walks it without
 /// holding it) and a small limit must not refuse a lookback window.
@@ -780,8 +791,9 @@ fn decode_limit(ctx: &QueryCtx<'_>) -> usize {
     ctx.opts.max_samples.max(1 << 20)
 }
 
-/// Decodes a series' samples in `[mint, maxt]` into `buf` (and its start timestamps into `sts`), chunk by
-/// chunk, failing as soon as more than `limit` samples are buffered: a range selector over a long range
+/// Decodes a series' samples in `[mint, maxt]` into `buf`, replacing what it held (and its start
+/// timestamps into `sts`: left empty when every one is 0, so that consumers can tell "no start
+/// timestamps" by an empty slice), chunk by chunk, failing as soon as more than `limit` samples are buffered: a range selector over a long range
 /// (`m[10000d]`) holds at most the query's sample limit (plus one chunk) before it is refused.
 #[allow(clippy::too_many_arguments)]
 fn decode_series(
@@ -793,7 +805,7 @@ fn decode_series(
     buf: &mut Vec<Sample>,
     sts: &mut Vec<i64>,
     hbuf: &mut Vec<HPoint>,
-) -> Result<(), EngineError> {
+) -> Result<Option<bool>, EngineError> {
     let mut hsts = Vec::new();
     decode_series_st(chunks, mint, maxt, want_st, limit, DecodeBufs { samples: buf, sts, hists: hbuf, hsts: &mut hsts })
 }
@@ -812,6 +824,9 @@ struct DecodeBufs<'a> {
 /// FloatHistogramSt one (and is left empty when every one is 0), as `sts` gets the float samples'
 /// (upstream `matrixIterSlice` appends `AtST()` for either kind). Without `want_st` the ST chunks are
 /// read through their plain prefix and the columns are never decoded.
+///
+/// `Some(stale)` when the decoding found out whether the float samples hold a stale marker (the
+/// chunk-parallel path always does, mostly without a scan), `None` when it did not look.
 fn decode_series_st(
     chunks: &[tessera_model::ChunkRef],
     mint: i64,
@@ -819,9 +834,8 @@ fn decode_series_st(
     want_st: bool,
     limit: usize,
     bufs: DecodeBufs<'_>,
-) -> Result<(), EngineError> {
+) -> Result<Option<bool>, EngineError> {
     let DecodeBufs { samples: buf, sts, hists: hbuf, hsts } = bufs;
-    buf.clear();
     sts.clear();
     hbuf.clear();
     hsts.clear();
@@ -830,11 +844,12 @@ fn decode_series_st(
             chunks.iter().filter(|c| c.maxt_ms >= mint && c.mint_ms <= maxt).collect();
         if live.len() >= PAR_MIN_CHUNKS
             && live.iter().all(|c| !c.encoding.is_histogram())
-            && decode_floats_parallel(&live, mint, maxt, limit, buf)?
+            && let Some(stale) = decode_floats_parallel(&live, mint, maxt, limit, buf)?
         {
-            return Ok(());
+            return Ok(Some(stale));
         }
     }
+    buf.clear();
     let with_st = want_st && chunks.iter().any(|c| c.encoding == tessera_model::ChunkEncoding::XorSt);
     let with_hst = want_st && chunks.iter().any(|c| is_histogram_st(c.encoding));
     for c in chunks {
@@ -861,7 +876,29 @@ fn decode_series_st(
     if with_hst && hsts.iter().all(|t| *t == 0) {
         hsts.clear();
     }
-    Ok(())
+    Ok(None)
+}
+
+/// Removes the float stale markers from `buf` and the aligned `sts` (empty `sts` stays empty), in
+/// place; `known`: whether there are any, when the decoding found out (see [`decode_series_st`]).
+fn remove_stale(buf: &mut Vec<Sample>, sts: &mut Vec<i64>, known: Option<bool>) {
+    if !known.unwrap_or_else(|| has_stale(buf)) {
+        return;
+    }
+    if sts.is_empty() {
+        buf.retain(|s| !is_stale_nan(s.v));
+        return;
+    }
+    let mut k = 0;
+    for i in 0..buf.len() {
+        if !is_stale_nan(buf[i].v) {
+            buf[k] = buf[i];
+            sts[k] = sts[i];
+            k += 1;
+        }
+    }
+    buf.truncate(k);
+    sts.truncate(k);
 }
 
 /// A series with at least this many float chunks in range is decoded chunk-parallel.
@@ -874,24 +911,24 @@ const PAR_MIN_CHUNKS: usize = 16;
 /// The slices are laid out from the chunks' sample counts: a chunk wholly inside `[mint, maxt]` yields
 /// exactly the count its header claims, and the few that are not wholly inside (a window's first and
 /// last) are decoded first, on their own. Should a chunk yield another count (a corrupt one), the buffer
-/// is left as it was and `false` returned: the caller decodes the series the plain way, which reports
-/// what it finds as it always did. Each chunk is then
-/// decoded into a per-thread scratch buffer and copied into its slice: two parallel steps in all (the
-/// buffer's growth and the decoding), no allocation per chunk. (Decoding into a fresh vector per chunk
-/// and appending them in order on one thread, as before, spent half of B1's query in the allocator,
-/// page faults and the copy.)
+/// is cleared and `None` returned: the caller decodes the series the plain way, which reports what it
+/// finds as it always did. Otherwise `Some`: whether the samples hold a stale marker. Each Dense chunk is then decoded straight into its slice, any other through
+/// a per-thread scratch buffer and a copy: two parallel steps in all (the buffer's growth and the
+/// decoding), no allocation per chunk. (Decoding into a fresh vector per chunk and appending them in
+/// order on one thread, as first written, spent half of B1's query in the allocator, page faults and
+/// the copy; the scratch copy, ~10% of its CPU.)
 fn decode_floats_parallel(
     live: &[&tessera_model::ChunkRef],
     mint: i64,
     maxt: i64,
     limit: usize,
     buf: &mut Vec<Sample>,
-) -> Result<bool, EngineError> {
+) -> Result<Option<bool>, EngineError> {
     use rayon::prelude::*;
     let storage = |e: tessera_encoding::ChunkError| EngineError::Storage(e.to_string());
     let mut sizes = Vec::with_capacity(live.len());
     let mut edges: Vec<Option<Vec<Sample>>> = Vec::with_capacity(live.len());
-    let mut total = buf.len();
+    let mut total = 0usize;
     for c in live {
         let claimed = (c.mint_ms >= mint && c.maxt_ms <= maxt).then(|| tessera_encoding::chunk_sample_count(c)).flatten();
         let n = match claimed {
@@ -912,24 +949,39 @@ fn decode_floats_parallel(
         // stops at the limit), so nothing is allocated for counts no chunk has shown yet.
         match total.checked_add(n).filter(|&t| t <= limit) {
             Some(t) => total = t,
-            None => return Ok(false),
+            None => return Ok(None),
         }
     }
-    let start = buf.len();
-    // Grown on the pool: an indexed `par_extend` writes straight into the new space, and the first touch
+    // Whatever `buf` holds is overwritten, not cleared first: a pooled buffer keeps its length from the
+    // last series (see [`PooledSamples`]), so the space already written is not zeroed again. Beyond it,
+    // grown on the pool: an indexed `par_extend` writes straight into the new space, and the first touch
     // of fresh pages is shared by both cores.
-    buf.par_extend(rayon::iter::repeat_n(Sample { t: 0, v: 0.0 }, total - start));
-    let mut rest = &mut buf[start..];
+    if buf.len() >= total {
+        buf.truncate(total);
+    } else {
+        let more = total - buf.len();
+        buf.par_extend(rayon::iter::repeat_n(Sample { t: 0, v: 0.0 }, more));
+    }
+    let mut rest = &mut buf[..];
     let mut dsts = Vec::with_capacity(live.len());
     for &n in &sizes {
         let (d, r) = std::mem::take(&mut rest).split_at_mut(n);
         dsts.push(d);
         rest = r;
     }
-    let res = dsts.into_par_iter().zip(live.par_iter().zip(edges.par_iter())).try_for_each(|(d, (c, edge))| {
+    // Each chunk also tells whether it holds a stale marker, looked for while its samples are in cache
+    // (or known from a Dense chunk's symbol table without looking).
+    let res = dsts.into_par_iter().zip(live.par_iter().zip(edges.par_iter())).map(|(d, (c, edge))| {
         if let Some(v) = edge {
             d.copy_from_slice(v);
-            return Ok(());
+            return Ok(scan_stale(v));
+        }
+        // Dense chunks (the blocks' default) straight into their slice, the others through a scratch.
+        // Any surprise (an error, another count) leaves it to the plain loop, which reports it.
+        match tessera_encoding::decode_chunk_range_into_slice(c, mint, maxt, d) {
+            Ok(Some(r)) if r.len == d.len() => return Ok(!r.finite && scan_stale(d)),
+            Ok(Some(_)) | Err(_) => return Err(None),
+            Ok(None) => {}
         }
         DECODE_SCRATCH.with_borrow_mut(|scratch| {
             scratch.clear();
@@ -938,18 +990,19 @@ fn decode_floats_parallel(
                 return Err(None);
             }
             d.copy_from_slice(scratch);
+            let stale = scan_stale(scratch);
             if scratch.capacity() > 1 << 16 {
                 // A huge chunk (up to 2^20 samples): not kept for every later chunk.
                 *scratch = Vec::new();
             }
-            Ok(())
+            Ok(stale)
         })
     });
-    match res {
-        Ok(()) => Ok(true),
+    match res.try_reduce(|| false, |a, b| Ok(a || b)) {
+        Ok(stale) => Ok(Some(stale)),
         Err(e) => {
-            buf.truncate(start);
-            e.map_or(Ok(false), Err)
+            buf.clear();
+            e.map_or(Ok(None), Err)
         }
     }
 }
@@ -957,10 +1010,12 @@ fn decode_floats_parallel(
 /// Most samples a pooled decode buffer keeps room for (32 MiB): a bigger one is freed after its query.
 const MAX_POOLED_SAMPLES: usize = 1 << 21;
 
-/// A shard's series buffer, taken from its thread's pool and given back, emptied, when dropped, so that
-/// the next query's series decode into memory already mapped. A fresh 16 MB buffer per query cost B1's
-/// one-series query ~1.6 ms in page faults, 20% of it; a pool thread keeps at most one buffer, of at
-/// most [`MAX_POOLED_SAMPLES`] samples.
+/// A shard's series buffer, taken from its thread's pool and given back when dropped, so that the next
+/// query's series decode into memory already mapped. A fresh 16 MB buffer per query cost B1's one-series
+/// query ~1.6 ms in page faults, 20% of it; a pool thread keeps at most one buffer, of at most
+/// [`MAX_POOLED_SAMPLES`] samples. It keeps its length too (its samples are stale, never read: every
+/// decode replaces them), so that the parallel decode overwrites what is there instead of zeroing it
+/// again (~0.25 ms of B1's query).
 struct PooledSamples(Vec<Sample>);
 
 impl PooledSamples {
@@ -971,9 +1026,8 @@ impl PooledSamples {
 
 impl Drop for PooledSamples {
     fn drop(&mut self) {
-        let mut b = std::mem::take(&mut self.0);
+        let b = std::mem::take(&mut self.0);
         if b.capacity() <= MAX_POOLED_SAMPLES {
-            b.clear();
             // A nested take on this thread (rayon runs other shards' work while waiting) may have
             // given one back already: keep the larger.
             SAMPLE_POOL.with_borrow_mut(|p| {
@@ -1171,7 +1225,7 @@ pub fn eval_start_timestamp_selector(
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
     let hints = SelectHints { step_ms: grid.step, ..Default::default() };
     let n = grid.n;
-    let mut out = select_map_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, true, None, n, |labels, samples, sts, hs| {
+    let mut out = select_map_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, Decode { want_st: true, drop_stale: false }, None, n, |labels, samples, sts, hs| {
         let mut vals = vec![None; n];
         let secs = |sts: &[i64], j: usize| Some(sts.get(j).copied().unwrap_or(0) as f64 / 1000.0);
         let any = if hs.is_empty() {
@@ -1414,13 +1468,13 @@ pub fn select_fold<S: Send>(
     mint: i64,
     maxt: i64,
     hints: SelectHints,
-    want_st: bool,
+    dec: Decode,
     window: Option<(&[i64], i64)>,
     init: impl Fn() -> S + Sync,
     f: impl Fn(&mut S, &Labels, &[Sample], &[i64], &[HPoint]) -> Option<usize> + Sync,
 ) -> Result<Option<Vec<S>>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
-    let run = ShardRun::new(ctx, vs, mint, maxt, &hints, want_st, window);
+    let run = ShardRun::new(ctx, vs, mint, maxt, &hints, dec, window);
     let states: Vec<S> = (0..q.shard_count())
         .into_par_iter()
         .map(|shard| {
@@ -1451,14 +1505,14 @@ pub fn select_ordered<T: Send>(
     mint: i64,
     maxt: i64,
     hints: SelectHints,
-    want_st: bool,
+    dec: Decode,
     window: Option<(&[i64], i64)>,
     per_item: usize,
     f: impl Fn(&Labels, &[Sample], &[i64], &[HPoint]) -> Option<(usize, Option<T>)> + Sync,
     mut consume: impl FnMut(T) -> bool,
 ) -> Result<bool, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
-    let run = ShardRun::new(ctx, vs, mint, maxt, &hints, want_st, window);
+    let run = ShardRun::new(ctx, vs, mint, maxt, &hints, dec, window);
     let shards = q.shard_count();
     let q = &*q;
     let (run_ref, f_ref) = (&run, &f);
@@ -1539,7 +1593,7 @@ struct ShardRun<'c, 'q> {
     /// The caller's hints, with [`SelectHints::unchecked_range`]: [`ShardRun::shard`] skips the series
     /// without a sample in range itself.
     hints: SelectHints,
-    want_st: bool,
+    dec: Decode,
     window: Option<(&'c [i64], i64)>,
     stats_hints: bool,
     base: usize,
@@ -1554,7 +1608,7 @@ impl<'c, 'q> ShardRun<'c, 'q> {
         mint: i64,
         maxt: i64,
         hints: &'c SelectHints,
-        want_st: bool,
+        dec: Decode,
         window: Option<(&'c [i64], i64)>,
     ) -> Self {
         ShardRun {
@@ -1563,7 +1617,7 @@ impl<'c, 'q> ShardRun<'c, 'q> {
             mint,
             maxt,
             hints: SelectHints { unchecked_range: true, ..hints.clone() },
-            want_st,
+            dec,
             window,
             stats_hints: ctx.stats_selectors.contains(&(vs as *const VectorSelector as usize)),
             base: ctx.held_samples(),
@@ -1606,7 +1660,7 @@ impl<'c, 'q> ShardRun<'c, 'q> {
                 return Ok(());
             }
             let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-            decode_series(&s.chunks, self.mint, self.maxt, self.want_st, decode_limit(ctx), buf, &mut sts, &mut hbuf)?;
+            let stale = decode_series(&s.chunks, self.mint, self.maxt, self.dec.want_st, decode_limit(ctx), buf, &mut sts, &mut hbuf)?;
             if buf.is_empty() && hbuf.is_empty() {
                 // No sample in range (the storage was told it need not check, see `SelectHints::
                 // unchecked_range`): the series is not there, as it would not have been yielded.
@@ -1629,6 +1683,9 @@ impl<'c, 'q> ShardRun<'c, 'q> {
                 } else {
                     ctx.check_samples(held + max_window_mixed(buf, &hbuf, eff, range))?;
                 }
+            }
+            if self.dec.drop_stale {
+                remove_stale(buf, &mut sts, stale);
             }
             let Some((n, ())) = f(&s.labels, buf, &sts, &hbuf) else {
                 self.give_up();
@@ -1838,15 +1895,17 @@ pub fn nested_parallelism() -> bool {
 /// compiler vectorises the comparison; a series of a million samples or more (B1's window) is scanned on
 /// both cores.
 pub fn has_stale(samples: &[Sample]) -> bool {
-    fn scan(samples: &[Sample]) -> bool {
-        samples.chunks(64).any(|c| c.iter().fold(false, |any, s| any | is_stale_nan(s.v)))
-    }
     if samples.len() >= 1 << 17 && nested_parallelism() {
         use rayon::prelude::*;
-        samples.par_chunks(1 << 15).any(scan)
+        samples.par_chunks(1 << 15).any(scan_stale)
     } else {
-        scan(samples)
+        scan_stale(samples)
     }
+}
+
+/// [`has_stale`] on this thread.
+fn scan_stale(samples: &[Sample]) -> bool {
+    samples.chunks(64).any(|c| c.iter().fold(false, |any, s| any | is_stale_nan(s.v)))
 }
 
 /// Not a sample value the engine produces; used where a stale marker must be written.
@@ -1888,33 +1947,71 @@ mod parallel_decode_tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (x >> 33) % n.max(1)
         };
-        for _ in 0..60 {
+        let mut told = [0; 2];
+        for _ in 0..90 {
             let nchunks = 10 + rnd(60) as usize;
             let mut t = rnd(1000) as i64;
             let mut chunks = Vec::new();
+            // Some series carry stale markers, other NaNs or infinities, now and then; a series' chunks
+            // are all Dense, all XOR or mixed.
+            let odd = rnd(3);
+            let kinds = rnd(3);
             for _ in 0..nchunks {
                 let n = 1 + rnd(3000) as usize;
                 let samples: Vec<Sample> = (0..n)
                     .map(|_| {
                         t += 1 + rnd(3) as i64;
-                        Sample::new(t, rnd(1_000_000) as f64 / 7.0)
+                        let v = match (odd, rnd(5_000)) {
+                            (1, 0) => STALE,
+                            (2, 0) => f64::NAN,
+                            (2, 1) => f64::NEG_INFINITY,
+                            _ => rnd(1_000_000) as f64 / 7.0,
+                        };
+                        Sample::new(t, v)
                     })
                     .collect();
-                chunks.push(chunk(&samples, rnd(2) == 0));
+                chunks.push(chunk(&samples, kinds == 0 || (kinds == 2 && rnd(2) == 0)));
             }
             let (lo, hi) = (rnd(t as u64) as i64, t - rnd(t as u64 / 4 + 1) as i64);
             let want = sequential(&chunks, lo, hi);
-            let mut got = vec![Sample::new(-1, 0.0)];
+            // Junk of another length in the buffer, as a pooled one holds.
+            let mut got = vec![Sample::new(-1, 0.0); rnd(2) as usize * rnd(200_000) as usize];
             let (mut sts, mut h) = (Vec::new(), Vec::new());
-            pool.install(|| decode_series(&chunks, lo, hi, false, usize::MAX, &mut got, &mut sts, &mut h)).expect("decodes");
+            let stale = pool.install(|| decode_series(&chunks, lo, hi, false, usize::MAX, &mut got, &mut sts, &mut h)).expect("decodes");
             assert_eq!(got.len(), want.len());
             assert!(got.iter().zip(&want).all(|(a, b)| a.t == b.t && a.v.to_bits() == b.v.to_bits()));
+            // When the decoding says whether there is a stale marker, it is right.
+            if let Some(stale) = stale {
+                assert_eq!(stale, want.iter().any(|s| is_stale_nan(s.v)));
+                told[usize::from(stale)] += 1;
+            }
             // The limit holds in the parallel path too.
             if want.len() > 10 {
                 let r = pool.install(|| decode_series(&chunks, lo, hi, false, want.len() - 1, &mut got, &mut sts, &mut h));
                 assert!(matches!(r, Err(EngineError::TooManySamples(_))), "{r:?}");
             }
         }
+        assert!(told[0] > 5 && told[1] > 5, "both answers seen: {told:?}");
+    }
+
+    /// Stale markers are removed in place, with their start timestamps; `known` spares the scan.
+    #[test]
+    fn remove_stale_keeps_the_rest_in_order() {
+        let s = |t: i64, v: f64| Sample::new(t, v);
+        let mut buf = vec![s(1, 1.0), s(2, STALE), s(3, f64::NAN), s(4, STALE), s(5, 5.0)];
+        let mut sts = vec![10, 20, 30, 40, 50];
+        remove_stale(&mut buf, &mut sts, None);
+        assert_eq!(buf.iter().map(|s| s.t).collect::<Vec<_>>(), [1, 3, 5]);
+        assert_eq!(sts, [10, 30, 50]);
+        let mut buf = vec![s(1, STALE), s(2, 2.0)];
+        let mut none: Vec<i64> = Vec::new();
+        remove_stale(&mut buf, &mut none, Some(true));
+        assert_eq!(buf.len(), 1);
+        assert!(none.is_empty());
+        // Told there is none: nothing is looked at.
+        let mut buf = vec![s(1, STALE)];
+        remove_stale(&mut buf, &mut none, Some(false));
+        assert_eq!(buf.len(), 1);
     }
 
     /// Work below the shard goes to the pool only from a pool worker: a thread outside it (the ordered

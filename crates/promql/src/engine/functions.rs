@@ -1283,6 +1283,8 @@ fn range_function<S: Send>(
         // The shard fold hands each series' float start timestamps only; with start timestamps in use the
         // series go through the map below, which carries the histograms' too.
         // One series' output for a fold or the ordered consumer (stale markers dropped first).
+        // The selection drops the float stale markers (`dec`); the histograms' are dropped here.
+        let dec = super::eval::Decode { want_st, drop_stale: true };
         let one = |labels: &Labels, samples: &[Sample], sts: &[i64], hs: &[HPoint]| -> Option<Series> {
             let clean_h: Vec<HPoint>;
             let hs = if hs.iter().any(|p| p.h.is_stale()) {
@@ -1291,12 +1293,7 @@ fn range_function<S: Send>(
             } else {
                 hs
             };
-            if super::eval::has_stale(samples) {
-                let (clean, clean_st) = super::eval::drop_stale(samples, sts);
-                apply(labels, &clean, StartTimestamps { floats: &clean_st, histograms: &[] }, hs, false, &eff, range)
-            } else {
-                apply(labels, samples, StartTimestamps { floats: sts, histograms: &[] }, hs, false, &eff, range)
-            }
+            apply(labels, samples, StartTimestamps { floats: sts, histograms: &[] }, hs, false, &eff, range)
         };
         let finished = |out: RangeOut<S>| -> Result<RangeOut<S>, EngineError> {
             if let Some(e) = stopped.get().cloned() {
@@ -1314,20 +1311,20 @@ fn range_function<S: Send>(
                 None => Some((0, None)),
                 Some(s) => Some((s.held(), Some(s))),
             };
-            let ok = super::eval::select_ordered(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, grid.n, f, consume)?;
+            let ok = super::eval::select_ordered(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, dec, window, grid.n, f, consume)?;
             return finished(if ok { RangeOut::Streamed } else { RangeOut::Folded(None) });
         }
         if let Some(fold) = fold.filter(|_| !want_st) {
             // The partial stage of an aggregation: each series' output goes straight into the shard's
             // state, so the fold holds groups x steps, not series x steps.
-            let states = super::eval::select_fold(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, fold.init, |st, labels, samples, sts, hs| {
+            let states = super::eval::select_fold(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, dec, window, fold.init, |st, labels, samples, sts, hs| {
                 let Some(s) = one(labels, samples, sts, hs) else { return Some(0) };
                 let held = s.held();
                 (fold.add)(st, s).then_some(held)
             })?;
             return finished(RangeOut::Folded(states));
         }
-        let mut out = super::eval::select_map_st(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, want_st, window, grid.n, |labels, samples, sts, hs| {
+        let mut out = super::eval::select_map_st(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, dec, window, grid.n, |labels, samples, sts, hs| {
             let (clean_h, clean_hst): (Vec<HPoint>, Vec<i64>);
             let (hs, hsts) = if hs.iter().any(|p| p.h.is_stale()) {
                 (clean_h, clean_hst) = super::eval::drop_stale_histograms(hs, sts.histograms);
@@ -1335,12 +1332,7 @@ fn range_function<S: Send>(
             } else {
                 (hs, sts.histograms)
             };
-            if super::eval::has_stale(samples) {
-                let (clean, clean_st) = super::eval::drop_stale(samples, sts.floats);
-                apply(labels, &clean, StartTimestamps { floats: &clean_st, histograms: hsts }, hs, false, &eff, range)
-            } else {
-                apply(labels, samples, StartTimestamps { floats: sts.floats, histograms: hsts }, hs, false, &eff, range)
-            }
+            apply(labels, samples, StartTimestamps { floats: sts.floats, histograms: hsts }, hs, false, &eff, range)
         })?;
         if let Some(e) = stopped.get().cloned() {
             return Err(e);
@@ -1735,18 +1727,19 @@ fn eval_extended_range_function(
     // `funcResets` reads them (`extendedRate`/`extendedHistogramRate` do not).
     let want_st = ctx.opts.use_start_timestamps && name == "resets";
     let mint = lo.saturating_sub(range).saturating_sub(lb) + 1;
-    let mut out = super::eval::select_map_st(ctx, vs, mint, hi.saturating_add(ahead), hints, want_st, window, n, |labels, samples, sts, hs| {
-        let (samples, fsts) = super::eval::drop_stale(samples, sts.floats);
+    let dec = super::eval::Decode { want_st, drop_stale: true };
+    let mut out = super::eval::select_map_st(ctx, vs, mint, hi.saturating_add(ahead), hints, dec, window, n, |labels, samples, sts, hs| {
+        let fsts = sts.floats;
         if !hs.is_empty() || !fsts.is_empty() {
             // Histograms, or floats with start timestamps for `resets`: upstream `funcResets` over the
             // raw samples from `pickFirstSampleIndices` on.
             let (hs, hsts) = super::eval::drop_stale_histograms(hs, sts.histograms);
-            let series = SeriesIn { labels, samples: &samples, sts: StartTimestamps { floats: &fsts, histograms: &hsts }, hists: &hs, drop: true };
+            let series = SeriesIn { labels, samples, sts: StartTimestamps { floats: fsts, histograms: &hsts }, hists: &hs, drop: true };
             return extended_with_histograms(ctx, name, series, &eff, &ext_eff, range, range + lb + ahead, smoothed, n);
         }
         let mut vals = vec![None; n];
         let mut any = false;
-        for_each_window(&samples, &ext_eff, range + lb + ahead, |w, i| {
+        for_each_window(samples, &ext_eff, range + lb + ahead, |w, i| {
             let (start, end) = (eff[i] - range, eff[i]);
             if w.is_empty() || w[0].t > end {
                 return;
