@@ -1,13 +1,14 @@
 //! Dense cold chunks (B1's shape): decode throughput (criterion elements/s = samples/s) of 1M uniform
 //! doubles in [0, 100) at 1 ms steps, cut into 1,024-sample chunks as the block writer makes them, whole
-//! into one buffer and into a cache-resident one, and with a range that keeps the middle half of every chunk (the boundary chunks of a query).
+//! into one buffer (appended, and into each chunk's slice laid out beforehand, as PromQL's parallel decode
+//! does) and into a cache-resident one, and with a range that keeps the middle half of every chunk (the boundary chunks of a query).
 //!
 //! Run: `cargo bench -p tessera-encoding --bench dense`
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
-use tessera_encoding::{decode_dense_into, decode_dense_range_into, encode_dense};
+use tessera_encoding::{decode_dense_into, decode_dense_range_into, decode_dense_range_into_slice, encode_dense};
 use tessera_model::Sample;
 
 const N: usize = 1_000_000;
@@ -30,6 +31,16 @@ fn bench(c: &mut Criterion) {
                 decode_dense_into(black_box(ch), &mut out).expect("valid chunk");
             }
             assert_eq!(out.len(), N);
+        })
+    });
+    let mut laid_out = vec![Sample::new(0, 0.0); N];
+    g.bench_function("decode_1M_into_slices", |b| {
+        b.iter(|| {
+            let mut n = 0;
+            for (ch, dst) in chunks.iter().zip(laid_out.chunks_mut(CHUNK)) {
+                n += decode_dense_range_into_slice(black_box(ch), i64::MIN, i64::MAX, dst).expect("valid chunk").len;
+            }
+            assert_eq!(n, N);
         })
     });
     // Each chunk into a buffer that stays in the L1 cache: the decoder alone, without the memory traffic
