@@ -598,6 +598,12 @@ impl SelectorRange {
     }
 }
 
+/// Whether a selector's steps all look at one time (an instant query, or `@`): then only each series'
+/// latest sample counts ([`super::eval::Decode::latest_only`]).
+fn single_time(eff: &[i64]) -> bool {
+    eff.windows(2).all(|w| w[0] == w[1])
+}
+
 /// `op by (...) (selector)` with the first stage pushed into the shards: each shard decodes its series
 /// and folds them straight into per-group accumulators (no per-series result is materialised); the merge
 /// stage combines the shards' partials with [`AggAcc::merge`] and [`HistAcc::merge`].
@@ -630,8 +636,8 @@ fn pushed_down(
         p.add(a, labels, false, &vals, Some(&hvals)).then_some(held)
     };
     let base = ctx.held_samples();
-    let partials =
-        super::eval::select_fold(ctx, vs, mint, maxt, hints, super::eval::Decode::default(), None, Partial::default, fold)?;
+    let dec = super::eval::Decode { latest_only: single_time(&eff), ..Default::default() };
+    let partials = super::eval::select_fold(ctx, vs, mint, maxt, hints, dec, None, Partial::default, fold)?;
     Ok(merged_or_release(ctx, a.op, partials, base))
 }
 
@@ -718,7 +724,8 @@ fn ordered_selector(
     };
     let mut g = OrderedGroups::new(a, n);
     let base = ctx.held_samples();
-    let ok = super::eval::select_ordered(ctx, vs, mint, maxt, hints, super::eval::Decode::default(), None, n, f, |(labels, vals)| {
+    let dec = super::eval::Decode { latest_only: single_time(&eff), ..Default::default() };
+    let ok = super::eval::select_ordered(ctx, vs, mint, maxt, hints, dec, None, n, f, |(labels, vals)| {
         g.add(&labels, false, &vals);
         true
     })?;

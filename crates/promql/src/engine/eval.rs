@@ -652,6 +652,12 @@ pub struct Decode {
     /// (upstream's `matrixIterSlice` skips them). The selection knows from the decoding, mostly without
     /// a scan, whether there are any (see [`decode_floats_parallel`]).
     pub drop_stale: bool,
+    /// Only the series' latest sample in `[mint, maxt]` matters (an instant selector evaluated at one
+    /// time: upstream `vectorSelectorSingle` seeks to it): the chunks are decoded newest first and the
+    /// first that has a sample in range is all the consumer sees. Chunks are sorted and do not overlap
+    /// (the read contract), so that chunk holds the latest sample, of either kind. Not for a selector
+    /// whose histograms' reset hints are derived from the sample before (`histogram_count` and kin).
+    pub latest_only: bool,
 }
 
 /// [`select_map`] that can also decode the start-timestamp columns: with `want_st`, `f` gets one start
@@ -699,7 +705,13 @@ pub fn select_map_st<T: Send + Held>(
                 ctx.check()?;
                 let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
                 let bufs = DecodeBufs { samples: buf, sts: &mut sts, hists: &mut hbuf, hsts: &mut hsts };
-                let stale = decode_series_st(&s.chunks, mint, maxt, dec.want_st, decode_limit(ctx), bufs)?;
+                // A histogram-statistics selector derives each sample's reset hint from the one before
+                // (see `derive_stats_hints`), which an older chunk may hold: decoded whole.
+                let stale = if dec.latest_only && !dec.want_st && !stats_hints {
+                    decode_latest_chunk(&s.chunks, mint, maxt, decode_limit(ctx), bufs)?
+                } else {
+                    decode_series_st(&s.chunks, mint, maxt, dec.want_st, decode_limit(ctx), bufs)?
+                };
                 if buf.is_empty() && hbuf.is_empty() {
                     // No sample in range: not there (see `SelectHints::unchecked_range`).
                     continue;
@@ -875,6 +887,40 @@ fn decode_series_st(
     }
     if with_hst && hsts.iter().all(|t| *t == 0) {
         hsts.clear();
+    }
+    Ok(None)
+}
+
+/// [`decode_series_st`] for a consumer that needs only the latest sample in `[mint, maxt]`
+/// ([`Decode::latest_only`]): the chunks overlapping the range, newest first, until one yields a sample
+/// in range; the buffers then hold that chunk's samples in range and nothing else. At an instant query's
+/// time the window often spans a closed chunk and the newest one, whose last sample is all that counts.
+/// (With exact chunk bounds the newest chunk overlapping the range decides: an older one ends before it
+/// starts; the loop goes on only past a chunk whose bounds are wider than its samples.)
+fn decode_latest_chunk(
+    chunks: &[tessera_model::ChunkRef],
+    mint: i64,
+    maxt: i64,
+    limit: usize,
+    bufs: DecodeBufs<'_>,
+) -> Result<Option<bool>, EngineError> {
+    let DecodeBufs { samples: buf, sts, hists: hbuf, hsts } = bufs;
+    buf.clear();
+    sts.clear();
+    hbuf.clear();
+    hsts.clear();
+    for c in chunks.iter().rev().filter(|c| c.maxt_ms >= mint && c.mint_ms <= maxt) {
+        if c.encoding.is_histogram() {
+            decode_histogram_chunk(c, mint, maxt, hbuf, None)?;
+        } else {
+            tessera_encoding::decode_chunk_range_into(c, mint, maxt, buf).map_err(|e| EngineError::Storage(e.to_string()))?;
+        }
+        if buf.len() + hbuf.len() > limit {
+            return Err(EngineError::TooManySamples("query execution".into()));
+        }
+        if !buf.is_empty() || !hbuf.is_empty() {
+            break;
+        }
     }
     Ok(None)
 }
@@ -1185,7 +1231,9 @@ pub fn eval_vector_selector(
     {
         return Ok(v);
     }
-    let mut out = select_map_h(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, None, n, |labels, samples, hs| {
+    // One evaluation time (an instant query, or `@`): only each series' latest sample counts.
+    let dec = Decode { latest_only: lo == hi, ..Decode::default() };
+    let mut out = select_map_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, dec, None, n, |labels, samples, _, hs| {
         let mut vals = vec![None; n];
         if hs.is_empty() {
             let any = lookback_values(samples, &eff, lb, timestamps, &mut vals);
@@ -1225,7 +1273,7 @@ pub fn eval_start_timestamp_selector(
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
     let hints = SelectHints { step_ms: grid.step, ..Default::default() };
     let n = grid.n;
-    let mut out = select_map_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, Decode { want_st: true, drop_stale: false }, None, n, |labels, samples, sts, hs| {
+    let mut out = select_map_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, Decode { want_st: true, ..Decode::default() }, None, n, |labels, samples, sts, hs| {
         let mut vals = vec![None; n];
         let secs = |sts: &[i64], j: usize| Some(sts.get(j).copied().unwrap_or(0) as f64 / 1000.0);
         let any = if hs.is_empty() {
@@ -1660,7 +1708,12 @@ impl<'c, 'q> ShardRun<'c, 'q> {
                 return Ok(());
             }
             let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-            let stale = decode_series(&s.chunks, self.mint, self.maxt, self.dec.want_st, decode_limit(ctx), buf, &mut sts, &mut hbuf)?;
+            let stale = if self.dec.latest_only && !self.dec.want_st && !self.stats_hints {
+                let bufs = DecodeBufs { samples: buf, sts: &mut sts, hists: &mut hbuf, hsts: &mut Vec::new() };
+                decode_latest_chunk(&s.chunks, self.mint, self.maxt, decode_limit(ctx), bufs)?
+            } else {
+                decode_series(&s.chunks, self.mint, self.maxt, self.dec.want_st, decode_limit(ctx), buf, &mut sts, &mut hbuf)?
+            };
             if buf.is_empty() && hbuf.is_empty() {
                 // No sample in range (the storage was told it need not check, see `SelectHints::
                 // unchecked_range`): the series is not there, as it would not have been yielded.
@@ -1992,6 +2045,50 @@ mod parallel_decode_tests {
             }
         }
         assert!(told[0] > 5 && told[1] > 5, "both answers seen: {told:?}");
+    }
+
+    /// An instant selector that decodes only the newest chunk with a sample in range picks what a full
+    /// decode picks: random chunk layouts (gaps inside and between chunks, so that chunks overlapping
+    /// the range may hold no sample in it), stale markers, random evaluation times and lookbacks.
+    #[test]
+    fn latest_chunk_gives_the_full_decodes_pick() {
+        let mut x = 5u64;
+        let mut rnd = |n: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % n.max(1)
+        };
+        let mut decided_by_newest = 0;
+        for _ in 0..3000 {
+            let mut t = rnd(100) as i64;
+            let chunks: Vec<ChunkRef> = (0..1 + rnd(5))
+                .map(|_| {
+                    t += rnd(3) as i64 * rnd(400) as i64;
+                    let samples: Vec<Sample> = (0..1 + rnd(40))
+                        .map(|_| {
+                            t += 1 + if rnd(6) == 0 { rnd(200) as i64 } else { rnd(10) as i64 };
+                            Sample::new(t, if rnd(8) == 0 { STALE } else { rnd(1000) as f64 })
+                        })
+                        .collect();
+                    chunk(&samples, rnd(2) == 0)
+                })
+                .collect();
+            let at = rnd(t as u64 + 100) as i64;
+            let lb = 1 + rnd(300) as i64;
+            let (mint, maxt) = (at - lb + 1, at);
+            let full = sequential(&chunks, mint, maxt);
+            let mut want = vec![None];
+            lookback_values(&full, &[at], lb, false, &mut want);
+            let (mut buf, mut sts, mut h, mut hsts) = (vec![Sample::new(-1, 0.0); 3], Vec::new(), Vec::new(), Vec::new());
+            let bufs = DecodeBufs { samples: &mut buf, sts: &mut sts, hists: &mut h, hsts: &mut hsts };
+            decode_latest_chunk(&chunks, mint, maxt, usize::MAX, bufs).expect("decodes");
+            let bits = |v: &[Sample]| v.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>();
+            assert!(bits(&full).ends_with(&bits(&buf)), "a suffix of the full decode");
+            let mut got = vec![None];
+            lookback_values(&buf, &[at], lb, false, &mut got);
+            assert_eq!(got[0].map(f64::to_bits), want[0].map(f64::to_bits));
+            decided_by_newest += usize::from(!buf.is_empty() && buf.len() < full.len());
+        }
+        assert!(decided_by_newest > 100, "older chunks skipped {decided_by_newest} times");
     }
 
     /// Stale markers are removed in place, with their start timestamps; `known` spares the scan.
