@@ -649,8 +649,9 @@ pub struct Decode {
     /// The start-timestamp columns (see [`select_map_st`]).
     pub want_st: bool,
     /// Float stale markers removed first (with their start timestamps), as range functions want them
-    /// (upstream's `matrixIterSlice` skips them). The selection knows from the decoding, mostly without
-    /// a scan, whether there are any (see [`decode_floats_parallel`]).
+    /// (upstream's `matrixIterSlice` skips them). A long series decoded chunk-parallel comes with the
+    /// answer to "are there any" (see [`decode_floats_parallel`], mostly without a scan); other series
+    /// are scanned ([`has_stale`]) before anything is moved.
     pub drop_stale: bool,
     /// Only the series' latest sample in `[mint, maxt]` matters (an instant selector evaluated at one
     /// time: upstream `vectorSelectorSingle` seeks to it): the chunks are decoded newest first and the
@@ -660,7 +661,7 @@ pub struct Decode {
     pub latest_only: bool,
 }
 
-/// [`select_map`] that can also decode the start-timestamp columns: with `want_st`, `f` gets one start
+/// [`select_map`] that can also decode the start-timestamp columns: with `dec.want_st`, `f` gets one start
 /// timestamp per float sample and one per histogram sample (0: unknown), each slice empty when the
 /// series has none of that kind in the range; without it the columns are never decoded and both slices
 /// are always empty (the hot path stays a plain XOR or histogram decode).
@@ -838,7 +839,8 @@ struct DecodeBufs<'a> {
 /// read through their plain prefix and the columns are never decoded.
 ///
 /// `Some(stale)` when the decoding found out whether the float samples hold a stale marker (the
-/// chunk-parallel path always does, mostly without a scan), `None` when it did not look.
+/// chunk-parallel path always does: from Dense symbol tables, or a scan of each other chunk while in
+/// cache), `None` when it did not look (the sequential path).
 fn decode_series_st(
     chunks: &[tessera_model::ChunkRef],
     mint: i64,
@@ -895,8 +897,11 @@ fn decode_series_st(
 /// ([`Decode::latest_only`]): the chunks overlapping the range, newest first, until one yields a sample
 /// in range; the buffers then hold that chunk's samples in range and nothing else. At an instant query's
 /// time the window often spans a closed chunk and the newest one, whose last sample is all that counts.
-/// (With exact chunk bounds the newest chunk overlapping the range decides: an older one ends before it
-/// starts; the loop goes on only past a chunk whose bounds are wider than its samples.)
+/// (When the newest chunk overlapping the range yields nothing, its samples skip the whole range or its
+/// bounds are wider than its samples; the older chunks are then tried, and are empty in range too unless
+/// the bounds were loose.) Unlike a full decode, older chunks are never read: a corrupt one is not
+/// reported and the decoded-sample statistics count only what was read (upstream's seek skips them
+/// likewise), and the decode limit applies to the chunks read.
 fn decode_latest_chunk(
     chunks: &[tessera_model::ChunkRef],
     mint: i64,
@@ -956,9 +961,10 @@ const PAR_MIN_CHUNKS: usize = 16;
 ///
 /// The slices are laid out from the chunks' sample counts: a chunk wholly inside `[mint, maxt]` yields
 /// exactly the count its header claims, and the few that are not wholly inside (a window's first and
-/// last) are decoded first, on their own. Should a chunk yield another count (a corrupt one), the buffer
-/// is cleared and `None` returned: the caller decodes the series the plain way, which reports what it
-/// finds as it always did. Otherwise `Some`: whether the samples hold a stale marker. Each Dense chunk is then decoded straight into its slice, any other through
+/// last) are decoded first, on their own. Should a chunk yield another count (a corrupt one), or the
+/// counts claimed exceed `limit`, `None` is returned (the buffer cleared, or not yet touched): the caller
+/// clears it and decodes the series the plain way, which reports what it finds as it always did. On an
+/// `Err` the buffer's contents are unspecified. Otherwise `Some`: whether the samples hold a stale marker. Each Dense chunk is then decoded straight into its slice, any other through
 /// a per-thread scratch buffer and a copy: two parallel steps in all (the buffer's growth and the
 /// decoding), no allocation per chunk. (Decoding into a fresh vector per chunk and appending them in
 /// order on one thread, as first written, spent half of B1's query in the allocator, page faults and
@@ -1501,8 +1507,9 @@ fn for_each_lookback(samples: &[Sample], eff: &[i64], lb: i64, mut f: impl FnMut
 
 /// Like [`select_map_st`], but folds each shard's series into one per-shard state (the partial stage of
 /// an aggregation pushed down to the shards); returns the states, one per shard, in shard order. `f`
-/// sees the series' float samples, their start timestamps (with `want_st`, as [`select_map_st`]) and its
-/// histogram samples (stale markers included), and returns how many samples the series would hold as
+/// sees the series' float samples (stale markers included unless `dec.drop_stale`), their start
+/// timestamps (with `dec.want_st`, as [`select_map_st`]) and its histogram samples (stale markers
+/// included), and returns how many samples the series would hold as
 /// the instant vector its node produces (upstream materialises that vector before aggregating, so the
 /// limit counts those samples even though they are not kept here), or `None` to give up: the fold then
 /// stops in every shard and `Ok(None)` tells the caller to evaluate centrally instead (a histogram
