@@ -598,10 +598,10 @@ impl SelectorRange {
     }
 }
 
-/// Whether a selector's steps all look at one time (an instant query, or `@`): then only each series'
-/// latest sample counts ([`super::eval::Decode::latest_only`]).
-fn single_time(eff: &[i64]) -> bool {
-    eff.windows(2).all(|w| w[0] == w[1])
+/// The earliest of a selector's evaluation times: each step needs only the latest sample at or before it
+/// ([`super::eval::Decode::latest_from`]).
+fn first_time(eff: &[i64]) -> Option<i64> {
+    eff.iter().copied().min()
 }
 
 /// `op by (...) (selector)` with the first stage pushed into the shards: each shard decodes its series
@@ -636,7 +636,7 @@ fn pushed_down(
         p.add(a, labels, false, &vals, Some(&hvals)).then_some(held)
     };
     let base = ctx.held_samples();
-    let dec = super::eval::Decode { latest_only: single_time(&eff), ..Default::default() };
+    let dec = super::eval::Decode { latest_from: first_time(&eff), ..Default::default() };
     let partials = super::eval::select_fold(ctx, vs, mint, maxt, hints, dec, None, Partial::default, fold)?;
     Ok(merged_or_release(ctx, a.op, partials, base))
 }
@@ -724,7 +724,7 @@ fn ordered_selector(
     };
     let mut g = OrderedGroups::new(a, n);
     let base = ctx.held_samples();
-    let dec = super::eval::Decode { latest_only: single_time(&eff), ..Default::default() };
+    let dec = super::eval::Decode { latest_from: first_time(&eff), ..Default::default() };
     let ok = super::eval::select_ordered(ctx, vs, mint, maxt, hints, dec, None, n, f, |(labels, vals)| {
         g.add(&labels, false, &vals);
         true

@@ -653,12 +653,14 @@ pub struct Decode {
     /// answer to "are there any" (see [`decode_floats_parallel`], mostly without a scan); other series
     /// are scanned ([`has_stale`]) before anything is moved.
     pub drop_stale: bool,
-    /// Only the series' latest sample in `[mint, maxt]` matters (an instant selector evaluated at one
-    /// time: upstream `vectorSelectorSingle` seeks to it): the chunks are decoded newest first and the
-    /// first that has a sample in range is all the consumer sees. Chunks are sorted and do not overlap
-    /// (the read contract), so that chunk holds the latest sample, of either kind. Not for a selector
-    /// whose histograms' reset hints are derived from the sample before (`histogram_count` and kin).
-    pub latest_only: bool,
+    /// `Some(lo)`: the consumer needs, at each of its times (all at or after `lo`), only the latest
+    /// sample at or before it (an instant selector: upstream `vectorSelectorSingle` seeks to each step),
+    /// so the samples before the latest one at or before `lo` are not needed, nor are the chunks that
+    /// hold only such samples. Chunks are sorted and do not overlap (the read contract): decoding starts
+    /// at the newest chunk that begins at or before `lo` (an instant query: only the newest chunk with
+    /// a sample in the window). Not for a selector whose histograms' reset hints are derived from the
+    /// sample before (`histogram_count` and kin).
+    pub latest_from: Option<i64>,
 }
 
 /// [`select_map`] that can also decode the start-timestamp columns: with `dec.want_st`, `f` gets one start
@@ -708,8 +710,8 @@ pub fn select_map_st<T: Send + Held>(
                 let bufs = DecodeBufs { samples: buf, sts: &mut sts, hists: &mut hbuf, hsts: &mut hsts };
                 // A histogram-statistics selector derives each sample's reset hint from the one before
                 // (see `derive_stats_hints`), which an older chunk may hold: decoded whole.
-                let stale = if dec.latest_only && !dec.want_st && !stats_hints {
-                    decode_latest_chunk(&s.chunks, mint, maxt, decode_limit(ctx), bufs)?
+                let stale = if let Some(from) = dec.latest_from.filter(|_| !dec.want_st && !stats_hints) {
+                    decode_latest(&s.chunks, mint, maxt, from, decode_limit(ctx), bufs)?
                 } else {
                     decode_series_st(&s.chunks, mint, maxt, dec.want_st, decode_limit(ctx), bufs)?
                 };
@@ -893,28 +895,34 @@ fn decode_series_st(
     Ok(None)
 }
 
-/// [`decode_series_st`] for a consumer that needs only the latest sample in `[mint, maxt]`
-/// ([`Decode::latest_only`]): the chunks overlapping the range, newest first, until one yields a sample
-/// in range; the buffers then hold that chunk's samples in range and nothing else. At an instant query's
-/// time the window often spans a closed chunk and the newest one, whose last sample is all that counts.
-/// (When the newest chunk overlapping the range yields nothing, its samples skip the whole range or its
-/// bounds are wider than its samples; the older chunks are then tried, and are empty in range too unless
-/// the bounds were loose.) Unlike a full decode, older chunks are never read: a corrupt one is not
-/// reported and the decoded-sample statistics count only what was read (upstream's seek skips them
-/// likewise), and the decode limit applies to the chunks read.
-fn decode_latest_chunk(
+/// [`decode_series_st`] for a consumer that needs, at times at or after `from`, only the latest sample
+/// at or before each ([`Decode::latest_from`]): the chunks overlapping `[mint, maxt]` from the newest one
+/// that begins at or before `from`. At an instant query's time the window often spans a closed chunk and
+/// the newest one, whose last sample is all that counts; a dashboard's newest steps likewise. Should the
+/// first sample read come after `from` (a chunk's bounds wider than its samples, or a gap inside it),
+/// older chunks might hold the one needed: the series is then decoded whole. Unlike a full decode, older
+/// chunks are never read: a corrupt one is not reported and the decoded-sample statistics count only
+/// what was read (upstream's seek skips them likewise), and the decode limit applies to the chunks read.
+/// A long run of chunks from there goes to [`decode_series_st`] (chunk-parallel).
+fn decode_latest(
     chunks: &[tessera_model::ChunkRef],
     mint: i64,
     maxt: i64,
+    from: i64,
     limit: usize,
     bufs: DecodeBufs<'_>,
 ) -> Result<Option<bool>, EngineError> {
+    let live: Vec<&tessera_model::ChunkRef> = chunks.iter().filter(|c| c.maxt_ms >= mint && c.mint_ms <= maxt).collect();
+    let start = live.iter().rposition(|c| c.mint_ms <= from).unwrap_or(0);
+    if start == 0 || live.len() - start >= PAR_MIN_CHUNKS {
+        return decode_series_st(chunks, mint, maxt, false, limit, bufs);
+    }
     let DecodeBufs { samples: buf, sts, hists: hbuf, hsts } = bufs;
     buf.clear();
     sts.clear();
     hbuf.clear();
     hsts.clear();
-    for c in chunks.iter().rev().filter(|c| c.maxt_ms >= mint && c.mint_ms <= maxt) {
+    for c in &live[start..] {
         if c.encoding.is_histogram() {
             decode_histogram_chunk(c, mint, maxt, hbuf, None)?;
         } else {
@@ -923,9 +931,10 @@ fn decode_latest_chunk(
         if buf.len() + hbuf.len() > limit {
             return Err(EngineError::TooManySamples("query execution".into()));
         }
-        if !buf.is_empty() || !hbuf.is_empty() {
-            break;
-        }
+    }
+    let first = buf.first().map(|s| s.t).into_iter().chain(hbuf.first().map(|p| p.t)).min();
+    if first.is_none_or(|t| t > from) {
+        return decode_series_st(chunks, mint, maxt, false, limit, DecodeBufs { samples: buf, sts, hists: hbuf, hsts });
     }
     Ok(None)
 }
@@ -1237,8 +1246,8 @@ pub fn eval_vector_selector(
     {
         return Ok(v);
     }
-    // One evaluation time (an instant query, or `@`): only each series' latest sample counts.
-    let dec = Decode { latest_only: lo == hi, ..Decode::default() };
+    // Each step needs only the latest sample at or before it.
+    let dec = Decode { latest_from: Some(lo), ..Decode::default() };
     let mut out = select_map_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, dec, None, n, |labels, samples, _, hs| {
         let mut vals = vec![None; n];
         if hs.is_empty() {
@@ -1715,9 +1724,9 @@ impl<'c, 'q> ShardRun<'c, 'q> {
                 return Ok(());
             }
             let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-            let stale = if self.dec.latest_only && !self.dec.want_st && !self.stats_hints {
+            let stale = if let Some(from) = self.dec.latest_from.filter(|_| !self.dec.want_st && !self.stats_hints) {
                 let bufs = DecodeBufs { samples: buf, sts: &mut sts, hists: &mut hbuf, hsts: &mut Vec::new() };
-                decode_latest_chunk(&s.chunks, self.mint, self.maxt, decode_limit(ctx), bufs)?
+                decode_latest(&s.chunks, self.mint, self.maxt, from, decode_limit(ctx), bufs)?
             } else {
                 decode_series(&s.chunks, self.mint, self.maxt, self.dec.want_st, decode_limit(ctx), buf, &mut sts, &mut hbuf)?
             };
@@ -2054,17 +2063,19 @@ mod parallel_decode_tests {
         assert!(told[0] > 5 && told[1] > 5, "both answers seen: {told:?}");
     }
 
-    /// An instant selector that decodes only the newest chunk with a sample in range picks what a full
-    /// decode picks: random chunk layouts (gaps inside and between chunks, so that chunks overlapping
-    /// the range may hold no sample in it), stale markers, random evaluation times and lookbacks.
+    /// A selector that decodes only from the newest chunk beginning at or before its first evaluation
+    /// time picks, at every step, what a full decode picks: random chunk layouts (gaps inside and between
+    /// chunks, so that chunks overlapping the range may hold no sample in it), stale markers, one to four
+    /// evaluation times, random lookbacks; and it reads less than the full decode in many of them.
     #[test]
-    fn latest_chunk_gives_the_full_decodes_pick() {
+    fn decoding_from_the_latest_chunk_gives_the_full_decodes_picks() {
         let mut x = 5u64;
         let mut rnd = |n: u64| {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (x >> 33) % n.max(1)
         };
-        let mut decided_by_newest = 0;
+        let bits = |v: &[Sample]| v.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>();
+        let mut shorter = 0;
         for _ in 0..3000 {
             let mut t = rnd(100) as i64;
             let chunks: Vec<ChunkRef> = (0..1 + rnd(5))
@@ -2079,23 +2090,34 @@ mod parallel_decode_tests {
                     chunk(&samples, rnd(2) == 0)
                 })
                 .collect();
-            let at = rnd(t as u64 + 100) as i64;
+            // Now and then a chunk's start bound lies before its first sample (still after the chunk
+            // before it): the read contract allows bounds wider than the samples.
+            let mut chunks = chunks;
+            for i in 1..chunks.len() {
+                if rnd(4) == 0 {
+                    let floor = chunks[i - 1].maxt_ms + 1;
+                    chunks[i].mint_ms = (chunks[i].mint_ms - rnd(300) as i64).max(floor);
+                }
+            }
+            let lo = rnd(t as u64 + 100) as i64;
+            let eff: Vec<i64> = (0..1 + rnd(4)).map(|k| lo + k as i64 * rnd(60) as i64).collect();
+            let hi = *eff.iter().max().expect("steps");
             let lb = 1 + rnd(300) as i64;
-            let (mint, maxt) = (at - lb + 1, at);
+            let (mint, maxt) = (lo - lb + 1, hi);
             let full = sequential(&chunks, mint, maxt);
-            let mut want = vec![None];
-            lookback_values(&full, &[at], lb, false, &mut want);
+            let mut want = vec![None; eff.len()];
+            lookback_values(&full, &eff, lb, false, &mut want);
             let (mut buf, mut sts, mut h, mut hsts) = (vec![Sample::new(-1, 0.0); 3], Vec::new(), Vec::new(), Vec::new());
             let bufs = DecodeBufs { samples: &mut buf, sts: &mut sts, hists: &mut h, hsts: &mut hsts };
-            decode_latest_chunk(&chunks, mint, maxt, usize::MAX, bufs).expect("decodes");
-            let bits = |v: &[Sample]| v.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>();
+            decode_latest(&chunks, mint, maxt, lo, usize::MAX, bufs).expect("decodes");
             assert!(bits(&full).ends_with(&bits(&buf)), "a suffix of the full decode");
-            let mut got = vec![None];
-            lookback_values(&buf, &[at], lb, false, &mut got);
-            assert_eq!(got[0].map(f64::to_bits), want[0].map(f64::to_bits));
-            decided_by_newest += usize::from(!buf.is_empty() && buf.len() < full.len());
+            let mut got = vec![None; eff.len()];
+            lookback_values(&buf, &eff, lb, false, &mut got);
+            let b = |v: &[Option<f64>]| v.iter().map(|x| x.map(f64::to_bits)).collect::<Vec<_>>();
+            assert_eq!(b(&got), b(&want), "steps {eff:?}, lookback {lb}");
+            shorter += usize::from(buf.len() < full.len());
         }
-        assert!(decided_by_newest > 100, "older chunks skipped {decided_by_newest} times");
+        assert!(shorter > 100, "older chunks skipped {shorter} times");
     }
 
     /// Stale markers are removed in place, with their start timestamps; `known` spares the scan.

@@ -1284,7 +1284,7 @@ fn range_function<S: Send>(
         // series go through the map below, which carries the histograms' too.
         // One series' output for a fold or the ordered consumer (stale markers dropped first).
         // The selection drops the float stale markers (`dec`); the histograms' are dropped here.
-        let dec = super::eval::Decode { want_st, drop_stale: true, latest_only: false };
+        let dec = super::eval::Decode { want_st, drop_stale: true, latest_from: None };
         let one = |labels: &Labels, samples: &[Sample], sts: &[i64], hs: &[HPoint]| -> Option<Series> {
             let clean_h: Vec<HPoint>;
             let hs = if hs.iter().any(|p| p.h.is_stale()) {
@@ -1727,7 +1727,7 @@ fn eval_extended_range_function(
     // `funcResets` reads them (`extendedRate`/`extendedHistogramRate` do not).
     let want_st = ctx.opts.use_start_timestamps && name == "resets";
     let mint = lo.saturating_sub(range).saturating_sub(lb) + 1;
-    let dec = super::eval::Decode { want_st, drop_stale: true, latest_only: false };
+    let dec = super::eval::Decode { want_st, drop_stale: true, latest_from: None };
     let mut out = super::eval::select_map_st(ctx, vs, mint, hi.saturating_add(ahead), hints, dec, window, n, |labels, samples, sts, hs| {
         let fsts = sts.floats;
         if !hs.is_empty() || !fsts.is_empty() {
