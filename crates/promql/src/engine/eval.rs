@@ -657,9 +657,10 @@ pub struct Decode {
     /// sample at or before it (an instant selector: upstream `vectorSelectorSingle` seeks to each step),
     /// so the samples before the latest one at or before `lo` are not needed, nor are the chunks that
     /// hold only such samples. Chunks are sorted and do not overlap (the read contract): decoding starts
-    /// at the newest chunk that begins at or before `lo` (an instant query: only the newest chunk with
-    /// a sample in the window). Not for a selector whose histograms' reset hints are derived from the
-    /// sample before (`histogram_count` and kin).
+    /// at the newest chunk that begins at or before `lo` (for an instant query, the newest chunk
+    /// overlapping the window), with a fallback to the whole series (see [`decode_latest`]). Not for a
+    /// selector whose histograms' reset hints are derived from the sample before (`histogram_count`
+    /// and kin).
     pub latest_from: Option<i64>,
 }
 
@@ -898,12 +899,13 @@ fn decode_series_st(
 /// [`decode_series_st`] for a consumer that needs, at times at or after `from`, only the latest sample
 /// at or before each ([`Decode::latest_from`]): the chunks overlapping `[mint, maxt]` from the newest one
 /// that begins at or before `from`. At an instant query's time the window often spans a closed chunk and
-/// the newest one, whose last sample is all that counts; a dashboard's newest steps likewise. Should the
-/// first sample read come after `from` (a chunk's bounds wider than its samples, or a gap inside it),
-/// older chunks might hold the one needed: the series is then decoded whole. Unlike a full decode, older
-/// chunks are never read: a corrupt one is not reported and the decoded-sample statistics count only
-/// what was read (upstream's seek skips them likewise), and the decode limit applies to the chunks read.
-/// A long run of chunks from there goes to [`decode_series_st`] (chunk-parallel).
+/// the newest one, whose last sample is all that counts; a dashboard's newest steps likewise. The whole
+/// series is decoded as before ([`decode_series_st`]) when that chunk is the first overlapping one, when
+/// 16 or more chunks remain from it, or when the first sample read comes after `from` (a chunk whose
+/// bounds are wider than its samples, or a window with no sample in the newest chunks): older chunks
+/// might then hold the one needed. Otherwise older chunks are not read: a corrupt one is not reported
+/// and the decoded-sample statistics count only what was read (upstream's seek skips them likewise),
+/// and the decode limit applies to the chunks read.
 fn decode_latest(
     chunks: &[tessera_model::ChunkRef],
     mint: i64,
@@ -912,17 +914,19 @@ fn decode_latest(
     limit: usize,
     bufs: DecodeBufs<'_>,
 ) -> Result<Option<bool>, EngineError> {
-    let live: Vec<&tessera_model::ChunkRef> = chunks.iter().filter(|c| c.maxt_ms >= mint && c.mint_ms <= maxt).collect();
-    let start = live.iter().rposition(|c| c.mint_ms <= from).unwrap_or(0);
-    if start == 0 || live.len() - start >= PAR_MIN_CHUNKS {
-        return decode_series_st(chunks, mint, maxt, false, limit, bufs);
-    }
+    let live = |c: &tessera_model::ChunkRef| c.maxt_ms >= mint && c.mint_ms <= maxt;
+    let first = chunks.iter().position(live);
+    let start = chunks.iter().rposition(|c| live(c) && c.mint_ms <= from);
+    let start = match (first, start) {
+        (Some(f), Some(s)) if s > f && chunks[s..].iter().filter(|c| live(c)).count() < PAR_MIN_CHUNKS => s,
+        _ => return decode_series_st(chunks, mint, maxt, false, limit, bufs),
+    };
     let DecodeBufs { samples: buf, sts, hists: hbuf, hsts } = bufs;
     buf.clear();
     sts.clear();
     hbuf.clear();
     hsts.clear();
-    for c in &live[start..] {
+    for c in chunks[start..].iter().filter(|c| live(c)) {
         if c.encoding.is_histogram() {
             decode_histogram_chunk(c, mint, maxt, hbuf, None)?;
         } else {
