@@ -37,6 +37,16 @@ fn series() -> impl Strategy<Value = Vec<Sample>> {
     })
 }
 
+/// `samples` as a Dense chunk with exact bounds (`samples` not empty).
+fn dense_chunk(samples: &[Sample]) -> ChunkRef {
+    ChunkRef {
+        mint_ms: samples[0].t,
+        maxt_ms: samples[samples.len() - 1].t,
+        encoding: ChunkEncoding::Dense,
+        data: bytes::Bytes::from(encode_dense_always(samples)),
+    }
+}
+
 fn bits(s: &[Sample]) -> Vec<(i64, u64)> {
     s.iter().map(|s| (s.t, s.v.to_bits())).collect()
 }
@@ -64,12 +74,7 @@ proptest! {
     fn range_decode_matches_filter(samples in series(), a in any::<i64>(), b in any::<i64>()) {
         prop_assume!(!samples.is_empty());
         let (mint, maxt) = if a <= b { (a, b) } else { (b, a) };
-        let c = ChunkRef {
-            mint_ms: samples[0].t,
-            maxt_ms: samples[samples.len() - 1].t,
-            encoding: ChunkEncoding::Dense,
-            data: bytes::Bytes::from(encode_dense_always(&samples)),
-        };
+        let c = dense_chunk(&samples);
         let mut out = Vec::new();
         decode_chunk_range_into(&c, mint, maxt, &mut out).expect("decodes");
         let want: Vec<Sample> = samples.iter().copied().filter(|s| s.t >= mint && s.t <= maxt).collect();
@@ -83,12 +88,7 @@ proptest! {
     fn slice_decode_matches_vector_decode(samples in series(), a in any::<i64>(), b in any::<i64>(), spare in 0usize..3) {
         prop_assume!(!samples.is_empty());
         let (mint, maxt) = if a <= b { (a, b) } else { (b, a) };
-        let c = ChunkRef {
-            mint_ms: samples[0].t,
-            maxt_ms: samples[samples.len() - 1].t,
-            encoding: ChunkEncoding::Dense,
-            data: bytes::Bytes::from(encode_dense_always(&samples)),
-        };
+        let c = dense_chunk(&samples);
         let mut want = Vec::new();
         decode_chunk_range_into(&c, mint, maxt, &mut want).expect("decodes");
         let junk = Sample::new(-7, 7.0);

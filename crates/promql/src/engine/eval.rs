@@ -922,25 +922,13 @@ fn decode_latest(
         _ => return decode_series_st(chunks, mint, maxt, false, limit, bufs),
     };
     let DecodeBufs { samples: buf, sts, hists: hbuf, hsts } = bufs;
-    buf.clear();
-    sts.clear();
-    hbuf.clear();
-    hsts.clear();
-    for c in chunks[start..].iter().filter(|c| live(c)) {
-        if c.encoding.is_histogram() {
-            decode_histogram_chunk(c, mint, maxt, hbuf, None)?;
-        } else {
-            tessera_encoding::decode_chunk_range_into(c, mint, maxt, buf).map_err(|e| EngineError::Storage(e.to_string()))?;
-        }
-        if buf.len() + hbuf.len() > limit {
-            return Err(EngineError::TooManySamples("query execution".into()));
-        }
-    }
+    // Fewer than 16 chunks overlap the range from `start`: the plain loop (never chunk-parallel).
+    let stale = decode_series_st(&chunks[start..], mint, maxt, false, limit, DecodeBufs { samples: buf, sts, hists: hbuf, hsts })?;
     let first = buf.first().map(|s| s.t).into_iter().chain(hbuf.first().map(|p| p.t)).min();
     if first.is_none_or(|t| t > from) {
         return decode_series_st(chunks, mint, maxt, false, limit, DecodeBufs { samples: buf, sts, hists: hbuf, hsts });
     }
-    Ok(None)
+    Ok(stale)
 }
 
 /// Removes the float stale markers from `buf` and the aligned `sts` (empty `sts` stays empty), in
@@ -1195,21 +1183,6 @@ fn decode_chunk_st(
     sts: &mut Vec<i64>,
 ) -> Result<(), EngineError> {
     tessera_encoding::decode_chunk_range_st_into(c, mint, maxt, buf, sts).map_err(|e| EngineError::Storage(e.to_string()))
-}
-
-/// Removes stale markers from `samples` and the aligned `sts` (empty `sts` stays empty).
-pub fn drop_stale(samples: &[Sample], sts: &[i64]) -> (Vec<Sample>, Vec<i64>) {
-    let mut out = Vec::with_capacity(samples.len());
-    let mut out_st = Vec::with_capacity(sts.len());
-    for (i, s) in samples.iter().enumerate() {
-        if !is_stale_nan(s.v) {
-            out.push(*s);
-            if !sts.is_empty() {
-                out_st.push(sts[i]);
-            }
-        }
-    }
-    (out, out_st)
 }
 
 /// [`drop_stale`] for histogram samples: stale markers removed from `hists` and the aligned `sts` (empty
@@ -1967,7 +1940,7 @@ pub fn nested_parallelism() -> bool {
 /// Whether `samples` hold a stale marker. Blocks of 64 are tested without an early exit so that the
 /// compiler vectorises the comparison; a series of a million samples or more (B1's window) is scanned on
 /// both cores.
-pub fn has_stale(samples: &[Sample]) -> bool {
+fn has_stale(samples: &[Sample]) -> bool {
     if samples.len() >= 1 << 17 && nested_parallelism() {
         use rayon::prelude::*;
         samples.par_chunks(1 << 15).any(scan_stale)
