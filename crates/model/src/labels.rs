@@ -188,6 +188,12 @@ impl Labels {
         Labels::default()
     }
 
+    /// Where the packed label set lies in memory (for a reader that prefetches what it reads next).
+    #[inline]
+    pub fn as_ptr(&self) -> *const u8 {
+        self.0.as_ptr()
+    }
+
     /// Packs pairs the caller guarantees to be sorted, unique and without empty values (`pairs` is walked
     /// twice: once to size the allocation).
     fn pack<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Self {

@@ -101,12 +101,19 @@ impl BlockCursor {
     }
 }
 
+/// How many series ahead [`HeadCursor::load_cur`] prefetches series objects, and what they point to.
+const PREFETCH_FAR: usize = 4;
+const PREFETCH_MID: usize = 2;
+
 /// The head's matching series, sorted by labels, and the position reached.
 #[derive(Default)]
 struct HeadCursor {
     refs: Vec<u32>,
     pos: usize,
     cur: Option<Labels>,
+    /// The time range read (to prefetch the chunks that overlap it).
+    mint: i64,
+    maxt: i64,
 }
 
 impl HeadCursor {
@@ -116,6 +123,30 @@ impl HeadCursor {
         self.cur = None;
         while let Some(&r) = self.refs.get(self.pos) {
             if let Some(ms) = st.head.series(r) {
+                // The series a few places on are scattered over the heap: start their cache misses now
+                // (the series object first, then, once it is likely in cache, what it points to).
+                if let Some(far) = self.refs.get(self.pos + PREFETCH_FAR).and_then(|&r| st.head.series(r)) {
+                    let p = (far as *const crate::head::MemSeries).cast::<u8>();
+                    crate::block::mmap::prefetch(p);
+                    crate::block::mmap::prefetch(p.wrapping_add(64));
+                    crate::block::mmap::prefetch(p.wrapping_add(128));
+                }
+                if let Some(mid) = self.refs.get(self.pos + PREFETCH_MID).and_then(|&r| st.head.series(r)) {
+                    crate::block::mmap::prefetch(mid.labels.as_ptr());
+                    crate::block::mmap::prefetch(mid.chunks.as_ptr());
+                    crate::block::mmap::prefetch(mid.open.bytes().as_ptr());
+                }
+                if let Some(near) = self.refs.get(self.pos + 1).and_then(|&r| st.head.series(r)) {
+                    // The closed chunks the read will take (their list is in cache by now): the first
+                    // line of each, which holds its header.
+                    for c in near.chunks.iter().rev().take_while(|c| c.maxt >= self.mint).take(4) {
+                        if c.mint <= self.maxt
+                            && let Some(p) = st.head.files.addr_of(c.loc)
+                        {
+                            crate::block::mmap::prefetch(p);
+                        }
+                    }
+                }
                 self.cur = Some(ms.labels.clone());
                 return;
             }
@@ -135,7 +166,7 @@ struct View {
 impl View {
     /// Takes a view of `shard`; with `after`, every cursor starts past the series labelled `<= after`.
     fn take(shard: &Shard, matchers: &[Matcher], mint: i64, maxt: i64, series_only: bool, after: Option<&Labels>) -> Result<View> {
-        let mut head = HeadCursor::default();
+        let mut head = HeadCursor { mint, maxt, ..HeadCursor::default() };
         let all_blocks = {
             let st = shard.state.read();
             let h = &st.head;

@@ -215,6 +215,14 @@ impl ChunkFiles {
         self.segs.binary_search_by_key(&id, |s| s.id).ok().map(|i| &self.segs[i])
     }
 
+    /// Where a written chunk's bytes lie in memory (for a prefetch; `None` while pending or unknown).
+    #[inline]
+    pub(crate) fn addr_of(&self, loc: Loc) -> Option<*const u8> {
+        let s = self.seg(loc.seg)?;
+        let end = loc.off as usize + loc.len as usize;
+        (end <= s.written).then(|| s.view.as_ptr().wrapping_add(loc.off as usize))
+    }
+
     /// A chunk's bytes: a slice of its segment's mapping, or a copy of them while they are pending. A
     /// location no segment holds (a bug) gives no bytes, which readers report as a damaged chunk.
     pub(crate) fn get(&self, loc: Loc) -> Bytes {
@@ -321,6 +329,9 @@ mod tests {
             let data = chunk(i, 1 + (i as usize * 7919) % 3000);
             let loc = files.write(&data, i as i64);
             assert_eq!(&files.get(loc)[..], &data[..], "chunk {i} while pending");
+            if let Some(p) = files.addr_of(loc) {
+                assert_eq!(p, files.get(loc).as_ptr(), "chunk {i} while pending");
+            }
             locs.push((loc, data));
             if i % 97 == 0 {
                 files.flush();
@@ -330,6 +341,12 @@ mod tests {
         let mut buf = Vec::new();
         for (i, (loc, data)) in locs.iter().enumerate() {
             assert_eq!(&files.get(*loc)[..], &data[..], "chunk {i}");
+            // What a reader prefetches is where `get` reads from (every flushed chunk of a file segment
+            // has an address; a memory segment's last chunks are copies while pending).
+            match files.addr_of(*loc) {
+                Some(p) => assert_eq!(p, files.get(*loc).as_ptr(), "chunk {i}"),
+                None => assert!(files.dir.is_none(), "chunk {i}: a flushed chunk in a file has an address"),
+            }
             files.read_into(*loc, &mut buf);
             assert_eq!(&buf[..], &data[..], "chunk {i} read without the mapping");
         }
