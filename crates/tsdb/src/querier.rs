@@ -102,6 +102,7 @@ impl BlockCursor {
 }
 
 /// How many series ahead [`HeadCursor::load_cur`] prefetches series objects, and what they point to.
+const PREFETCH_SLOT: usize = 8;
 const PREFETCH_FAR: usize = 4;
 const PREFETCH_MID: usize = 2;
 
@@ -124,7 +125,11 @@ impl HeadCursor {
         while let Some(&r) = self.refs.get(self.pos) {
             if let Some(ms) = st.head.series(r) {
                 // The series a few places on are scattered over the heap: start their cache misses now
-                // (the series object first, then, once it is likely in cache, what it points to).
+                // (their entries in the series table first, then the series object, then, once it is
+                // likely in cache, what it points to).
+                if let Some(&r) = self.refs.get(self.pos + PREFETCH_SLOT) {
+                    crate::block::mmap::prefetch(st.head.series_slot_addr(r));
+                }
                 if let Some(far) = self.refs.get(self.pos + PREFETCH_FAR).and_then(|&r| st.head.series(r)) {
                     let p = (far as *const crate::head::MemSeries).cast::<u8>();
                     crate::block::mmap::prefetch(p);

@@ -946,6 +946,12 @@ impl Head {
         self.series.get(r as usize).and_then(|s| s.as_deref())
     }
 
+    /// Where ref `r`'s entry of the series table lies (for a prefetch; the address may be past the end).
+    #[inline]
+    pub(crate) fn series_slot_addr(&self, r: u32) -> *const u8 {
+        self.series.as_ptr().wrapping_add(r as usize).cast()
+    }
+
     /// Next ref the head would hand out.
     pub(crate) fn next_ref(&self) -> u32 {
         self.series.len() as u32
