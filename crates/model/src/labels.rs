@@ -103,6 +103,25 @@ fn read_len(s: &str, pos: &mut usize) -> usize {
     }
 }
 
+/// How many leading bytes `a` and `b` share (eight at a time).
+#[inline]
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
+        let y = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if x != y {
+            return i + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
 #[inline(always)]
 fn take<'a>(s: &'a str, pos: &mut usize) -> &'a str {
     let n = read_len(s, pos);
@@ -167,7 +186,32 @@ impl Ord for Labels {
         if std::sync::Arc::ptr_eq(&self.0, &other.0) {
             return std::cmp::Ordering::Equal;
         }
-        for (a, b) in self.iter().zip(other.iter()) {
+        let (sa, sb) = (self.0.as_bytes(), other.0.as_bytes());
+        let common = common_prefix(sa, sb);
+        if common == sa.len() && common == sb.len() {
+            return std::cmp::Ordering::Equal;
+        }
+        // Sorted series share their first pairs (name, job, instance…): the pairs that lie wholly
+        // inside the packed strings' common prefix are equal, and are skipped without comparing. Up to
+        // the first differing byte both walks read the same bytes, so they stand at the same places.
+        let (mut x, mut y) = (self.iter(), other.iter());
+        while x.left > 0 && y.left > 0 {
+            let mut end = x.pos;
+            let n = read_len(&self.0, &mut end);
+            end += n;
+            if end >= sa.len() {
+                break;
+            }
+            let n = read_len(&self.0, &mut end);
+            end += n;
+            if end > common {
+                break;
+            }
+            (x.pos, y.pos) = (end, end);
+            x.left -= 1;
+            y.left -= 1;
+        }
+        for (a, b) in x.zip(y) {
             match a.name.cmp(b.name).then_with(|| a.value.cmp(b.value)) {
                 std::cmp::Ordering::Equal => {}
                 o => return o,
@@ -688,6 +732,50 @@ mod tests {
             }
             proptest::prop_assert_eq!(la == lb, pa == pb);
             proptest::prop_assert_eq!(la.cmp(&lb), pa.cmp(&pb));
+        }
+    }
+
+    proptest::proptest! {
+        /// Label sets that share their first pairs (as sorted series do) order as their pairs do: the
+        /// pairs inside the packed strings' common prefix are skipped, the rest compared. `b` is `a`
+        /// with one pair's name or value changed, or pairs dropped or added at the end; long names and
+        /// values take multi-byte lengths.
+        #[test]
+        fn sets_sharing_a_prefix_order_as_their_pairs(
+            a in proptest::collection::btree_map("[a-d_]{1,3}|[a-z]{127,130}", "[a-c]{0,3}|[a-z]{127,129}|[a-z]{16383,16385}", 0..7),
+            at in 0usize..8,
+            how in 0u8..7,
+            text in "[a-d]{0,3}|[a-c]{127,129}",
+        ) {
+            let mut pb: Vec<(String, String)> = a.iter().map(|(n, v)| (n.clone(), v.clone())).collect();
+            let k = at.min(pb.len().saturating_sub(1));
+            match how {
+                0 if !pb.is_empty() => pb[k].1 = text.clone(),
+                1 if !pb.is_empty() => pb[k].0 = text.clone(),
+                2 => pb.truncate(k),
+                3 => pb.push(("zz".into(), text.clone())),
+                // Only the last byte of a value or name differs: the first difference ends the pair.
+                4 if !pb.is_empty() => {
+                    let v = &mut pb[k].1;
+                    let last = v.pop().map_or('a', |c| if c == 'a' { 'b' } else { 'a' });
+                    v.push(last);
+                }
+                5 if !pb.is_empty() => {
+                    let n = &mut pb[k].0;
+                    let last = n.pop().map_or('a', |c| if c == 'a' { 'b' } else { 'a' });
+                    n.push(last);
+                }
+                _ => {}
+            }
+            pb.retain(|(n, v)| !n.is_empty() && !v.is_empty());
+            pb.sort();
+            pb.dedup_by(|x, y| x.0 == y.0);
+            let pa: Vec<(&str, &str)> = a.iter().filter(|(_, v)| !v.is_empty()).map(|(n, v)| (n.as_str(), v.as_str())).collect();
+            let pb: Vec<(&str, &str)> = pb.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+            let (la, lb) = (Labels::from_canonical_pairs(&pa), Labels::from_canonical_pairs(&pb));
+            proptest::prop_assert_eq!(la.cmp(&lb), pa.cmp(&pb));
+            proptest::prop_assert_eq!(lb.cmp(&la), pb.cmp(&pa));
+            proptest::prop_assert_eq!(la.cmp(&la.clone()), std::cmp::Ordering::Equal);
         }
     }
 
