@@ -4,12 +4,14 @@
 //! byte counter moving in 4 KiB pages. XOR chunks are cut at 120 samples (the head's), Decimal ones at 720
 //! (a 2 h block's series at 10 s, as the block writer makes them).
 //!
+//! `decimal_last_5m`: the last five minutes of each 720-sample chunk, as a rule over block data reads it.
+//!
 //! Run: `cargo bench -p tessera-encoding --bench decimal`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
-use tessera_encoding::{XorEncoder, decode_decimal_into, decode_xor_into, encode_decimal};
+use tessera_encoding::{XorEncoder, decode_decimal_into, decode_decimal_range_into, decode_xor_into, encode_decimal};
 use tessera_model::Sample;
 
 const N: usize = 1_000_000;
@@ -71,6 +73,30 @@ fn bench(c: &mut Criterion) {
                 })
             });
         }
+    }
+    g.finish();
+    // A rule's five minutes at the end of each 2 h block chunk (the last 30 of 720 samples): the samples
+    // before the window are passed, not decoded one by one. Elements/s = chunks/s.
+    let mut g = c.benchmark_group("decimal_last_5m");
+    g.sample_size(20);
+    g.measurement_time(std::time::Duration::from_secs(3));
+    for name in ["cpu_counter", "gauge_2dec", "page_bytes"] {
+        let samples = shape(name);
+        let dec: Vec<(i64, Vec<u8>)> = samples
+            .chunks(720)
+            .map(|c| (c[c.len() - 1].t - 300_000, encode_decimal(c).expect("exact decimals")))
+            .collect();
+        g.throughput(Throughput::Elements(dec.len() as u64));
+        g.bench_with_input(BenchmarkId::new("range", name), &dec, |b, cs| {
+            let mut out = Vec::with_capacity(N);
+            b.iter(|| {
+                out.clear();
+                for (from, c) in cs {
+                    decode_decimal_range_into(c, *from, i64::MAX, &mut out).expect("valid");
+                }
+                black_box(out.len())
+            })
+        });
     }
     g.finish();
 }

@@ -79,6 +79,25 @@ impl<'a> Unpacker<'a> {
         Ok(v)
     }
 
+    /// Consumes the next `k` values and gives their sum and the sum of their running sums (wrapping): what
+    /// a reader skipping `k` differences (or differences of differences) needs to move its state on.
+    pub fn skip_sums(&mut self, mut k: usize) -> Result<(i64, i64), ChunkError> {
+        let (mut sum, mut sums) = (0i64, 0i64);
+        while k > 0 {
+            if self.pos == self.len {
+                self.refill()?;
+            }
+            let take = k.min(self.len - self.pos);
+            for &x in &self.buf[self.pos..self.pos + take] {
+                sum = sum.wrapping_add(x);
+                sums = sums.wrapping_add(sum);
+            }
+            self.pos += take;
+            k -= take;
+        }
+        Ok((sum, sums))
+    }
+
     /// Whether every frame was read and no byte is left over.
     pub fn is_done(&self) -> bool {
         self.left == 0 && self.pos == self.len && self.rest.is_empty()
