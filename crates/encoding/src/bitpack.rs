@@ -119,9 +119,10 @@ impl<'a> Unpacker<'a> {
         if r.len() < nbytes {
             return Err(ChunkError::Truncated { offset: self.end });
         }
-        let (bytes, r) = r.split_at(nbytes);
-        unpack_frame(base, u32::from(w), bytes, &mut self.buf[..len]);
-        self.rest = r;
+        // The frame's bytes and those after it in the stream: whole 16-byte loads may reach past the
+        // frame (the mask drops those bits), which spares a padded copy for all but the last values.
+        unpack_frame(base, u32::from(w), r, &mut self.buf[..len]);
+        self.rest = &r[nbytes..];
         self.left -= len;
         self.pos = 0;
         self.len = len;
@@ -129,23 +130,37 @@ impl<'a> Unpacker<'a> {
     }
 }
 
-/// Unpacks `out.len()` values of width `w` from `bytes` (exactly `ceil(len·w / 8)` of them).
-fn unpack_frame(base: i64, w: u32, bytes: &[u8], out: &mut [i64]) {
+/// Unpacks `out.len()` values of width `w` from the start of `data`, which holds at least their
+/// `ceil(len·w / 8)` bytes and may go on (bits past the values are never used).
+fn unpack_frame(base: i64, w: u32, data: &[u8], out: &mut [i64]) {
     if w == 0 {
         out.fill(base);
         return;
     }
-    // A zero-padded copy lets every value be read with one unaligned 16-byte load.
-    let mut pad = [0u8; FRAME * 8 + 16];
-    pad[..bytes.len()].copy_from_slice(bytes);
     let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+    let value = |window: &[u8], bit: usize| {
+        let word = u128::from_le_bytes(window[..16].try_into().expect("16 bytes"));
+        base.wrapping_add(((word >> (bit & 7)) as u64 & mask) as i64)
+    };
+    // Each value is one unaligned 16-byte load from `data` while 16 bytes remain there…
     let mut bit = 0usize;
-    for o in out.iter_mut() {
-        let i = bit >> 3;
-        let word = u128::from_le_bytes(pad[i..i + 16].try_into().expect("16 bytes"));
-        let x = (word >> (bit & 7)) as u64 & mask;
-        *o = base.wrapping_add(x as i64);
+    let mut k = 0;
+    while k < out.len() && (bit >> 3) + 16 <= data.len() {
+        out[k] = value(&data[bit >> 3..], bit);
         bit += w as usize;
+        k += 1;
+    }
+    // …and the last few read a zero-padded copy of the fewer than 16 bytes left.
+    if k < out.len() {
+        let at = bit >> 3;
+        let mut pad = [0u8; 32];
+        pad[..data.len() - at].copy_from_slice(&data[at..]);
+        let mut b = bit & 7;
+        while k < out.len() {
+            out[k] = value(&pad[b >> 3..], b);
+            b += w as usize;
+            k += 1;
+        }
     }
 }
 
