@@ -429,7 +429,7 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
     // and the values bit-packed, many are passed at once: the times by multiplying, the values by
     // summing their differences a frame at a time. `i` is the sample the state stands at.
     let mut i = 0usize;
-    while t < mint_ms && i + 1 < n {
+    while t < mint_ms && t <= maxt_ms && i + 1 < n {
         if layout >= MODE_PACKED_DELTAS && i >= 1 && delta > 0 {
             let zeros = times.zeros_left();
             if zeros > 0 {
@@ -687,7 +687,7 @@ mod tests {
             stale in proptest::collection::vec(0usize..400, 0..3),
             lo_at in 0usize..420,
             lo_shift in -2i64..2,
-            span in 0i64..20_000_000,
+            span in -60_000i64..20_000_000,
         ) {
             let p = pow10(k);
             let mut times = Vec::with_capacity(n);
