@@ -232,19 +232,6 @@ struct Runs<'a> {
 }
 
 impl Runs<'_> {
-    /// Zero steps the current run still holds (0 when a step other than zero, or a new run, is next).
-    #[inline]
-    fn zeros_left(&self) -> u64 {
-        self.zeros
-    }
-
-    /// Takes `k` of the zero steps left (`k <= zeros_left()`).
-    #[inline]
-    fn take_zeros(&mut self, k: u64) {
-        debug_assert!(k <= self.zeros);
-        self.zeros -= k;
-    }
-
     #[inline]
     fn next_step(&mut self) -> Result<i64, ChunkError> {
         if self.zeros > 0 {
@@ -431,13 +418,13 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
     let mut i = 0usize;
     while t < mint_ms && t <= maxt_ms && i + 1 < n {
         if layout >= MODE_PACKED_DELTAS && i >= 1 && delta > 0 {
-            let zeros = times.zeros_left();
-            if zeros > 0 {
+            // The zero steps left in the current run of the timestamps.
+            if times.zeros > 0 {
                 // Steps that keep `t` below `mint_ms`.
                 let room = (i128::from(mint_ms) - 1 - i128::from(t)) / i128::from(delta);
-                let k = (room.min(i128::from(zeros)) as usize).min(n - 1 - i);
+                let k = (room.min(i128::from(times.zeros)) as usize).min(n - 1 - i);
                 if k > 0 {
-                    times.take_zeros(k as u64);
+                    times.zeros -= k as u64;
                     t = t.wrapping_add((k as i64).wrapping_mul(delta));
                     let (sum, sum_of_sums) = packed.skip_sums(k)?;
                     if dods {

@@ -197,13 +197,8 @@ impl Ord for Labels {
         let (mut x, mut y) = (self.iter(), other.iter());
         while x.left > 0 && y.left > 0 {
             let mut end = x.pos;
-            let n = read_len(&self.0, &mut end);
-            end += n;
-            if end >= sa.len() {
-                break;
-            }
-            let n = read_len(&self.0, &mut end);
-            end += n;
+            take(&self.0, &mut end);
+            take(&self.0, &mut end);
             if end > common {
                 break;
             }

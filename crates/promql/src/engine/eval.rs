@@ -1185,8 +1185,8 @@ fn decode_chunk_st(
     tessera_encoding::decode_chunk_range_st_into(c, mint, maxt, buf, sts).map_err(|e| EngineError::Storage(e.to_string()))
 }
 
-/// [`drop_stale`] for histogram samples: stale markers removed from `hists` and the aligned `sts` (empty
-/// `sts` stays empty).
+/// Stale markers removed from the histogram samples `hists` and the aligned `sts` (empty `sts` stays
+/// empty).
 pub fn drop_stale_histograms(hists: &[HPoint], sts: &[i64]) -> (Vec<HPoint>, Vec<i64>) {
     let mut out = Vec::with_capacity(hists.len());
     let mut out_st = Vec::with_capacity(sts.len());
