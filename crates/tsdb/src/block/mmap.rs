@@ -1,6 +1,6 @@
 //! The crate's only `unsafe`: mapping an immutable block file (or a head chunk file that only grows) into
-//! memory, telling the kernel it may drop the mapping's resident pages, and asking the C allocator to
-//! give its free pages back ([`release_free_heap`]).
+//! memory, telling the kernel it may drop the mapping's resident pages, asking the C allocator to
+//! give its free pages back ([`release_free_heap`]), and prefetch hints for readers ([`prefetch`]).
 //!
 //! The mapping is wrapped into a [`Bytes`] (via `Bytes::from_owner`), so chunk data handed to readers are
 //! zero-copy, reference-counted slices that keep the mapping alive as long as any of them lives, even after
