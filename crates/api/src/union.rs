@@ -28,7 +28,7 @@
 use std::sync::Arc;
 
 use tessera_model::{
-    ChangeLog, ChunkRef, Labels, MatchOp, Matcher, Queryable, Querier, SelectHints, Series, SeriesSet, StorageError, TierInfo,
+    ChangeLog, ChunkRef, Labels, MatchOp, Matcher, Queryable, Querier, RawHorizon, SelectHints, Series, SeriesSet, StorageError, TierInfo,
 };
 use tessera_tsdb::Db;
 
@@ -93,6 +93,21 @@ impl Queryable for UnionQueryable {
             });
         }
         out
+    }
+
+    /// The latest of the members' raw horizons; per tier (those every member keeps), the oldest bucket
+    /// any member holds.
+    fn raw_horizon(&self) -> Option<RawHorizon> {
+        let hs: Vec<RawHorizon> = self.members.iter().filter_map(|(db, _)| Queryable::raw_horizon(&**db)).collect();
+        let raw_mint_ms = hs.iter().map(|h| h.raw_mint_ms).max()?;
+        let tiers = Queryable::tiers(self)
+            .iter()
+            .map(|t| {
+                let oldest = hs.iter().flat_map(|h| &h.tiers).filter(|(r, _)| *r == t.resolution_ms).filter_map(|(_, m)| *m).min();
+                (t.resolution_ms, oldest)
+            })
+            .collect();
+        Some(RawHorizon { raw_mint_ms, tiers })
     }
 
     fn tier_querier(&self, resolution_ms: i64, mint_ms: i64, maxt_ms: i64) -> Result<Option<Arc<dyn Querier>>, StorageError> {

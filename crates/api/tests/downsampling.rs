@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 use tessera_model::histogram::{CounterResetHint, FloatHistogram, Histogram, Span};
-use tessera_model::{HistogramSample, HistogramValue, Labels, Sample, STALE_NAN};
+use tessera_model::{HistogramSample, HistogramValue, Labels, Queryable, Sample, STALE_NAN};
 use tessera_promql::engine::tier::TierRequest;
 use tessera_promql::engine::{parse, Engine, EngineOptions, QueryOptions, QueryResult, Value};
 use tessera_tsdb::db::Db;
@@ -388,4 +388,164 @@ fn histograms_whose_layout_changes_inside_a_bucket_are_approximated_and_said_so(
     let late = run(&db, q, T0 + 45 * MIN, end, 5 * MIN, TierRequest::Resolution(5 * MIN));
     assert!(late.infos.is_empty(), "{:?}", late.infos);
     same(&late.value, &run(&db, q, T0 + 45 * MIN, end, 5 * MIN, TierRequest::Raw).value).expect("exact after the change");
+}
+
+fn open_with(dir: &std::path::Path, retention_ms: i64, tiers: &[(i64, i64)]) -> std::sync::Arc<Db> {
+    Db::open(
+        dir,
+        Options {
+            shards: 2,
+            block_range_ms: H,
+            retention_ms,
+            background: false,
+            max_future_ms: 0,
+            fsync: tessera_tsdb::FsyncPolicy::Never,
+            tiers: tiers.iter().map(|&(resolution_ms, retention_ms)| TierOptions { resolution_ms, retention_ms }).collect(),
+            ..Options::default()
+        },
+    )
+    .expect("open")
+}
+
+/// `v`'s points (floats and histograms) at times `keep` accepts.
+fn points_where(v: &Value, keep: impl Fn(i64) -> bool) -> Vec<tessera_promql::engine::MatrixSeries> {
+    let Value::Matrix(m) = v else { panic!("not a matrix") };
+    m.iter()
+        .map(|s| {
+            let mut s = s.clone();
+            s.points.retain(|p| keep(p.0));
+            s.histograms.retain(|p| keep(p.0));
+            s
+        })
+        .filter(|s| !s.points.is_empty() || !s.histograms.is_empty())
+        .collect()
+}
+
+/// A range query whose first steps reach back past raw retention, at a step no tier fits: those steps
+/// come from the finest tier that still holds them (approximated, and said so), the others from the raw
+/// data exactly as `raw=1` gives them; a query within the raw data, `raw=1` and `@` stay on raw data.
+#[test]
+fn queries_reaching_past_raw_retention_read_a_tier_for_the_steps_raw_data_no_longer_covers() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let tiers = [(MIN, 0), (5 * MIN, 0)];
+    {
+        // Blocks stay an hour long (compaction is capped at a tenth of retention).
+        let db = open_with(dir.path(), 10 * H, &tiers);
+        fill(&db, &mut Rng(11));
+        db.flush().expect("flush");
+        db.compact().expect("compact");
+        assert!(db.raw_horizon().is_none(), "nothing dropped yet: {:?}", db.raw_horizon());
+    }
+    // Raw retention now drops the first hours; the tiers (kept forever) still hold them.
+    let db = open_with(dir.path(), 4 * H, &tiers);
+    db.compact().expect("compact");
+    let h = db.raw_horizon().expect("raw data dropped");
+    assert!(h.raw_mint_ms >= T0 + 3 * H && h.raw_mint_ms <= T0 + 5 * H, "{h:?}");
+    assert_eq!(h.tiers, vec![(MIN, Some(T0)), (5 * MIN, Some(T0))]);
+    let (start, end) = (T0 + H, T0 + 7 * H + 30_000);
+    for (q, step) in [("rate(m[5m])", 30_000), ("m", 30_000), ("sum by (k) (increase(m[10m]))", 90_000), ("rate(hm[5m])", 45_000)] {
+        let before = if q == "m" || q.contains("5m") { 5 * MIN } else { 10 * MIN };
+        let auto = run(&db, q, start, end, step, TierRequest::Auto);
+        assert_eq!(auto.tier_ms, Some(MIN), "{q}: the finest tier reaching back");
+        assert!(auto.infos.iter().any(|i| i.contains("1m downsampling tier")), "{q}: approximated, and said: {:?}", auto.infos);
+        // The first step whose window lies within the raw data.
+        let split = (0..).map(|i| start + i * step).find(|t| t - before >= h.raw_mint_ms).expect("a split");
+        let tier = run(&db, q, start, end, step, TierRequest::Resolution(MIN));
+        let raw = run(&db, q, start, end, step, TierRequest::Raw);
+        assert_eq!(raw.tier_ms, None);
+        let mut want = points_where(&tier.value, |t| t < split);
+        for s in points_where(&raw.value, |t| t >= split) {
+            match want.iter_mut().find(|w| w.labels == s.labels) {
+                Some(w) => {
+                    w.points.extend(s.points);
+                    w.histograms.extend(s.histograms);
+                }
+                None => want.push(s),
+            }
+        }
+        want.sort_by(|a, b| a.labels.cmp(&b.labels));
+        if let Err(e) = same(&auto.value, &Value::Matrix(want)) {
+            panic!("{q} at step {step}: {e}");
+        }
+        // The tier answered for steps raw data has nothing for.
+        let old = |v: &Value| points_where(v, |t| t < h.raw_mint_ms).iter().map(|s| s.points.len() + s.histograms.len()).sum::<usize>();
+        assert_eq!(old(&raw.value), 0, "{q}: raw data is gone there");
+        assert!(old(&auto.value) > 100, "{q}: the tier answers there");
+    }
+    // Within the raw data, forced raw data, and `@`: raw data only.
+    assert_eq!(run(&db, "rate(m[5m])", h.raw_mint_ms + 10 * MIN, end, 30_000, TierRequest::Auto).tier_ms, None);
+    let at = format!("rate(m[5m] @ {})", (T0 + 6 * H) / 1000);
+    assert_eq!(run(&db, &at, start, end, 30_000, TierRequest::Auto).tier_ms, None);
+    // A step a tier fits reads that tier throughout, as before.
+    assert_eq!(run(&db, "rate(m[5m])", start, end, 5 * MIN, TierRequest::Auto).tier_ms, Some(5 * MIN));
+    // Only the coarser tier reaching back: it answers.
+    drop(db);
+    let db = open_with(dir.path(), 4 * H, &[(MIN, 5 * H), (5 * MIN, 0)]);
+    db.compact().expect("compact");
+    let h = db.raw_horizon().expect("raw data dropped");
+    assert!(h.tiers[0].1.is_some_and(|m| m > T0 + H) && h.tiers[1].1 == Some(T0), "{h:?}");
+    assert_eq!(run(&db, "rate(m[5m])", start, end, 30_000, TierRequest::Auto).tier_ms, Some(5 * MIN));
+    // Blocks that retention drops as soon as they are written (8 hours at once, 4 kept) leave their
+    // buckets behind: tiers are computed before retention runs.
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = open_with(dir.path(), 4 * H, &tiers);
+    fill(&db, &mut Rng(12));
+    db.flush().expect("flush");
+    db.compact().expect("compact");
+    let h = db.raw_horizon().expect("raw data dropped");
+    assert_eq!(h.tiers, vec![(MIN, Some(T0)), (5 * MIN, Some(T0))], "{h:?}");
+}
+
+/// A tier's retention dropping its blocks is a change to what queries read there: results the cache
+/// kept from them are dropped, so a repeat equals a fresh evaluation. Raw retention drops blocks only
+/// after the tiers have their buckets.
+#[test]
+fn tier_retention_invalidates_cached_steps() {
+    use tessera_promql::cache::{CacheOptions, ResultCache};
+    let dir = tempfile::tempdir().expect("tmp");
+    // Raw data kept 4 h, the 5m tier 6 h.
+    let db = open_with(dir.path(), 4 * H, &[(5 * MIN, 6 * H)]);
+    let series = |i: usize| Labels::from_pairs([("__name__", "m".to_string()), ("i", i.to_string()), ("k", (i % 3).to_string())]);
+    // An hour at a time, the head cut into blocks on the grid when due and maintained, as the background
+    // would.
+    let hour = |db: &Db, h: i64| {
+        let mut app = db.appender();
+        for i in 0..16 {
+            let s: Vec<Sample> = (0..240).map(|j| Sample::new(T0 + h * H + j * 15_000, (h * 240 + j) as f64 * (i + 1) as f64)).collect();
+            app.add(series(i), &s);
+        }
+        app.commit().expect("commit");
+        db.compact().expect("compact");
+    };
+    for h in 0..8 {
+        hour(&db, h);
+    }
+    let horizon = db.raw_horizon().expect("raw data dropped");
+    assert!(horizon.raw_mint_ms >= T0 + 3 * H && horizon.tiers[0].1.is_some_and(|m| m <= T0 + 2 * H), "{horizon:?}");
+    let engine = Engine::new(EngineOptions::default());
+    let cache = ResultCache::new(CacheOptions { max_bytes: 8 << 20, freshness_ms: MIN, render: None });
+    let expr = parse("sum by (k) (rate(m[5m]))").expect("parses");
+    let (start, end, step) = (T0 + H, T0 + 8 * H, 5 * MIN);
+    let now = T0 + 100 * H;
+    let qo = QueryOptions::default();
+    let ask = || {
+        let (got, rep) = cache.range(&engine, &*db, &expr, start, end, step, &qo, now).expect("cached");
+        let fresh = engine.range_expr(&*db, &expr, start, end, step, &qo).expect("fresh");
+        (got, rep, fresh)
+    };
+    // Steps between T0 + 2h and T0 + 3h come from tier blocks alone (their raw blocks are gone).
+    let early = |v: &Value| points_where(v, |t| t > T0 + 2 * H + 5 * MIN && t < T0 + 3 * H).iter().map(|s| s.points.len()).sum::<usize>();
+    let (got, _, fresh) = ask();
+    assert_eq!(got.tier_ms, Some(5 * MIN));
+    same(&got.value, &fresh.value).expect("first answer");
+    assert!(early(&fresh.value) > 10, "the tier answers where raw data is gone");
+    let (_, rep, _) = ask();
+    assert_eq!(rep.hits, rep.steps, "kept: {rep:?}");
+    // Newer hours move the tier's retention (counted from the newest block) past T0 + 3h.
+    for h in 8..11 {
+        hour(&db, h);
+    }
+    let (got, _, fresh) = ask();
+    assert_eq!(early(&fresh.value), 0, "the dropped tier blocks answer nothing now");
+    same(&got.value, &fresh.value).expect("after the tier's retention");
 }

@@ -227,3 +227,45 @@ fn the_result_cache_through_a_union_stays_exact() {
     }
     check("after a late series in a member", true);
 }
+
+/// Past the members' raw retention, a union answers as one store does (for series one member holds): the
+/// steps whose windows begin before the raw data from the finest tier reaching back (no tier fits a 30 s
+/// step), the rest raw.
+#[test]
+fn a_union_reaching_past_raw_retention_reads_the_tier_as_one_store_does() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tmp")).collect();
+    // Raw retention `hours` (blocks stay an hour long: compaction is capped at a tenth of it).
+    let reopen = |d: &tempfile::TempDir, hours: i64| {
+        let tiers = vec![TierOptions { resolution_ms: MIN, retention_ms: 0 }, TierOptions { resolution_ms: 5 * MIN, retention_ms: 0 }];
+        let opts = Options { shards: 2, background: false, max_future_ms: 0, fsync: tessera_tsdb::FsyncPolicy::Never, block_range_ms: 60 * MIN, retention_ms: hours * 60 * MIN, tiers, ..Options::default() };
+        let db = Db::open(d.path(), opts).expect("open");
+        db.compact().expect("compact");
+        db
+    };
+    {
+        let (a, b, one) = (reopen(&dirs[0], 10), reopen(&dirs[1], 10), reopen(&dirs[2], 10));
+        fill(&a, &b, &one, &mut Rng(5));
+        for db in [&a, &b, &one] {
+            db.flush().expect("flush");
+            db.compact().expect("compact");
+        }
+    }
+    // Reopened with raw data kept 2 hours: the first hour's raw blocks go, the tiers keep them.
+    let (a, b, one) = (reopen(&dirs[0], 2), reopen(&dirs[1], 2), reopen(&dirs[2], 2));
+    let union = UnionQueryable::new(vec![(a.clone(), Labels::default()), (b.clone(), Labels::default())]);
+    let h = tessera_model::Queryable::raw_horizon(&union).expect("raw data dropped");
+    assert_eq!(Some(&h), tessera_model::Queryable::raw_horizon(&*one).as_ref(), "the union's horizon is one store's");
+    assert!(h.raw_mint_ms > T0 && h.raw_mint_ms < T0 + 120 * MIN, "{h:?}");
+    let e = Engine::new(EngineOptions::default());
+    // Series held by one member (a series in both has, where no raw data is left, the first member's
+    // buckets: see `union_tier_series`).
+    for q in ["rate(m{job!=\"c\"}[5m])", "sum by (job) (increase(m{job!=\"c\"}[10m]))", "m{job!=\"c\"}", "count_over_time(m{job!=\"c\"}[15m])"] {
+        let expr = parse(q).expect("parses");
+        let qo = QueryOptions::default();
+        let (start, end, step) = (T0 + 10 * MIN, T0 + 170 * MIN, 30_000);
+        let u = e.range_expr(&union, &expr, start, end, step, &qo).unwrap_or_else(|err| panic!("{q}: {err}"));
+        let o = e.range_expr(&*one, &expr, start, end, step, &qo).unwrap_or_else(|err| panic!("{q}: {err}"));
+        assert_eq!((u.tier_ms, o.tier_ms), (Some(MIN), Some(MIN)), "{q}: the old steps from the 1m tier");
+        assert_same(&format!("{q} past raw retention"), &u, &o);
+    }
+}

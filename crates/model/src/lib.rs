@@ -36,4 +36,4 @@ pub use histogram_sample::{HistogramSample, HistogramValue};
 pub use labels::{Label, LabelRef, LabelStr, Labels, LabelsBuilder, METRIC_NAME};
 pub use matcher::{MatchOp, Matcher, MatcherError};
 pub use sample::{is_stale_nan, Sample, STALE_NAN, STALE_NAN_BITS};
-pub use storage::{ChunkEncoding, ChunkRef, Querier, Queryable, SelectHints, Series, SeriesSet, StorageError, TierInfo};
+pub use storage::{ChunkEncoding, ChunkRef, Querier, Queryable, RawHorizon, SelectHints, Series, SeriesSet, StorageError, TierInfo};

@@ -156,6 +156,22 @@ pub trait Queryable: Send + Sync {
         let _ = (resolution_ms, mint_ms, maxt_ms);
         Ok(None)
     }
+
+    /// Where raw retention has dropped raw samples that downsampling tiers still hold (see
+    /// [`RawHorizon`]); `None` when no tier reaches further back than the raw data (by default).
+    fn raw_horizon(&self) -> Option<RawHorizon> {
+        None
+    }
+}
+
+/// How far back raw samples and each downsampling tier reach, once raw retention has dropped raw blocks
+/// that tiers outlive: before `raw_mint_ms` only the tiers answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawHorizon {
+    /// The oldest time raw samples are held for everywhere (the latest of the shards' oldest raw times).
+    pub raw_mint_ms: i64,
+    /// Per tier, finest first: its resolution and the oldest time it holds buckets for (`None`: none).
+    pub tiers: Vec<(i64, Option<i64>)>,
 }
 
 /// A downsampling tier: its bucket width and how long it is kept.

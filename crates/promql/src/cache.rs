@@ -685,6 +685,8 @@ impl ResultCache {
             stored = self.store(&key, window, log, storage, seq0, start_ms, keep_through, &runs, &results);
         }
         let report = CacheReport { steps: nsteps, hits, evaluated, runs: runs.len(), stored, bypass: None };
+        // A run reaching past the raw data names the tier it read (`engine::tier::past_raw`).
+        let tier_ms = results.iter().find_map(|r| r.tier_ms).or(tier_ms);
         Ok((QueryResult { value: Value::Matrix(out), warnings, infos, stats, trace, tier_ms }, report))
     }
 

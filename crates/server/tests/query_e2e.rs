@@ -331,3 +331,57 @@ fn long_range_queries_read_downsampling_tiers() {
         assert!(tiered["data"]["result"][0]["values"].as_array().is_some_and(|v| v.len() >= 7) || !hq.starts_with("histogram_quantile"), "{hq}: {tiered}");
     }
 }
+
+/// Past raw retention through the binary: with raw data kept 4 hours and tiers kept forever, a range
+/// query over 10 hours at a step no tier fits (1m against 5m and 1h) answers its old steps from the 5m
+/// tier (said in `trace` and `infos`) and its recent ones from raw data, where `raw=1` has nothing old.
+#[test]
+fn range_queries_past_raw_retention_read_the_finest_tier_that_reaches_back() {
+    const H: i64 = 3_600_000;
+    let t0 = 472_222 * H;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &["--storage.tsdb.downsampling=5m,1h", "--storage.tsdb.retention.time=4h"]);
+    for part in 0..20 {
+        let series: Vec<WriteSeries> = (0..5)
+            .map(|i| {
+                let pts = (part * 30..part * 30 + 30).map(|m| Sample::new(t0 + m * 60_000 + 5_000, (m * (i + 1)) as f64)).collect();
+                WriteSeries::new(labels!("__name__" => "m", "i" => &i.to_string()), pts)
+            })
+            .collect();
+        assert_eq!(s.write_v1(&series, &[]).0, 204);
+    }
+    let ask = |q: &str, start: i64, extra: &str| -> serde_json::Value {
+        let range = format!("start={}&end={}&step=60", start / 1000, (t0 + 9 * H) / 1000);
+        let (st, body) = s.post_form("/api/v1/query_range", &format!("query={q}&{range}&trace=1&nocache=1{extra}"));
+        assert_eq!(st, 200, "{body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    };
+    let first_t = |v: &serde_json::Value| -> Option<f64> { v["data"]["result"][0]["values"][0][0].as_f64() };
+    // The background cuts blocks from the head, computes their tiers, then retention drops the old ones.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let q = "rate(m%5B5m%5D)";
+    let raw = loop {
+        let raw = ask(q, t0 + H, "&raw=1");
+        if first_t(&raw).is_some_and(|t| t * 1000.0 >= (t0 + 4 * H) as f64) {
+            break raw;
+        }
+        assert!(std::time::Instant::now() < deadline, "raw retention did not drop the old blocks in 60 s: {raw}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let auto = ask(q, t0 + H, "");
+    assert_eq!(auto["trace"]["tier"], "5m", "{auto}");
+    assert!(auto["infos"].to_string().contains("5m downsampling tier"), "{auto}");
+    let t = first_t(&auto).expect("points");
+    assert!(t * 1000.0 < (t0 + 2 * H) as f64, "the old steps answered from the tier: {auto}");
+    // The recent steps are the raw answer's.
+    let (a, r) = (&auto["data"]["result"][0]["values"], &raw["data"]["result"][0]["values"]);
+    let last = |v: &serde_json::Value| v.as_array().and_then(|v| v.last().cloned());
+    assert_eq!(last(a), last(r));
+    let n_raw = r.as_array().map(Vec::len).unwrap_or(0);
+    let tail: Vec<_> = a.as_array().expect("values").iter().rev().take(n_raw.saturating_sub(10)).collect();
+    let raw_tail: Vec<_> = r.as_array().expect("values").iter().rev().take(n_raw.saturating_sub(10)).collect();
+    assert_eq!(tail, raw_tail);
+    // Within the raw data the answer is raw.
+    let recent = ask(q, t0 + 7 * H, "");
+    assert_eq!(recent["trace"]["tier"], serde_json::Value::Null, "{recent}");
+}

@@ -364,13 +364,12 @@ impl Db {
     /// Head cuts when due, block compaction and retention, now.
     pub fn compact(&self) -> Result<()> {
         let _g = self.compact_lock.lock();
-        for s in &self.shards {
-            s.cut_if_due()?;
-            crate::maintenance::compact_and_retain(s, &self.opts, &self.metrics, &self.changes)?;
-            s.refresh_label_order();
-        }
         for (s, t) in self.shards.iter().zip(&self.tiers) {
-            crate::tiers::maintain(s, t)?;
+            s.cut_if_due()?;
+            crate::maintenance::compact(s, &self.opts, &self.metrics)?;
+            crate::tiers::maintain(s, t, &self.changes)?;
+            crate::maintenance::retain(s, &self.opts, &self.metrics, &self.changes);
+            s.refresh_label_order();
         }
         self.refresh_gauges();
         Ok(())
@@ -540,6 +539,10 @@ impl Queryable for Db {
         self.opts.tiers.iter().map(|t| tessera_model::TierInfo { resolution_ms: t.resolution_ms, retention_ms: t.retention_ms }).collect()
     }
 
+    fn raw_horizon(&self) -> Option<tessera_model::RawHorizon> {
+        crate::tiers::raw_horizon(&self.shards, &self.tiers)
+    }
+
     fn tier_querier(&self, resolution_ms: i64, mint_ms: i64, maxt_ms: i64) -> std::result::Result<Option<Arc<dyn Querier>>, StorageError> {
         let Some(tier) = self.opts.tiers.iter().position(|t| t.resolution_ms == resolution_ms) else { return Ok(None) };
         Ok(Some(Arc::new(crate::tiers::TierQuerier {
@@ -582,16 +585,16 @@ fn background(
         if last_maint.elapsed() >= Duration::from_secs(1) {
             last_maint = std::time::Instant::now();
             let _g = lock.lock();
-            for s in &shards {
-                if let Err(e) = crate::maintenance::compact_and_retain(s, &opts, &metrics, &changes) {
-                    metrics.compaction_failures.fetch_add(1, Relaxed);
-                    tracing::error!(shard = s.id, error = %e, "compaction/retention failed");
-                }
-            }
+            // Tiers are computed between compaction and retention (see `maintenance::compact`).
             for (s, t) in shards.iter().zip(&tiers) {
-                if let Err(e) = crate::tiers::maintain(s, t) {
+                if let Err(e) = crate::maintenance::compact(s, &opts, &metrics) {
+                    metrics.compaction_failures.fetch_add(1, Relaxed);
+                    tracing::error!(shard = s.id, error = %e, "compaction failed");
+                }
+                if let Err(e) = crate::tiers::maintain(s, t, &changes) {
                     tracing::error!(shard = s.id, error = %e, "downsampling failed");
                 }
+                crate::maintenance::retain(s, &opts, &metrics, &changes);
             }
         }
     }

@@ -31,8 +31,10 @@ fn delete_dirs(s: &Shard, ids: &[String]) {
     }
 }
 
-/// Runs compactions until the planner has nothing left, then applies retention.
-pub(crate) fn compact_and_retain(s: &Shard, opts: &Options, metrics: &Metrics, changes: &ChangeLog) -> Result<()> {
+/// Runs compactions until the planner has nothing left. Retention ([`retain`]) comes after the
+/// downsampling tiers have been computed from the compacted blocks, so a block that retention drops at
+/// once still leaves its buckets behind.
+pub(crate) fn compact(s: &Shard, opts: &Options, metrics: &Metrics) -> Result<()> {
     for _ in 0..64 {
         let blocks = s.blocks();
         let metas: Vec<BlockMeta> = blocks.iter().map(|b| b.meta()).collect();
@@ -61,13 +63,12 @@ pub(crate) fn compact_and_retain(s: &Shard, opts: &Options, metrics: &Metrics, c
             metrics.compactions.fetch_add(1, Relaxed);
         }
     }
-    retain(s, opts, metrics, changes);
     Ok(())
 }
 
 /// Drops whole blocks beyond the time or size retention (Prometheus' `BeyondTimeRetention`,
 /// `BeyondSizeRetention`; the size limit counts blocks only).
-fn retain(s: &Shard, opts: &Options, metrics: &Metrics, changes: &ChangeLog) {
+pub(crate) fn retain(s: &Shard, opts: &Options, metrics: &Metrics, changes: &ChangeLog) {
     if opts.retention_ms == 0 && opts.retention_bytes == 0 {
         return;
     }

@@ -44,7 +44,7 @@ use parking_lot::{Mutex, RwLock};
 use tessera_encoding::buckets::{bucket_of, bucketize, decode_buckets_into, encode_buckets, Bucket};
 use tessera_encoding::hbuckets::{decode_hbuckets_into, encode_hbuckets, hbucketize, HBucket};
 use tessera_model::{
-    ChunkEncoding, ChunkRef, FloatHistogram, HistogramSample, Labels, Matcher, Querier, Sample, SelectHints, Series, SeriesSet,
+    ChangeLog, ChunkEncoding, ChunkRef, FloatHistogram, HistogramSample, Labels, Matcher, Querier, Sample, SelectHints, Series, SeriesSet,
     StorageError,
 };
 
@@ -282,7 +282,7 @@ fn derive(src: &Block, res: i64, dir: &Path) -> Result<Option<BlockMeta>> {
 /// One maintenance pass over a shard's tiers: computes tier blocks for sealed raw blocks that have
 /// none (or a stale one), deletes what they supersede, applies each tier's retention. Returns the
 /// number of tier blocks written.
-pub(crate) fn maintain(shard: &Shard, tiers: &ShardTiers) -> Result<usize> {
+pub(crate) fn maintain(shard: &Shard, tiers: &ShardTiers, changes: &ChangeLog) -> Result<usize> {
     let raw: Vec<Arc<Block>> = shard.blocks();
     let raw_meta: Vec<BlockMeta> = raw.iter().map(|b| b.meta()).collect();
     let hmin = head_min(shard);
@@ -318,14 +318,45 @@ pub(crate) fn maintain(shard: &Shard, tiers: &ShardTiers) -> Result<usize> {
             }
             set.drop_superseded();
         }
-        retain(set, &raw_meta);
+        retain(set, &raw_meta, changes);
     }
     Ok(written)
 }
 
+/// Where raw retention has dropped what tiers still hold (`Queryable::raw_horizon`): a shard whose tier
+/// blocks reach back before its oldest raw sample (block or head) answers only from tiers before that
+/// sample — before the newest tier bucket when it has no raw data left at all —, and the database's
+/// horizon is the latest of those shards' times, so that every shard's raw data covers what comes after.
+pub(crate) fn raw_horizon(shards: &[Arc<Shard>], tiers: &[Arc<ShardTiers>]) -> Option<tessera_model::RawHorizon> {
+    let mut raw_mint: Option<i64> = None;
+    let mut per_tier: Vec<(i64, Option<i64>)> = Vec::new();
+    for (sh, ts) in shards.iter().zip(tiers) {
+        let raw_min = sh.blocks().iter().map(|b| b.meta().mint_ms).chain([head_min(sh)]).min().unwrap_or(i64::MAX);
+        let (mut tier_min, mut tier_max) = (i64::MAX, i64::MIN);
+        for (i, set) in ts.sets.iter().enumerate() {
+            let bs = set.blocks.read();
+            let lo = bs.iter().map(|b| b.meta().mint_ms).min();
+            tier_max = tier_max.max(bs.iter().map(|b| b.meta().maxt_ms).max().unwrap_or(i64::MIN));
+            if per_tier.len() <= i {
+                per_tier.push((set.opts.resolution_ms, None));
+            }
+            if let Some(lo) = lo {
+                tier_min = tier_min.min(lo);
+                per_tier[i].1 = Some(per_tier[i].1.map_or(lo, |x: i64| x.min(lo)));
+            }
+        }
+        if tier_min < raw_min {
+            let at = if raw_min == i64::MAX { tier_max } else { raw_min };
+            raw_mint = Some(raw_mint.map_or(at, |x| x.max(at)));
+        }
+    }
+    raw_mint.map(|raw_mint_ms| tessera_model::RawHorizon { raw_mint_ms, tiers: per_tier })
+}
+
 /// Drops a tier's blocks entirely older than its retention, counted back from the newest data (raw or
-/// tier), as raw retention is.
-fn retain(set: &TierSet, raw: &[BlockMeta]) {
+/// tier), as raw retention is. What they held is gone for new readers (raw retention took it before), so
+/// the dropped range is recorded as a change: results kept from it are stale.
+fn retain(set: &TierSet, raw: &[BlockMeta], changes: &ChangeLog) {
     if set.opts.retention_ms <= 0 {
         return;
     }
@@ -337,13 +368,19 @@ fn retain(set: &TierSet, raw: &[BlockMeta]) {
         .unwrap_or(i64::MIN);
     let horizon = newest.saturating_sub(set.opts.retention_ms);
     let mut gone = Vec::new();
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
     set.blocks.write().retain(|b| {
-        let keep = b.meta().maxt_ms > horizon;
+        let m = b.meta();
+        let keep = m.maxt_ms > horizon;
         if !keep {
             gone.push(b.dir().to_path_buf());
+            (lo, hi) = (lo.min(m.mint_ms), hi.max(m.maxt_ms - 1));
         }
         keep
     });
+    if !gone.is_empty() {
+        changes.record(lo, hi);
+    }
     for d in gone {
         if let Err(e) = delete_block_dir(&d) {
             tracing::warn!(dir = %d.display(), error = %e, "could not delete a tier block past retention");

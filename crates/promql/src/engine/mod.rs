@@ -307,6 +307,13 @@ impl Engine {
         if !self.opts.enable_experimental {
             check_experimental(expr)?;
         }
+        if step_ms > 0
+            && qo.tier == tier::TierRequest::Auto
+            && tier::choose(q, qo.tier, step_ms)?.is_none()
+            && let Some((res, split)) = tier::past_raw(q, expr, start_ms, step_ms, self.lookback_ms(qo))
+        {
+            return self.exec_past_raw(q, expr, start_ms, end_ms, step_ms, qo, res, split);
+        }
         let mut expr = expr.clone();
         crate::parser::fold_query_context_functions(&mut expr, start_ms, end_ms, step_ms);
         let range_ms = if step_ms == 0 { 0 } else { end_ms - start_ms };
@@ -336,6 +343,67 @@ impl Engine {
         }
         res.tier_ms = ctx.tier_ms;
         Ok(res)
+    }
+}
+
+impl Engine {
+    /// A range query reaching back past the raw data at a step no tier fits (see [`tier::past_raw`]): the
+    /// steps before `split` from tier `res`, the others from raw data, within the query's one timeout,
+    /// spliced series by series. The answer names the tier; `trace` is the tier part's.
+    #[allow(clippy::too_many_arguments)]
+    fn exec_past_raw(
+        &self,
+        q: &dyn Queryable,
+        expr: &Expr,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+        qo: &QueryOptions,
+        res: i64,
+        split: i64,
+    ) -> Result<QueryResult, EngineError> {
+        let started = Instant::now();
+        let timeout = qo.timeout.unwrap_or(self.opts.timeout);
+        let left = || Some(timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1)));
+        let last_tier = split.saturating_sub(step_ms).min(end_ms);
+        let o = QueryOptions { tier: tier::TierRequest::Resolution(res), timeout: left(), ..qo.clone() };
+        let mut out = self.exec(q, expr, start_ms, last_tier, step_ms, &o)?;
+        if split > end_ms {
+            return Ok(out);
+        }
+        let o = QueryOptions { tier: tier::TierRequest::Raw, timeout: left(), ..qo.clone() };
+        let raw = self.exec(q, expr, split, end_ms, step_ms, &o)?;
+        let (Value::Matrix(old), Value::Matrix(new)) = (&mut out.value, raw.value) else {
+            return Err(EngineError::Execution("a range query's parts are not matrices".into()));
+        };
+        let mut at: std::collections::HashMap<Labels, usize> = old.iter().enumerate().map(|(i, s)| (s.labels.clone(), i)).collect();
+        for s in new {
+            match at.get(&s.labels) {
+                Some(&i) => {
+                    old[i].points.extend_from_slice(&s.points);
+                    old[i].histograms.extend_from_slice(&s.histograms);
+                }
+                None => {
+                    at.insert(s.labels.clone(), old.len());
+                    old.push(s);
+                }
+            }
+        }
+        old.sort_by(|a, b| a.labels.cmp(&b.labels));
+        for w in raw.warnings {
+            if !out.warnings.contains(&w) {
+                out.warnings.push(w);
+            }
+        }
+        for i in raw.infos {
+            if !out.infos.contains(&i) {
+                out.infos.push(i);
+            }
+        }
+        out.stats.total_queryable_samples += raw.stats.total_queryable_samples;
+        out.stats.samples_read += raw.stats.samples_read;
+        out.stats.peak_samples = out.stats.peak_samples.max(raw.stats.peak_samples);
+        Ok(out)
     }
 }
 

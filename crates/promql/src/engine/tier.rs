@@ -6,7 +6,9 @@
 //! (`R <= step` and `step` a multiple of `R`); tiers are configured so that coarser tiers are kept at
 //! least as long as finer ones, so the coarsest fitting tier also reaches furthest back. Instant queries
 //! read raw data. A request may force raw data or a named tier ([`TierRequest`]). The choice depends on
-//! the request, the step and the configuration only, so the result cache can key on it.
+//! the request, the step and the configuration only, so the result cache can key on it. When no tier
+//! fits, the steps reaching back past the raw data read a tier anyway ([`past_raw`]); which steps those
+//! are follows the storage's retention, whose drops the result cache hears of as changes.
 //!
 //! # Exact where the windows fall on buckets
 //! A window `(a, b]` with `a` and `b` multiples of `R` is exactly a run of bucket records (see
@@ -77,6 +79,39 @@ pub fn choose(q: &dyn Queryable, req: TierRequest, step_ms: i64) -> Result<Optio
             Ok(q.tiers().iter().filter(|t| t.resolution_ms <= step_ms && step_ms % t.resolution_ms == 0).map(|t| t.resolution_ms).max())
         }
     }
+}
+
+/// Where a range query in the default mode reaches back past the raw data and no tier fits its step
+/// ([`choose`] gave raw data): raw retention has dropped the samples of its first steps, which only the
+/// tiers still hold. Returns the tier that answers for those steps and the first step the raw data
+/// answers for (past `end` when none does): steps whose windows (the expression's dependency window,
+/// as the result cache computes it) begin before the raw horizon read the tier — the finest one that
+/// holds buckets from the first window's start on, or else the one reaching furthest back —, the rest
+/// raw data. `None` when the query's windows all lie within the raw data, when no tier holds anything
+/// older, or when the windows cannot be told per step (`@`, `start()`, non-constant durations: such a
+/// query reads raw data only). The tier's answers are approximations there (the step does not fit its
+/// buckets) and say so as any tier answer does.
+pub fn past_raw(q: &dyn Queryable, expr: &crate::parser::Expr, start_ms: i64, step_ms: i64, lookback_ms: i64) -> Option<(i64, i64)> {
+    if step_ms <= 0 {
+        return None;
+    }
+    let h = q.raw_horizon()?;
+    let w = crate::cache::dependency_window(expr, lookback_ms).ok()??;
+    let first = start_ms.saturating_sub(w.before);
+    if first >= h.raw_mint_ms {
+        return None;
+    }
+    let reaching = h.tiers.iter().filter_map(|&(r, m)| m.map(|m| (r, m)));
+    let res = match reaching.clone().find(|&(_, m)| m <= first) {
+        Some((r, _)) => r,
+        // Finest first: the earliest minimum is the finest of those reaching furthest back.
+        None => reaching.min_by_key(|&(_, m)| m)?.0,
+    };
+    // The first step whose window begins at or after the horizon.
+    let need = i128::from(h.raw_mint_ms) + i128::from(w.before) - i128::from(start_ms);
+    let k = (need + i128::from(step_ms) - 1).div_euclid(i128::from(step_ms)).max(1);
+    let split = i128::from(start_ms) + k * i128::from(step_ms);
+    Some((res, i64::try_from(split).unwrap_or(i64::MAX)))
 }
 
 /// A resolution as a Prometheus duration (`5m`, `1h`, `90s`).
