@@ -95,15 +95,15 @@ impl Queryable for UnionQueryable {
         out
     }
 
-    /// The latest of the members' raw horizons; per tier (those every member keeps), the oldest bucket
-    /// any member holds.
+    /// The latest of the members' raw horizons; per tier (those every member keeps), the latest of the
+    /// members' oldest buckets.
     fn raw_horizon(&self) -> Option<RawHorizon> {
         let hs: Vec<RawHorizon> = self.members.iter().filter_map(|(db, _)| Queryable::raw_horizon(&**db)).collect();
         let raw_mint_ms = hs.iter().map(|h| h.raw_mint_ms).max()?;
         let tiers = Queryable::tiers(self)
             .iter()
             .map(|t| {
-                let oldest = hs.iter().flat_map(|h| &h.tiers).filter(|(r, _)| *r == t.resolution_ms).filter_map(|(_, m)| *m).min();
+                let oldest = hs.iter().flat_map(|h| &h.tiers).filter(|(r, _)| *r == t.resolution_ms).filter_map(|(_, m)| *m).max();
                 (t.resolution_ms, oldest)
             })
             .collect();

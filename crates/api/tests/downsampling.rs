@@ -421,6 +421,44 @@ fn points_where(v: &Value, keep: impl Fn(i64) -> bool) -> Vec<tessera_promql::en
         .collect()
 }
 
+/// Checks `auto` against each step's source as `engine::tier::past_raw` defines it (raw data where the
+/// window begins at or after the raw horizon, else the finest tier holding buckets from the window's
+/// start, else the tier reaching furthest back), read from that source's own answer.
+fn check_past_raw(db: &Db, q: &str, start: i64, end: i64, step: i64, auto: &QueryResult) {
+    let h = db.raw_horizon().expect("raw data dropped");
+    let before = if q == "m" || q.contains("5m") { 5 * MIN } else { 10 * MIN };
+    let source = |t: i64| {
+        let ws = t - before;
+        if ws >= h.raw_mint_ms {
+            return TierRequest::Raw;
+        }
+        let reaching: Vec<(i64, i64)> = h.tiers.iter().filter_map(|&(r, m)| m.map(|m| (r, m))).collect();
+        let r = reaching.iter().find(|x| x.1 <= ws).or_else(|| reaching.iter().min_by_key(|x| x.1)).expect("a tier");
+        TierRequest::Resolution(r.0)
+    };
+    let mut want: Vec<tessera_promql::engine::MatrixSeries> = Vec::new();
+    for src in [TierRequest::Raw, TierRequest::Resolution(MIN), TierRequest::Resolution(5 * MIN)] {
+        let ans = run(db, q, start, end, step, src);
+        for s in points_where(&ans.value, |t| source(t) == src) {
+            match want.iter_mut().find(|w| w.labels == s.labels) {
+                Some(w) => {
+                    w.points.extend(s.points);
+                    w.histograms.extend(s.histograms);
+                }
+                None => want.push(s),
+            }
+        }
+    }
+    for w in &mut want {
+        w.points.sort_by_key(|p| p.0);
+        w.histograms.sort_by_key(|p| p.0);
+    }
+    want.sort_by(|a, b| a.labels.cmp(&b.labels));
+    if let Err(e) = same(&auto.value, &Value::Matrix(want)) {
+        panic!("{q} at step {step}: {e}");
+    }
+}
+
 /// A range query whose first steps reach back past raw retention, at a step no tier fits: those steps
 /// come from the finest tier that still holds them (approximated, and said so), the others from the raw
 /// data exactly as `raw=1` gives them; a query within the raw data, `raw=1` and `@` stay on raw data.
@@ -444,30 +482,12 @@ fn queries_reaching_past_raw_retention_read_a_tier_for_the_steps_raw_data_no_lon
     assert_eq!(h.tiers, vec![(MIN, Some(T0)), (5 * MIN, Some(T0))]);
     let (start, end) = (T0 + H, T0 + 7 * H + 30_000);
     for (q, step) in [("rate(m[5m])", 30_000), ("m", 30_000), ("sum by (k) (increase(m[10m]))", 90_000), ("rate(hm[5m])", 45_000)] {
-        let before = if q == "m" || q.contains("5m") { 5 * MIN } else { 10 * MIN };
         let auto = run(&db, q, start, end, step, TierRequest::Auto);
         assert_eq!(auto.tier_ms, Some(MIN), "{q}: the finest tier reaching back");
         assert!(auto.infos.iter().any(|i| i.contains("1m downsampling tier")), "{q}: approximated, and said: {:?}", auto.infos);
-        // The first step whose window lies within the raw data.
-        let split = (0..).map(|i| start + i * step).find(|t| t - before >= h.raw_mint_ms).expect("a split");
-        let tier = run(&db, q, start, end, step, TierRequest::Resolution(MIN));
-        let raw = run(&db, q, start, end, step, TierRequest::Raw);
-        assert_eq!(raw.tier_ms, None);
-        let mut want = points_where(&tier.value, |t| t < split);
-        for s in points_where(&raw.value, |t| t >= split) {
-            match want.iter_mut().find(|w| w.labels == s.labels) {
-                Some(w) => {
-                    w.points.extend(s.points);
-                    w.histograms.extend(s.histograms);
-                }
-                None => want.push(s),
-            }
-        }
-        want.sort_by(|a, b| a.labels.cmp(&b.labels));
-        if let Err(e) = same(&auto.value, &Value::Matrix(want)) {
-            panic!("{q} at step {step}: {e}");
-        }
+        check_past_raw(&db, q, start, end, step, &auto);
         // The tier answered for steps raw data has nothing for.
+        let raw = run(&db, q, start, end, step, TierRequest::Raw);
         let old = |v: &Value| points_where(v, |t| t < h.raw_mint_ms).iter().map(|s| s.points.len() + s.histograms.len()).sum::<usize>();
         assert_eq!(old(&raw.value), 0, "{q}: raw data is gone there");
         assert!(old(&auto.value) > 100, "{q}: the tier answers there");
@@ -478,13 +498,38 @@ fn queries_reaching_past_raw_retention_read_a_tier_for_the_steps_raw_data_no_lon
     assert_eq!(run(&db, &at, start, end, 30_000, TierRequest::Auto).tier_ms, None);
     // A step a tier fits reads that tier throughout, as before.
     assert_eq!(run(&db, "rate(m[5m])", start, end, 5 * MIN, TierRequest::Auto).tier_ms, Some(5 * MIN));
-    // Only the coarser tier reaching back: it answers.
+    // Through the result cache: `raw=1` and the planner's choice are kept apart, and runs evaluated from
+    // other starts give each step the source a whole evaluation gives it.
+    {
+        use tessera_promql::cache::{CacheOptions, ResultCache};
+        let cache = ResultCache::new(CacheOptions { max_bytes: 8 << 20, freshness_ms: MIN, render: None });
+        let engine = Engine::new(EngineOptions::default());
+        let expr = parse("rate(m[5m])").expect("parses");
+        let now = T0 + 100 * H;
+        let ask = |s: i64, tier: TierRequest| {
+            let qo = QueryOptions { tier, ..Default::default() };
+            cache.range(&engine, &*db, &expr, s, end, 30_000, &qo, now).expect("cached").0
+        };
+        let raw = ask(start, TierRequest::Raw);
+        same(&raw.value, &run(&db, "rate(m[5m])", start, end, 30_000, TierRequest::Raw).value).expect("raw=1 through the cache");
+        for s in [start + 2 * H, start + 30 * MIN, start] {
+            let got = ask(s, TierRequest::Auto);
+            same(&got.value, &run(&db, "rate(m[5m])", s, end, 30_000, TierRequest::Auto).value).unwrap_or_else(|e| panic!("auto from {s}: {e}"));
+        }
+        same(&ask(start, TierRequest::Raw).value, &raw.value).expect("raw=1 again");
+    }
+    // A 1m tier kept 5 hours and a 5m tier kept forever: going back, raw data, then 1m, then 5m.
     drop(db);
     let db = open_with(dir.path(), 4 * H, &[(MIN, 5 * H), (5 * MIN, 0)]);
     db.compact().expect("compact");
     let h = db.raw_horizon().expect("raw data dropped");
-    assert!(h.tiers[0].1.is_some_and(|m| m > T0 + H) && h.tiers[1].1 == Some(T0), "{h:?}");
-    assert_eq!(run(&db, "rate(m[5m])", start, end, 30_000, TierRequest::Auto).tier_ms, Some(5 * MIN));
+    assert!(h.tiers[0].1.is_some_and(|m| m > T0 + H && m < h.raw_mint_ms) && h.tiers[1].1 == Some(T0), "{h:?}");
+    for (q, step) in [("rate(m[5m])", 30_000), ("sum by (k) (increase(m[10m]))", 90_000)] {
+        let auto = run(&db, q, start, end, step, TierRequest::Auto);
+        assert_eq!(auto.tier_ms, Some(MIN), "{q}");
+        assert!(auto.infos.iter().any(|i| i.contains("5m downsampling tier")), "{q}: {:?}", auto.infos);
+        check_past_raw(&db, q, start, end, step, &auto);
+    }
     // Blocks that retention drops as soon as they are written (8 hours at once, 4 kept) leave their
     // buckets behind: tiers are computed before retention runs.
     let dir = tempfile::tempdir().expect("tmp");

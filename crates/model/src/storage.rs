@@ -170,7 +170,8 @@ pub trait Queryable: Send + Sync {
 pub struct RawHorizon {
     /// The oldest time raw samples are held for everywhere (the latest of the shards' oldest raw times).
     pub raw_mint_ms: i64,
-    /// Per tier, finest first: its resolution and the oldest time it holds buckets for (`None`: none).
+    /// Per tier, finest first: its resolution and the oldest time it holds buckets for everywhere (the
+    /// latest of the shards' oldest bucket; `None`: no buckets at all).
     pub tiers: Vec<(i64, Option<i64>)>,
 }
 

@@ -248,6 +248,9 @@ struct Key {
     /// The downsampling tier the answer comes from (a function of the request, the step and the
     /// configuration only; see `engine::tier::choose`).
     tier_ms: Option<i64>,
+    /// Raw data whose steps reaching back past it read tiers (`engine::tier::past_raw`): the storage has
+    /// a raw horizon and the request lets the planner choose (`raw=1` reads raw data only).
+    past_raw: bool,
 }
 
 /// Annotations raised by the evaluation that produced some kept steps.
@@ -519,10 +522,19 @@ impl ResultCache {
         }
         let lookback_ms = engine.lookback_ms(qo);
         let tier_ms = crate::engine::tier::choose(q, qo.tier, step_ms)?;
-        let window = match dependency_window(expr, lookback_ms) {
+        let mut window = match dependency_window(expr, lookback_ms) {
             Ok(w) => w.unwrap_or(Window { before: 0, after: 0 }),
             Err(why) => return bypass(format!("not cacheable: {why}")),
         };
+        // A step read from a tier reads whole buckets: its window widened back to the bucket holding its
+        // start, at most one resolution (of the coarsest tier the step may read).
+        let past_raw = qo.tier == crate::engine::tier::TierRequest::Auto && tier_ms.is_none() && q.raw_horizon().is_some();
+        let widen = match tier_ms {
+            Some(r) => r,
+            None if past_raw => q.tiers().iter().map(|t| t.resolution_ms).max().unwrap_or(0),
+            None => 0,
+        };
+        window.before = window.before.saturating_add(widen);
         let storage = log.id();
         let key = Key {
             storage,
@@ -532,6 +544,7 @@ impl ResultCache {
             lookback_ms,
             flags: (engine.opts.enable_experimental, engine.opts.use_start_timestamps, engine.opts.no_step_subquery_interval_ms),
             tier_ms,
+            past_raw,
         };
         // The newest step that may be kept: its window ends before the horizon.
         let horizon = now_ms.saturating_sub(self.opts.freshness_ms);

@@ -591,10 +591,11 @@ fn background(
                     metrics.compaction_failures.fetch_add(1, Relaxed);
                     tracing::error!(shard = s.id, error = %e, "compaction failed");
                 }
-                if let Err(e) = crate::tiers::maintain(s, t, &changes) {
-                    tracing::error!(shard = s.id, error = %e, "downsampling failed");
+                // Raw retention waits while the tiers could not be brought up to date.
+                match crate::tiers::maintain(s, t, &changes) {
+                    Ok(_) => crate::maintenance::retain(s, &opts, &metrics, &changes),
+                    Err(e) => tracing::error!(shard = s.id, error = %e, "downsampling failed; raw retention waits for it"),
                 }
-                crate::maintenance::retain(s, &opts, &metrics, &changes);
             }
         }
     }

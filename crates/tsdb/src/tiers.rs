@@ -327,6 +327,7 @@ pub(crate) fn maintain(shard: &Shard, tiers: &ShardTiers, changes: &ChangeLog) -
 /// blocks reach back before its oldest raw sample (block or head) answers only from tiers before that
 /// sample — before the newest tier bucket when it has no raw data left at all —, and the database's
 /// horizon is the latest of those shards' times, so that every shard's raw data covers what comes after.
+/// A tier's oldest bucket is likewise the latest of its shards' oldest (those holding any).
 pub(crate) fn raw_horizon(shards: &[Arc<Shard>], tiers: &[Arc<ShardTiers>]) -> Option<tessera_model::RawHorizon> {
     let mut raw_mint: Option<i64> = None;
     let mut per_tier: Vec<(i64, Option<i64>)> = Vec::new();
@@ -342,7 +343,7 @@ pub(crate) fn raw_horizon(shards: &[Arc<Shard>], tiers: &[Arc<ShardTiers>]) -> O
             }
             if let Some(lo) = lo {
                 tier_min = tier_min.min(lo);
-                per_tier[i].1 = Some(per_tier[i].1.map_or(lo, |x: i64| x.min(lo)));
+                per_tier[i].1 = Some(per_tier[i].1.map_or(lo, |x: i64| x.max(lo)));
             }
         }
         if tier_min < raw_min {

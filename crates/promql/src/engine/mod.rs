@@ -310,9 +310,9 @@ impl Engine {
         if step_ms > 0
             && qo.tier == tier::TierRequest::Auto
             && tier::choose(q, qo.tier, step_ms)?.is_none()
-            && let Some((res, split)) = tier::past_raw(q, expr, start_ms, step_ms, self.lookback_ms(qo))
+            && let Some(runs) = tier::past_raw(q, expr, start_ms, end_ms, step_ms, self.lookback_ms(qo))
         {
-            return self.exec_past_raw(q, expr, start_ms, end_ms, step_ms, qo, res, split);
+            return self.exec_past_raw(q, expr, step_ms, qo, &runs);
         }
         let mut expr = expr.clone();
         crate::parser::fold_query_context_functions(&mut expr, start_ms, end_ms, step_ms);
@@ -347,64 +347,62 @@ impl Engine {
 }
 
 impl Engine {
-    /// A range query reaching back past the raw data at a step no tier fits (see [`tier::past_raw`]): the
-    /// steps before `split` from tier `res`, the others from raw data, within the query's one timeout,
-    /// spliced series by series. The answer names the tier; `trace` is the tier part's.
-    #[allow(clippy::too_many_arguments)]
-    fn exec_past_raw(
-        &self,
-        q: &dyn Queryable,
-        expr: &Expr,
-        start_ms: i64,
-        end_ms: i64,
-        step_ms: i64,
-        qo: &QueryOptions,
-        res: i64,
-        split: i64,
-    ) -> Result<QueryResult, EngineError> {
+    /// A range query reaching back past the raw data at a step no tier fits: its runs of steps (see
+    /// [`tier::past_raw`]) each from its tier or from raw data, within the query's one timeout, spliced
+    /// series by series. The answer names the finest tier it read; `trace` is the first run's.
+    fn exec_past_raw(&self, q: &dyn Queryable, expr: &Expr, step_ms: i64, qo: &QueryOptions, runs: &[(i64, i64, Option<i64>)]) -> Result<QueryResult, EngineError> {
         let started = Instant::now();
         let timeout = qo.timeout.unwrap_or(self.opts.timeout);
-        let left = || Some(timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1)));
-        let last_tier = split.saturating_sub(step_ms).min(end_ms);
-        let o = QueryOptions { tier: tier::TierRequest::Resolution(res), timeout: left(), ..qo.clone() };
-        let mut out = self.exec(q, expr, start_ms, last_tier, step_ms, &o)?;
-        if split > end_ms {
-            return Ok(out);
-        }
-        let o = QueryOptions { tier: tier::TierRequest::Raw, timeout: left(), ..qo.clone() };
-        let raw = self.exec(q, expr, split, end_ms, step_ms, &o)?;
-        let (Value::Matrix(old), Value::Matrix(new)) = (&mut out.value, raw.value) else {
-            return Err(EngineError::Execution("a range query's parts are not matrices".into()));
-        };
-        let mut at: std::collections::HashMap<Labels, usize> = old.iter().enumerate().map(|(i, s)| (s.labels.clone(), i)).collect();
-        for s in new {
-            match at.get(&s.labels) {
-                Some(&i) => {
-                    old[i].points.extend_from_slice(&s.points);
-                    old[i].histograms.extend_from_slice(&s.histograms);
-                }
-                None => {
-                    at.insert(s.labels.clone(), old.len());
-                    old.push(s);
-                }
+        let mut out: Option<QueryResult> = None;
+        for &(first, last, src) in runs {
+            let left = timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
+            let tier = src.map_or(tier::TierRequest::Raw, tier::TierRequest::Resolution);
+            let o = QueryOptions { tier, timeout: Some(left), ..qo.clone() };
+            let part = self.exec(q, expr, first, last, step_ms, &o)?;
+            match &mut out {
+                None => out = Some(part),
+                Some(out) => splice_runs(out, part)?,
             }
         }
-        old.sort_by(|a, b| a.labels.cmp(&b.labels));
-        for w in raw.warnings {
-            if !out.warnings.contains(&w) {
-                out.warnings.push(w);
-            }
-        }
-        for i in raw.infos {
-            if !out.infos.contains(&i) {
-                out.infos.push(i);
-            }
-        }
-        out.stats.total_queryable_samples += raw.stats.total_queryable_samples;
-        out.stats.samples_read += raw.stats.samples_read;
-        out.stats.peak_samples = out.stats.peak_samples.max(raw.stats.peak_samples);
+        let mut out = out.ok_or_else(|| EngineError::Execution("a range query without steps".into()))?;
+        out.tier_ms = runs.iter().filter_map(|r| r.2).min();
         Ok(out)
     }
+}
+
+/// Appends a later run's answer to `out`'s (series by series, annotations and statistics merged).
+fn splice_runs(out: &mut QueryResult, later: QueryResult) -> Result<(), EngineError> {
+    let (Value::Matrix(old), Value::Matrix(new)) = (&mut out.value, later.value) else {
+        return Err(EngineError::Execution("a range query's parts are not matrices".into()));
+    };
+    let mut at: std::collections::HashMap<Labels, usize> = old.iter().enumerate().map(|(i, s)| (s.labels.clone(), i)).collect();
+    for s in new {
+        match at.get(&s.labels) {
+            Some(&i) => {
+                old[i].points.extend_from_slice(&s.points);
+                old[i].histograms.extend_from_slice(&s.histograms);
+            }
+            None => {
+                at.insert(s.labels.clone(), old.len());
+                old.push(s);
+            }
+        }
+    }
+    old.sort_by(|a, b| a.labels.cmp(&b.labels));
+    for w in later.warnings {
+        if !out.warnings.contains(&w) {
+            out.warnings.push(w);
+        }
+    }
+    for i in later.infos {
+        if !out.infos.contains(&i) {
+            out.infos.push(i);
+        }
+    }
+    out.stats.total_queryable_samples += later.stats.total_queryable_samples;
+    out.stats.samples_read += later.stats.samples_read;
+    out.stats.peak_samples = out.stats.peak_samples.max(later.stats.peak_samples);
+    Ok(())
 }
 
 /// Rejects experimental functions and aggregators when they are disabled (upstream parser errors).

@@ -83,35 +83,53 @@ pub fn choose(q: &dyn Queryable, req: TierRequest, step_ms: i64) -> Result<Optio
 
 /// Where a range query in the default mode reaches back past the raw data and no tier fits its step
 /// ([`choose`] gave raw data): raw retention has dropped the samples of its first steps, which only the
-/// tiers still hold. Returns the tier that answers for those steps and the first step the raw data
-/// answers for (past `end` when none does): steps whose windows (the expression's dependency window,
-/// as the result cache computes it) begin before the raw horizon read the tier — the finest one that
-/// holds buckets from the first window's start on, or else the one reaching furthest back —, the rest
-/// raw data. `None` when the query's windows all lie within the raw data, when no tier holds anything
-/// older, or when the windows cannot be told per step (`@`, `start()`, non-constant durations: such a
-/// query reads raw data only). The tier's answers are approximations there (the step does not fit its
+/// tiers still hold. Each step whose window (the expression's dependency window, as the result cache
+/// computes it) begins before the raw horizon reads the finest tier holding buckets from that window's
+/// start on — or, before every tier's oldest bucket, the tier reaching furthest back —, the others raw
+/// data; a step's source depends on its time and the storage only, not on the query's start, so the
+/// result cache's runs agree with a whole evaluation. Returns the steps as runs `(first, last, tier)`
+/// (`None`: raw data) in time order, or `None` when every step reads raw data: the windows all lie
+/// within the raw data, no tier holds anything older, or the windows cannot be told per step (`@`,
+/// `start()`, non-constant durations). The tier's answers are approximations (the step does not fit its
 /// buckets) and say so as any tier answer does.
-pub fn past_raw(q: &dyn Queryable, expr: &crate::parser::Expr, start_ms: i64, step_ms: i64, lookback_ms: i64) -> Option<(i64, i64)> {
-    if step_ms <= 0 {
+pub fn past_raw(
+    q: &dyn Queryable,
+    expr: &crate::parser::Expr,
+    start_ms: i64,
+    end_ms: i64,
+    step_ms: i64,
+    lookback_ms: i64,
+) -> Option<Vec<(i64, i64, Option<i64>)>> {
+    if step_ms <= 0 || end_ms < start_ms {
         return None;
     }
     let h = q.raw_horizon()?;
     let w = crate::cache::dependency_window(expr, lookback_ms).ok()??;
-    let first = start_ms.saturating_sub(w.before);
-    if first >= h.raw_mint_ms {
+    if start_ms.saturating_sub(w.before) >= h.raw_mint_ms {
         return None;
     }
-    let reaching = h.tiers.iter().filter_map(|&(r, m)| m.map(|m| (r, m)));
-    let res = match reaching.clone().find(|&(_, m)| m <= first) {
-        Some((r, _)) => r,
-        // Finest first: the earliest minimum is the finest of those reaching furthest back.
-        None => reaching.min_by_key(|&(_, m)| m)?.0,
+    // Finest first; the earliest minimum is the finest of those reaching furthest back.
+    let reaching: Vec<(i64, i64)> = h.tiers.iter().filter_map(|&(r, m)| m.map(|m| (r, m))).collect();
+    let furthest = reaching.iter().min_by_key(|&&(_, m)| m)?.0;
+    let source = |t: i64| {
+        let ws = t.saturating_sub(w.before);
+        if ws >= h.raw_mint_ms {
+            return None;
+        }
+        Some(reaching.iter().find(|&&(_, m)| m <= ws).map_or(furthest, |&(r, _)| r))
     };
-    // The first step whose window begins at or after the horizon.
-    let need = i128::from(h.raw_mint_ms) + i128::from(w.before) - i128::from(start_ms);
-    let k = (need + i128::from(step_ms) - 1).div_euclid(i128::from(step_ms)).max(1);
-    let split = i128::from(start_ms) + k * i128::from(step_ms);
-    Some((res, i64::try_from(split).unwrap_or(i64::MAX)))
+    let n = (i128::from(end_ms) - i128::from(start_ms)) / i128::from(step_ms);
+    let mut runs: Vec<(i64, i64, Option<i64>)> = Vec::new();
+    for i in 0..=n {
+        // On the grid and at most `end_ms`: fits in i64.
+        let t = i64::try_from(i128::from(start_ms) + i * i128::from(step_ms)).ok()?;
+        let src = source(t);
+        match runs.last_mut() {
+            Some(r) if r.2 == src => r.1 = t,
+            _ => runs.push((t, t, src)),
+        }
+    }
+    Some(runs)
 }
 
 /// A resolution as a Prometheus duration (`5m`, `1h`, `90s`).
