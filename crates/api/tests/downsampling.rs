@@ -421,18 +421,21 @@ fn points_where(v: &Value, keep: impl Fn(i64) -> bool) -> Vec<tessera_promql::en
         .collect()
 }
 
-/// Checks `auto` against each step's source as `engine::tier::past_raw` defines it (raw data where the
-/// window begins at or after the raw horizon, else the finest tier holding buckets from the window's
+/// Checks `auto` against each step's source as `engine::tier::past_raw` defines it (the chosen source
+/// where the window begins at or after its oldest data, else the finest tier holding buckets from the window's
 /// start, else the tier reaching furthest back), read from that source's own answer.
-fn check_past_raw(db: &Db, q: &str, start: i64, end: i64, step: i64, auto: &QueryResult) {
+fn check_past_raw(db: &Db, q: &str, start: i64, end: i64, step: i64, chosen: Option<i64>, auto: &QueryResult) {
     let h = db.raw_horizon().expect("raw data dropped");
-    let before = if q == "m" || q.contains("5m") { 5 * MIN } else { 10 * MIN };
+    // The query's window: its range, or the 5m lookback.
+    let before = ["2m", "5m", "10m"].iter().zip([2 * MIN, 5 * MIN, 10 * MIN]).find(|(w, _)| q.contains(&format!("[{w}]"))).map_or(5 * MIN, |x| x.1);
+    let reaching: Vec<(i64, i64)> = h.tiers.iter().filter_map(|&(r, m)| m.map(|m| (r, m))).collect();
+    // The chosen source's oldest data: raw data's, or a tier's oldest bucket (or raw data's, if older).
+    let horizon = chosen.map_or(h.raw_mint_ms, |c| reaching.iter().find(|x| x.0 == c).map_or(h.raw_mint_ms, |x| x.1.min(h.raw_mint_ms)));
     let source = |t: i64| {
         let ws = t - before;
-        if ws >= h.raw_mint_ms {
-            return TierRequest::Raw;
+        if ws >= horizon {
+            return chosen.map_or(TierRequest::Raw, TierRequest::Resolution);
         }
-        let reaching: Vec<(i64, i64)> = h.tiers.iter().filter_map(|&(r, m)| m.map(|m| (r, m))).collect();
         let r = reaching.iter().find(|x| x.1 <= ws).or_else(|| reaching.iter().min_by_key(|x| x.1)).expect("a tier");
         TierRequest::Resolution(r.0)
     };
@@ -485,7 +488,7 @@ fn queries_reaching_past_raw_retention_read_a_tier_for_the_steps_raw_data_no_lon
         let auto = run(&db, q, start, end, step, TierRequest::Auto);
         assert_eq!(auto.tier_ms, Some(MIN), "{q}: the finest tier reaching back");
         assert!(auto.infos.iter().any(|i| i.contains("1m downsampling tier")), "{q}: approximated, and said: {:?}", auto.infos);
-        check_past_raw(&db, q, start, end, step, &auto);
+        check_past_raw(&db, q, start, end, step, None, &auto);
         // The tier answered for steps raw data has nothing for.
         let raw = run(&db, q, start, end, step, TierRequest::Raw);
         let old = |v: &Value| points_where(v, |t| t < h.raw_mint_ms).iter().map(|s| s.points.len() + s.histograms.len()).sum::<usize>();
@@ -528,8 +531,15 @@ fn queries_reaching_past_raw_retention_read_a_tier_for_the_steps_raw_data_no_lon
         let auto = run(&db, q, start, end, step, TierRequest::Auto);
         assert_eq!(auto.tier_ms, Some(MIN), "{q}");
         assert!(auto.infos.iter().any(|i| i.contains("5m downsampling tier")), "{q}: {:?}", auto.infos);
-        check_past_raw(&db, q, start, end, step, &auto);
+        check_past_raw(&db, q, start, end, step, None, &auto);
     }
+    // A step only the 1m tier fits (2m): that tier where it reaches, the 5m tier before.
+    let auto = run(&db, "rate(m[2m])", start, end, 2 * MIN, TierRequest::Auto);
+    assert_eq!(auto.tier_ms, Some(MIN));
+    assert!(auto.infos.iter().any(|i| i.contains("5m downsampling tier")), "{:?}", auto.infos);
+    check_past_raw(&db, "rate(m[2m])", start, end, 2 * MIN, Some(MIN), &auto);
+    let old = points_where(&auto.value, |t| t < h.tiers[0].1.unwrap_or(0)).iter().map(|s| s.points.len()).sum::<usize>();
+    assert!(old > 100, "the 5m tier answers before the 1m tier's oldest bucket: {old}");
     // Blocks that retention drops as soon as they are written (8 hours at once, 4 kept) leave their
     // buckets behind: tiers are computed before retention runs.
     let dir = tempfile::tempdir().expect("tmp");

@@ -248,8 +248,9 @@ struct Key {
     /// The downsampling tier the answer comes from (a function of the request, the step and the
     /// configuration only; see `engine::tier::choose`).
     tier_ms: Option<i64>,
-    /// Raw data whose steps reaching back past it read tiers (`engine::tier::past_raw`): the storage has
-    /// a raw horizon and the request lets the planner choose (`raw=1` reads raw data only).
+    /// Steps reaching back past the chosen source's data may read other tiers (`engine::tier::past_raw`):
+    /// the storage has a raw horizon and the request lets the planner choose (`raw=1` and `tier=` read
+    /// one source only).
     past_raw: bool,
 }
 
@@ -528,12 +529,8 @@ impl ResultCache {
         };
         // A step read from a tier reads whole buckets: its window widened back to the bucket holding its
         // start, at most one resolution (of the coarsest tier the step may read).
-        let past_raw = qo.tier == crate::engine::tier::TierRequest::Auto && tier_ms.is_none() && q.raw_horizon().is_some();
-        let widen = match tier_ms {
-            Some(r) => r,
-            None if past_raw => q.tiers().iter().map(|t| t.resolution_ms).max().unwrap_or(0),
-            None => 0,
-        };
+        let past_raw = qo.tier == crate::engine::tier::TierRequest::Auto && q.raw_horizon().is_some();
+        let widen = if past_raw { q.tiers().iter().map(|t| t.resolution_ms).max().unwrap_or(0) } else { tier_ms.unwrap_or(0) };
         window.before = window.before.saturating_add(widen);
         let storage = log.id();
         let key = Key {

@@ -307,12 +307,11 @@ impl Engine {
         if !self.opts.enable_experimental {
             check_experimental(expr)?;
         }
-        if step_ms > 0
-            && qo.tier == tier::TierRequest::Auto
-            && tier::choose(q, qo.tier, step_ms)?.is_none()
-            && let Some(runs) = tier::past_raw(q, expr, start_ms, end_ms, step_ms, self.lookback_ms(qo))
-        {
-            return self.exec_past_raw(q, expr, step_ms, qo, &runs);
+        if step_ms > 0 && qo.tier == tier::TierRequest::Auto {
+            let chosen = tier::choose(q, qo.tier, step_ms)?;
+            if let Some(runs) = tier::past_raw(q, chosen, expr, start_ms, end_ms, step_ms, self.lookback_ms(qo)) {
+                return self.exec_past_raw(q, expr, step_ms, qo, chosen, &runs);
+            }
         }
         let mut expr = expr.clone();
         crate::parser::fold_query_context_functions(&mut expr, start_ms, end_ms, step_ms);
@@ -347,10 +346,19 @@ impl Engine {
 }
 
 impl Engine {
-    /// A range query reaching back past the raw data at a step no tier fits: its runs of steps (see
+    /// A range query reaching back past its chosen source's data: its runs of steps (see
     /// [`tier::past_raw`]) each from its tier or from raw data, within the query's one timeout, spliced
-    /// series by series. The answer names the finest tier it read; `trace` is the first run's.
-    fn exec_past_raw(&self, q: &dyn Queryable, expr: &Expr, step_ms: i64, qo: &QueryOptions, runs: &[(i64, i64, Option<i64>)]) -> Result<QueryResult, EngineError> {
+    /// series by series. The answer names the chosen tier, or with raw data chosen the finest tier it
+    /// read; `trace` is the first run's.
+    fn exec_past_raw(
+        &self,
+        q: &dyn Queryable,
+        expr: &Expr,
+        step_ms: i64,
+        qo: &QueryOptions,
+        chosen: Option<i64>,
+        runs: &[(i64, i64, Option<i64>)],
+    ) -> Result<QueryResult, EngineError> {
         let started = Instant::now();
         let timeout = qo.timeout.unwrap_or(self.opts.timeout);
         let mut out: Option<QueryResult> = None;
@@ -365,7 +373,7 @@ impl Engine {
             }
         }
         let mut out = out.ok_or_else(|| EngineError::Execution("a range query without steps".into()))?;
-        out.tier_ms = runs.iter().filter_map(|r| r.2).min();
+        out.tier_ms = chosen.or_else(|| runs.iter().filter_map(|r| r.2).min());
         Ok(out)
     }
 }

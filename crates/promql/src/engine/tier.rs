@@ -6,9 +6,10 @@
 //! (`R <= step` and `step` a multiple of `R`); tiers are configured so that coarser tiers are kept at
 //! least as long as finer ones, so the coarsest fitting tier also reaches furthest back. Instant queries
 //! read raw data. A request may force raw data or a named tier ([`TierRequest`]). The choice depends on
-//! the request, the step and the configuration only, so the result cache can key on it. When no tier
-//! fits, the steps reaching back past the raw data read a tier anyway ([`past_raw`]); which steps those
-//! are follows the storage's retention, whose drops the result cache hears of as changes.
+//! the request, the step and the configuration only, so the result cache can key on it. Steps reaching
+//! back past the chosen source's data (raw retention, a tier's retention) read another tier that still
+//! holds them ([`past_raw`]); which steps those are follows the storage's retention, whose drops the
+//! result cache hears of as changes.
 //!
 //! # Exact where the windows fall on buckets
 //! A window `(a, b]` with `a` and `b` multiples of `R` is exactly a run of bucket records (see
@@ -81,19 +82,22 @@ pub fn choose(q: &dyn Queryable, req: TierRequest, step_ms: i64) -> Result<Optio
     }
 }
 
-/// Where a range query in the default mode reaches back past the raw data and no tier fits its step
-/// ([`choose`] gave raw data): raw retention has dropped the samples of its first steps, which only the
-/// tiers still hold. Each step whose window (the expression's dependency window, as the result cache
-/// computes it) begins before the raw horizon reads the finest tier holding buckets from that window's
-/// start on — or, before every tier's oldest bucket, the tier reaching furthest back —, the others raw
-/// data; a step's source depends on its time and the storage only, not on the query's start, so the
-/// result cache's runs agree with a whole evaluation. Returns the steps as runs `(first, last, tier)`
-/// (`None`: raw data) in time order, or `None` when every step reads raw data: the windows all lie
-/// within the raw data, no tier holds anything older, or the windows cannot be told per step (`@`,
-/// `start()`, non-constant durations). The tier's answers are approximations (the step does not fit its
-/// buckets) and say so as any tier answer does.
+/// Where a range query in the default mode reaches back past the data of the source [`choose`] gave it
+/// (`chosen`: raw data, or the tier fitting its step): raw retention has dropped the samples of its first
+/// steps — and the chosen tier's own retention its buckets —, which other tiers still hold. A step whose
+/// window (the expression's dependency window, as the result cache computes it) begins at or after the
+/// chosen source's oldest data (raw data: the raw horizon; a tier: its oldest bucket or the raw horizon,
+/// whichever is older) reads that source; an older one reads the finest tier holding buckets from its
+/// window's start on, or, before every tier's oldest bucket, the tier reaching furthest back. A step's
+/// source depends on its time and the storage only, not on the query's start, so the result cache's runs
+/// agree with a whole evaluation. Returns the steps as runs `(first, last, source)` (`None`: raw data) in
+/// time order, or `None` when every step reads the chosen source: the windows all lie within its data,
+/// no tier holds anything older, or the windows cannot be told per step (`@`, `start()`, non-constant
+/// durations). Answers from a tier that does not fit the step are approximations and say so as any tier
+/// answer does.
 pub fn past_raw(
     q: &dyn Queryable,
+    chosen: Option<i64>,
     expr: &crate::parser::Expr,
     start_ms: i64,
     end_ms: i64,
@@ -105,16 +109,20 @@ pub fn past_raw(
     }
     let h = q.raw_horizon()?;
     let w = crate::cache::dependency_window(expr, lookback_ms).ok()??;
-    if start_ms.saturating_sub(w.before) >= h.raw_mint_ms {
-        return None;
-    }
     // Finest first; the earliest minimum is the finest of those reaching furthest back.
     let reaching: Vec<(i64, i64)> = h.tiers.iter().filter_map(|&(r, m)| m.map(|m| (r, m))).collect();
+    let horizon = match chosen {
+        None => h.raw_mint_ms,
+        Some(r) => reaching.iter().find(|x| x.0 == r).map_or(h.raw_mint_ms, |x| x.1.min(h.raw_mint_ms)),
+    };
+    if start_ms.saturating_sub(w.before) >= horizon {
+        return None;
+    }
     let furthest = reaching.iter().min_by_key(|&&(_, m)| m)?.0;
     let source = |t: i64| {
         let ws = t.saturating_sub(w.before);
-        if ws >= h.raw_mint_ms {
-            return None;
+        if ws >= horizon {
+            return chosen;
         }
         Some(reaching.iter().find(|&&(_, m)| m <= ws).map_or(furthest, |&(r, _)| r))
     };
@@ -128,6 +136,10 @@ pub fn past_raw(
             Some(r) if r.2 == src => r.1 = t,
             _ => runs.push((t, t, src)),
         }
+    }
+    // Every step from the chosen source after all (a tier reaching no further back than it).
+    if runs.len() == 1 && runs[0].2 == chosen {
+        return None;
     }
     Some(runs)
 }
