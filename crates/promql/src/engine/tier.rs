@@ -126,15 +126,27 @@ pub fn past_raw(
         }
         Some(reaching.iter().find(|&&(_, m)| m <= ws).map_or(furthest, |&(r, _)| r))
     };
-    let n = (i128::from(end_ms) - i128::from(start_ms)) / i128::from(step_ms);
+    // A step's source changes only where its window's start crosses the horizon or a tier's oldest
+    // bucket: the runs begin at the first steps past those times (no walk over every step).
+    let (start, step) = (i128::from(start_ms), i128::from(step_ms));
+    let n = (i128::from(end_ms) - start) / step;
+    let mut cuts: Vec<i128> = std::iter::once(horizon)
+        .chain(reaching.iter().map(|x| x.1))
+        .map(|b| (i128::from(b) + i128::from(w.before) - start + step - 1).div_euclid(step))
+        .filter(|&k| k > 0 && k <= n)
+        .collect();
+    cuts.push(0);
+    cuts.sort_unstable();
+    cuts.dedup();
     let mut runs: Vec<(i64, i64, Option<i64>)> = Vec::new();
-    for i in 0..=n {
+    for (i, &k) in cuts.iter().enumerate() {
+        let last = cuts.get(i + 1).map_or(n, |next| next - 1);
         // On the grid and at most `end_ms`: fits in i64.
-        let t = i64::try_from(i128::from(start_ms) + i * i128::from(step_ms)).ok()?;
-        let src = source(t);
+        let (t0, t1) = (i64::try_from(start + k * step).ok()?, i64::try_from(start + last * step).ok()?);
+        let src = source(t0);
         match runs.last_mut() {
-            Some(r) if r.2 == src => r.1 = t,
-            _ => runs.push((t, t, src)),
+            Some(r) if r.2 == src => r.1 = t1,
+            _ => runs.push((t0, t1, src)),
         }
     }
     // Every step from the chosen source after all (a tier reaching no further back than it).
@@ -674,6 +686,66 @@ mod tests {
         assert_eq!(fmt_res(3_600_000), "1h");
         assert_eq!(fmt_res(90_000), "90s");
         assert_eq!(fmt_res(1500), "1500ms");
+    }
+
+    /// A storage with nothing but a raw horizon.
+    struct Horizon(tessera_model::RawHorizon);
+    impl Queryable for Horizon {
+        fn querier(&self, _: i64, _: i64) -> Result<Arc<dyn tessera_model::Querier>, tessera_model::StorageError> {
+            Err(tessera_model::StorageError::Other("no data".into()))
+        }
+        fn raw_horizon(&self) -> Option<tessera_model::RawHorizon> {
+            Some(self.0.clone())
+        }
+    }
+
+    proptest::proptest! {
+        /// The runs found from the horizon's times give every step the source the per-step rule gives it,
+        /// in order, each step once.
+        #[test]
+        fn past_raw_runs_follow_the_per_step_rule(
+            raw in -50i64..50,
+            oldest in proptest::collection::vec(proptest::option::of(-80i64..60), 1..4),
+            chosen_i in 0usize..4,
+            start in -100i64..100,
+            nsteps in 0i64..60,
+            step in 1i64..9,
+            before in 0i64..20,
+        ) {
+            let tiers: Vec<(i64, Option<i64>)> = oldest.iter().enumerate().map(|(i, m)| ((i as i64 + 1) * 1000, m.map(|m| m * 1000))).collect();
+            let h = tessera_model::RawHorizon { raw_mint_ms: raw * 1000, tiers: tiers.clone() };
+            let chosen = tiers.get(chosen_i).map(|t| t.0);
+            let (start, step, before) = (start * 1000, step * 1000, before * 1000);
+            let end = start + nsteps * step + step / 2;
+            let expr = crate::parser::parse(&format!("rate(m[{}ms])", before.max(1))).expect("parses");
+            let before = before.max(1);
+            let got = past_raw(&Horizon(h.clone()), chosen, &expr, start, end, step, 300_000);
+            // The rule, step by step.
+            let reaching: Vec<(i64, i64)> = tiers.iter().filter_map(|&(r, m)| m.map(|m| (r, m))).collect();
+            let horizon = chosen.map_or(h.raw_mint_ms, |c| reaching.iter().find(|x| x.0 == c).map_or(h.raw_mint_ms, |x| x.1.min(h.raw_mint_ms)));
+            let furthest = reaching.iter().min_by_key(|x| x.1).map(|x| x.0);
+            let want: Vec<(i64, Option<i64>)> = (0..=nsteps)
+                .map(|i| {
+                    let t = start + i * step;
+                    let ws = t - before;
+                    let src = if ws >= horizon { chosen } else { reaching.iter().find(|x| x.1 <= ws).map(|x| x.0).or(furthest) };
+                    (t, src)
+                })
+                .collect();
+            let all_chosen = want.iter().all(|w| w.1 == chosen);
+            match got {
+                None => proptest::prop_assert!(all_chosen || start - before >= horizon || furthest.is_none(), "no runs, want {want:?}"),
+                Some(runs) => {
+                    proptest::prop_assert!(!all_chosen, "runs {runs:?} where every step reads the chosen source");
+                    let flat: Vec<(i64, Option<i64>)> =
+                        runs.iter().flat_map(|&(a, b, src)| (0..).map(move |i| a + i * step).take_while(move |t| *t <= b).map(move |t| (t, src))).collect();
+                    proptest::prop_assert_eq!(flat, want);
+                    for w in runs.windows(2) {
+                        proptest::prop_assert!(w[0].2 != w[1].2, "adjacent runs of one source: {runs:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
