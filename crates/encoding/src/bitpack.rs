@@ -229,9 +229,45 @@ mod tests {
             prop_assert!(b.len() <= small.len() * 2 + small.len().div_ceil(FRAME) * 3);
         }
 
+        /// Skips (whole frames summed from their bits, frames entered part way) and single reads in any
+        /// mix give the values' sums and the values a plain read gives.
         #[test]
-        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300), n in 0usize..1000) {
+        fn skips_sum_what_they_pass_and_reads_go_on_after_them(
+            xs in proptest::collection::vec(any::<i64>(), 1..700),
+            small in proptest::collection::vec(-70i64..70, 1..700),
+            ops in proptest::collection::vec((0usize..300, 0usize..3), 1..12),
+        ) {
+            for xs in [&xs, &small] {
+                let mut b = Vec::new();
+                pack_into(xs, &mut b);
+                let mut u = Unpacker::new(&b, xs.len(), b.len());
+                let mut i = 0;
+                for &(k, reads) in &ops {
+                    let k = k.min(xs.len() - i);
+                    let (sum, sums) = u.skip_sums(k).expect("skips");
+                    let (mut s, mut ss) = (0i64, 0i64);
+                    for &x in &xs[i..i + k] {
+                        s = s.wrapping_add(x);
+                        ss = ss.wrapping_add(s);
+                    }
+                    prop_assert_eq!((sum, sums), (s, ss), "skip {} at {}", k, i);
+                    i += k;
+                    for _ in 0..reads.min(xs.len() - i) {
+                        prop_assert_eq!(u.next_value().expect("reads"), xs[i], "value {}", i);
+                        i += 1;
+                    }
+                }
+                let (rest, _) = u.skip_sums(xs.len() - i).expect("the rest");
+                prop_assert_eq!(rest, xs[i..].iter().fold(0i64, |a, x| a.wrapping_add(*x)));
+                prop_assert!(u.is_done());
+                prop_assert!(u.skip_sums(1).is_err() || xs.is_empty());
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300), n in 0usize..1000, k in 0usize..400) {
             let mut u = Unpacker::new(&bytes, n, bytes.len());
+            let _ = u.skip_sums(k.min(n));
             for _ in 0..n {
                 if u.next_value().is_err() {
                     break;
