@@ -396,6 +396,12 @@ pub fn hash_pairs(pairs: &[(&str, &str)]) -> u64 {
     hash_iter(pairs.iter().copied())
 }
 
+/// [`hash_pairs`] of pairs given by an iterator (walked twice when the pairs outgrow its buffer): a
+/// subset of a label set's pairs (grouping, vector matching) hashes as that subset's label set would.
+pub fn hash_pairs_iter<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> u64 {
+    hash_iter(pairs)
+}
+
 fn hash_iter<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> u64 {
     // One-shot xxh3 over the bytes laid out in a stack buffer gives the streaming digest of the same bytes,
     // at a fraction of the cost of four small `update` calls per label (the ingest hot path hashes every

@@ -229,21 +229,18 @@ fn vector_scalar(
 /// The match signature of a series (upstream `signatureFunc`): the `on` labels, or all labels but the
 /// `ignoring` ones and `__name__`.
 fn signature(l: &Labels, m: &VectorMatching) -> u64 {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    for lb in l {
-        let inc = if m.on {
-            m.matching_labels.iter().any(|g| g == lb.name)
-        } else {
-            lb.name != "__name__" && !m.matching_labels.iter().any(|g| g == lb.name)
-        };
-        if inc {
-            h.update(lb.name.as_bytes());
-            h.update(&[0xff]);
-            h.update(lb.value.as_bytes());
-            h.update(&[0xff]);
-        }
-    }
-    h.digest()
+    // One-shot xxh3 over the matching pairs (see `aggregate::group_hash`).
+    tessera_model::labels::hash_pairs_iter(
+        l.iter()
+            .filter(|lb| {
+                if m.on {
+                    m.matching_labels.iter().any(|g| g == lb.name)
+                } else {
+                    lb.name != "__name__" && !m.matching_labels.iter().any(|g| g == lb.name)
+                }
+            })
+            .map(|lb| (lb.name, lb.value)),
+    )
 }
 
 fn match_labels(l: &Labels, m: &VectorMatching) -> Labels {
