@@ -504,14 +504,7 @@ impl SeriesRef<'_> {
     /// receiver can route the series to its shard and look it up before copying any label. A test pins
     /// the equality.
     pub fn hash(&self) -> u64 {
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
-        for l in self.labels {
-            h.update(l.name.as_bytes());
-            h.update(&[0xff]);
-            h.update(l.value.as_bytes());
-            h.update(&[0xff]);
-        }
-        h.digest()
+        tessera_model::labels::hash_pairs_iter(self.labels.iter().map(|l| (l.name, l.value)))
     }
 
     /// Owned labels (allocates).
