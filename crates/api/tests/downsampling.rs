@@ -422,21 +422,32 @@ fn points_where(v: &Value, keep: impl Fn(i64) -> bool) -> Vec<tessera_promql::en
 }
 
 /// Checks `auto` against each step's source as `engine::tier::past_raw` defines it (the chosen source
-/// where the window begins at or after its oldest data, else the finest tier holding buckets from the window's
-/// start, else the tier reaching furthest back), read from that source's own answer.
+/// where the window begins late enough for it to answer whole, else the finest tier that does, else the
+/// tier reaching furthest back), read from that source's own answer.
 fn check_past_raw(db: &Db, q: &str, start: i64, end: i64, step: i64, chosen: Option<i64>, auto: &QueryResult) {
     let h = db.raw_horizon().expect("raw data dropped");
     // The query's window: its range, or the 5m lookback.
     let before = ["2m", "5m", "10m"].iter().zip([2 * MIN, 5 * MIN, 10 * MIN]).find(|(w, _)| q.contains(&format!("[{w}]"))).map_or(5 * MIN, |x| x.1);
-    let reaching: Vec<(i64, i64)> = h.tiers.iter().filter_map(|&(r, m)| m.map(|m| (r, m))).collect();
-    // The chosen source's oldest data: raw data's, or a tier's oldest bucket (or raw data's, if older).
-    let horizon = chosen.map_or(h.raw_mint_ms, |c| reaching.iter().find(|x| x.0 == c).map_or(h.raw_mint_ms, |x| x.1.min(h.raw_mint_ms)));
+    // A tier's data (its buckets, or raw data bucketed on the fly) begins at `from`; it answers a window
+    // whole from one bucket after the first whole bucket of its data (a window inside one bucket reads
+    // the bucket before).
+    let from = |m: Option<i64>| m.unwrap_or(i64::MAX).min(h.raw_mint_ms);
+    let usable = |r: i64, m: Option<i64>| {
+        let f = from(m);
+        (if f % r == 0 { f } else { (f.div_euclid(r) + 1) * r }) + r
+    };
+    let horizon = chosen.map_or(h.raw_mint_ms, |c| h.tiers.iter().find(|x| x.0 == c).map_or(h.raw_mint_ms, |x| usable(x.0, x.1)));
     let source = |t: i64| {
         let ws = t - before;
         if ws >= horizon {
             return chosen.map_or(TierRequest::Raw, TierRequest::Resolution);
         }
-        let r = reaching.iter().find(|x| x.1 <= ws).or_else(|| reaching.iter().min_by_key(|x| x.1)).expect("a tier");
+        let r = h
+            .tiers
+            .iter()
+            .find(|x| usable(x.0, x.1) <= ws)
+            .or_else(|| h.tiers.iter().filter(|x| from(x.1) < h.raw_mint_ms).min_by_key(|x| from(x.1)))
+            .expect("a tier");
         TierRequest::Resolution(r.0)
     };
     let mut want: Vec<tessera_promql::engine::MatrixSeries> = Vec::new();
@@ -603,4 +614,33 @@ fn tier_retention_invalidates_cached_steps() {
     let (got, _, fresh) = ask();
     assert_eq!(early(&fresh.value), 0, "the dropped tier blocks answer nothing now");
     same(&got.value, &fresh.value).expect("after the tier's retention");
+}
+
+/// A kept tier step whose window lies inside one bucket read the bucket before it (`bucket_window`): a
+/// deletion at that bucket's start, more than a bucket before the window, still invalidates it.
+#[test]
+fn a_change_in_the_bucket_a_short_window_reads_invalidates_it() {
+    use tessera_promql::cache::{CacheOptions, ResultCache};
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = open_with(dir.path(), 0, &[(H, 0)]);
+    fill(&db, &mut Rng(21));
+    db.flush().expect("flush");
+    db.compact().expect("compact");
+    let engine = Engine::new(EngineOptions::default());
+    let cache = ResultCache::new(CacheOptions { max_bytes: 8 << 20, freshness_ms: MIN, render: None });
+    let expr = parse("rate(m[5m])").expect("parses");
+    // Steps half past the hour: each 5m window inside one 1h bucket, read from the bucket before.
+    let (start, end, step) = (T0 + 2 * H + 30 * MIN, T0 + 6 * H + 30 * MIN, H);
+    let qo = QueryOptions { tier: TierRequest::Resolution(H), ..Default::default() };
+    let now = T0 + 100 * H;
+    let (before, _) = cache.range(&engine, &*db, &expr, start, end, step, &qo, now).expect("cached");
+    let (_, rep) = cache.range(&engine, &*db, &expr, start, end, step, &qo, now).expect("cached");
+    assert_eq!(rep.hits, rep.steps, "kept: {rep:?}");
+    // The first samples of the hour before the step at T0 + 3h30m, for every series.
+    let m = tessera_model::Matcher::new(tessera_model::MatchOp::Equal, "__name__", "m").expect("matcher");
+    db.delete(T0 + 2 * H, T0 + 2 * H + 3 * MIN, &[m]).expect("delete");
+    let fresh = engine.range_expr(&*db, &expr, start, end, step, &qo).expect("fresh");
+    assert!(same(&before.value, &fresh.value).is_err(), "the deletion changes the answer at T0 + 3h30m");
+    let (got, _) = cache.range(&engine, &*db, &expr, start, end, step, &qo, now).expect("cached");
+    same(&got.value, &fresh.value).expect("the kept step was invalidated");
 }

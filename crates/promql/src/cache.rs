@@ -527,10 +527,11 @@ impl ResultCache {
             Ok(w) => w.unwrap_or(Window { before: 0, after: 0 }),
             Err(why) => return bypass(format!("not cacheable: {why}")),
         };
-        // A step read from a tier reads whole buckets: its window widened back to the bucket holding its
-        // start, at most one resolution (of the coarsest tier the step may read).
+        // A step read from a tier reads whole buckets: from the one holding its window's start, or the
+        // one before when the window fits inside a bucket (`tier::bucket_window`), so up to two
+        // resolutions (of the coarsest tier the step may read) before the window.
         let past_raw = qo.tier == crate::engine::tier::TierRequest::Auto && q.raw_horizon().is_some();
-        let widen = if past_raw { q.tiers().iter().map(|t| t.resolution_ms).max().unwrap_or(0) } else { tier_ms.unwrap_or(0) };
+        let widen = if past_raw { q.tiers().iter().map(|t| t.resolution_ms).max().unwrap_or(0) } else { tier_ms.unwrap_or(0) }.saturating_mul(2);
         window.before = window.before.saturating_add(widen);
         let storage = log.id();
         let key = Key {
@@ -695,8 +696,8 @@ impl ResultCache {
             stored = self.store(&key, window, log, storage, seq0, start_ms, keep_through, &runs, &results);
         }
         let report = CacheReport { steps: nsteps, hits, evaluated, runs: runs.len(), stored, bypass: None };
-        // A run reaching past the raw data names the tier it read (`engine::tier::past_raw`).
-        let tier_ms = results.iter().find_map(|r| r.tier_ms).or(tier_ms);
+        // A run reaching past the raw data names the tier it read (`engine::tier::past_raw`): the finest.
+        let tier_ms = tier_ms.or_else(|| results.iter().filter_map(|r| r.tier_ms).min());
         Ok((QueryResult { value: Value::Matrix(out), warnings, infos, stats, trace, tier_ms }, report))
     }
 

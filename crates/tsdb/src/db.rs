@@ -71,6 +71,9 @@ pub struct Db {
     compact_lock: Arc<Mutex<()>>,
     /// Changes to old time ranges, for readers that keep derived data (the result cache).
     pub(crate) changes: Arc<ChangeLog>,
+    /// Where raw data ends and only tiers reach back (`Queryable::raw_horizon`), as of the last
+    /// maintenance pass: it moves only there, with a change recorded (see `tiers::refresh_horizon`).
+    horizon: Arc<Mutex<Option<tessera_model::RawHorizon>>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -271,7 +274,9 @@ impl Db {
             bg: Mutex::new(None),
             compact_lock: Arc::new(Mutex::new(())),
             changes: Arc::new(ChangeLog::new()),
+            horizon: Arc::new(Mutex::new(None)),
         });
+        crate::tiers::refresh_horizon(&db.shards, &db.tiers, &db.horizon, &db.changes);
         db.refresh_gauges();
         if opts.background {
             let (tx, rx) = std::sync::mpsc::channel::<()>();
@@ -281,9 +286,10 @@ impl Db {
             let lock = db.compact_lock.clone();
             let opts2 = opts.clone();
             let changes = db.changes.clone();
+            let horizon = db.horizon.clone();
             let h = std::thread::Builder::new()
                 .name("tessera-tsdb-bg".into())
-                .spawn(move || background(shards, tiers, metrics, lock, opts2, changes, rx))
+                .spawn(move || background(shards, tiers, metrics, lock, opts2, changes, horizon, rx))
                 .map_err(|e| Error::Other(format!("cannot start background thread: {e}")))?;
             *db.bg.lock() = Some((tx, h));
         }
@@ -371,6 +377,7 @@ impl Db {
             crate::maintenance::retain(s, &self.opts, &self.metrics, &self.changes);
             s.refresh_label_order();
         }
+        crate::tiers::refresh_horizon(&self.shards, &self.tiers, &self.horizon, &self.changes);
         self.refresh_gauges();
         Ok(())
     }
@@ -540,7 +547,7 @@ impl Queryable for Db {
     }
 
     fn raw_horizon(&self) -> Option<tessera_model::RawHorizon> {
-        crate::tiers::raw_horizon(&self.shards, &self.tiers)
+        self.horizon.lock().clone()
     }
 
     fn tier_querier(&self, resolution_ms: i64, mint_ms: i64, maxt_ms: i64) -> std::result::Result<Option<Arc<dyn Querier>>, StorageError> {
@@ -554,6 +561,7 @@ impl Queryable for Db {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn background(
     shards: Vec<Arc<Shard>>,
     tiers: Vec<Arc<crate::tiers::ShardTiers>>,
@@ -561,6 +569,7 @@ fn background(
     lock: Arc<Mutex<()>>,
     opts: Options,
     changes: Arc<ChangeLog>,
+    horizon: Arc<Mutex<Option<tessera_model::RawHorizon>>>,
     stop: std::sync::mpsc::Receiver<()>,
 ) {
     let tick = match opts.fsync {
@@ -597,6 +606,7 @@ fn background(
                     Err(e) => tracing::error!(shard = s.id, error = %e, "downsampling failed; raw retention waits for it"),
                 }
             }
+            crate::tiers::refresh_horizon(&shards, &tiers, &horizon, &changes);
         }
     }
 }

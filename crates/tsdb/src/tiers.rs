@@ -354,6 +354,35 @@ pub(crate) fn raw_horizon(shards: &[Arc<Shard>], tiers: &[Arc<ShardTiers>]) -> O
     raw_mint.map(|raw_mint_ms| tessera_model::RawHorizon { raw_mint_ms, tiers: per_tier })
 }
 
+/// Recomputes the database's raw horizon into `cell` (what `Queryable::raw_horizon` answers) and, when it
+/// moved, records the span between the old and new times as a change: the steps whose windows meet it
+/// may now read another source, so results kept from them are stale. Called after each maintenance pass
+/// (and at open), so the horizon moves only with a record.
+pub(crate) fn refresh_horizon(
+    shards: &[Arc<Shard>],
+    tiers: &[Arc<ShardTiers>],
+    cell: &Mutex<Option<tessera_model::RawHorizon>>,
+    changes: &ChangeLog,
+) {
+    let new = raw_horizon(shards, tiers);
+    let mut cur = cell.lock();
+    if *cur == new {
+        return;
+    }
+    let times = |h: &Option<tessera_model::RawHorizon>| -> Vec<i64> {
+        h.iter().flat_map(|h| std::iter::once(h.raw_mint_ms).chain(h.tiers.iter().filter_map(|t| t.1))).collect()
+    };
+    let all: Vec<i64> = times(&cur).into_iter().chain(times(&new)).collect();
+    if let (Some(&lo), Some(&hi)) = (all.iter().min(), all.iter().max()) {
+        // Published first: a reader that sees the record reads the new horizon.
+        *cur = new;
+        drop(cur);
+        changes.record(lo, hi);
+    } else {
+        *cur = new;
+    }
+}
+
 /// Drops a tier's blocks entirely older than its retention, counted back from the newest data (raw or
 /// tier), as raw retention is. What they held is gone for new readers (raw retention took it before), so
 /// the dropped range is recorded as a change: results kept from it are stale.

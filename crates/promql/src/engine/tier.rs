@@ -85,10 +85,11 @@ pub fn choose(q: &dyn Queryable, req: TierRequest, step_ms: i64) -> Result<Optio
 /// Where a range query in the default mode reaches back past the data of the source [`choose`] gave it
 /// (`chosen`: raw data, or the tier fitting its step): raw retention has dropped the samples of its first
 /// steps — and the chosen tier's own retention its buckets —, which other tiers still hold. A step whose
-/// window (the expression's dependency window, as the result cache computes it) begins at or after the
-/// chosen source's oldest data (raw data: the raw horizon; a tier: its oldest bucket or the raw horizon,
-/// whichever is older) reads that source; an older one reads the finest tier holding buckets from its
-/// window's start on, or, before every tier's oldest bucket, the tier reaching furthest back. A step's
+/// window (the expression's dependency window, as the result cache computes it) begins late enough for
+/// the chosen source to answer it whole (raw data: at or after the raw horizon; a tier: at least a bucket
+/// after the first whole bucket of its data — its oldest bucket or the raw horizon, whichever is older —
+/// since a window inside one bucket reads the bucket before) reads that source; an older one reads the
+/// finest tier that answers it whole, or, before all of them, the tier reaching furthest back. A step's
 /// source depends on its time and the storage only, not on the query's start, so the result cache's runs
 /// agree with a whole evaluation. Returns the steps as runs `(first, last, source)` (`None`: raw data) in
 /// time order, or `None` when every step reads the chosen source: the windows all lie within its data,
@@ -109,29 +110,41 @@ pub fn past_raw(
     }
     let h = q.raw_horizon()?;
     let w = crate::cache::dependency_window(expr, lookback_ms).ok()??;
-    // Finest first; the earliest minimum is the finest of those reaching furthest back.
-    let reaching: Vec<(i64, i64)> = h.tiers.iter().filter_map(|&(r, m)| m.map(|m| (r, m))).collect();
+    // Per tier, finest first: the oldest time it has data for (its buckets, or raw data it buckets on the
+    // fly), and the earliest window start it answers whole from: a window reads buckets from the one
+    // holding its start, or the one before when the window fits inside one bucket (`bucket_window`),
+    // so one bucket after the first whole bucket of its data.
+    let reach: Vec<(i64, i64, i64)> = h
+        .tiers
+        .iter()
+        .map(|&(r, m)| {
+            let from = m.unwrap_or(i64::MAX).min(h.raw_mint_ms);
+            let usable = (i128::from(from).div_euclid(i128::from(r)) + 2) * i128::from(r) - i128::from(r) * i128::from(from.rem_euclid(r) == 0);
+            (r, from, i64::try_from(usable).unwrap_or(i64::MAX))
+        })
+        .collect();
     let horizon = match chosen {
         None => h.raw_mint_ms,
-        Some(r) => reaching.iter().find(|x| x.0 == r).map_or(h.raw_mint_ms, |x| x.1.min(h.raw_mint_ms)),
+        Some(r) => reach.iter().find(|x| x.0 == r).map_or(h.raw_mint_ms, |x| x.2),
     };
     if start_ms.saturating_sub(w.before) >= horizon {
         return None;
     }
-    let furthest = reaching.iter().min_by_key(|&&(_, m)| m)?.0;
+    // The earliest minimum is the finest of those reaching furthest back.
+    let furthest = reach.iter().filter(|x| x.1 < h.raw_mint_ms).min_by_key(|x| x.1)?.0;
     let source = |t: i64| {
         let ws = t.saturating_sub(w.before);
         if ws >= horizon {
             return chosen;
         }
-        Some(reaching.iter().find(|&&(_, m)| m <= ws).map_or(furthest, |&(r, _)| r))
+        Some(reach.iter().find(|x| x.2 <= ws).map_or(furthest, |x| x.0))
     };
     // A step's source changes only where its window's start crosses the horizon or a tier's oldest
     // bucket: the runs begin at the first steps past those times (no walk over every step).
     let (start, step) = (i128::from(start_ms), i128::from(step_ms));
     let n = (i128::from(end_ms) - start) / step;
     let mut cuts: Vec<i128> = std::iter::once(horizon)
-        .chain(reaching.iter().map(|x| x.1))
+        .chain(reach.iter().map(|x| x.2))
         .map(|b| (i128::from(b) + i128::from(w.before) - start + step - 1).div_euclid(step))
         .filter(|&k| k > 0 && k <= n)
         .collect();
@@ -720,15 +733,21 @@ mod tests {
             let expr = crate::parser::parse(&format!("rate(m[{}ms])", before.max(1))).expect("parses");
             let before = before.max(1);
             let got = past_raw(&Horizon(h.clone()), chosen, &expr, start, end, step, 300_000);
-            // The rule, step by step.
-            let reaching: Vec<(i64, i64)> = tiers.iter().filter_map(|&(r, m)| m.map(|m| (r, m))).collect();
-            let horizon = chosen.map_or(h.raw_mint_ms, |c| reaching.iter().find(|x| x.0 == c).map_or(h.raw_mint_ms, |x| x.1.min(h.raw_mint_ms)));
-            let furthest = reaching.iter().min_by_key(|x| x.1).map(|x| x.0);
+            // The rule, step by step: a tier whose data (buckets, or raw data bucketed) begins at `from`
+            // answers a window whole from one bucket after the first whole bucket of its data.
+            let from = |m: Option<i64>| m.unwrap_or(i64::MAX).min(h.raw_mint_ms);
+            let usable = |r: i64, m: Option<i64>| {
+                let f = from(m);
+                let first_whole = if f % r == 0 { f } else { (f.div_euclid(r) + 1) * r };
+                first_whole + r
+            };
+            let horizon = chosen.map_or(h.raw_mint_ms, |c| tiers.iter().find(|x| x.0 == c).map_or(h.raw_mint_ms, |x| usable(x.0, x.1)));
+            let furthest = tiers.iter().filter(|x| from(x.1) < h.raw_mint_ms).min_by_key(|x| from(x.1)).map(|x| x.0);
             let want: Vec<(i64, Option<i64>)> = (0..=nsteps)
                 .map(|i| {
                     let t = start + i * step;
                     let ws = t - before;
-                    let src = if ws >= horizon { chosen } else { reaching.iter().find(|x| x.1 <= ws).map(|x| x.0).or(furthest) };
+                    let src = if ws >= horizon { chosen } else { tiers.iter().find(|x| usable(x.0, x.1) <= ws).map(|x| x.0).or(furthest) };
                     (t, src)
                 })
                 .collect();
