@@ -68,7 +68,8 @@ pub struct ServeArgs {
 
     /// Downsampling tiers, finest first, each `resolution:retention` (e.g. `5m:90d,1h:2y`; a
     /// retention of 0 or none keeps the tier forever). Computed in the background from finished
-    /// blocks; range queries whose step fits a tier read it (see the README's Downsampling). Each
+    /// blocks; range queries whose step fits a tier read it, and steps reaching back past the raw
+    /// data read the finest tier still holding them (see the README's Downsampling). Each
     /// resolution must divide 2h; a tier must be kept at least as long as finer tiers and the raw
     /// data. [default: none]
     #[arg(long = "storage.tsdb.downsampling", value_name = "TIERS")]
