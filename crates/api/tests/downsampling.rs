@@ -531,6 +531,9 @@ fn queries_reaching_past_raw_retention_read_a_tier_for_the_steps_raw_data_no_lon
             same(&got.value, &run(&db, "rate(m[5m])", s, end, 30_000, TierRequest::Auto).value).unwrap_or_else(|e| panic!("auto from {s}: {e}"));
         }
         same(&ask(start, TierRequest::Raw).value, &raw.value).expect("raw=1 again");
+        // Every step kept: the answer still names the tier its old steps came from.
+        let (hit, rep) = cache.range(&engine, &*db, &expr, start, end, 30_000, &QueryOptions::default(), now).expect("cached");
+        assert_eq!((rep.hits, hit.tier_ms), (rep.steps, Some(MIN)), "{rep:?}");
     }
     // A 1m tier kept 5 hours and a 5m tier kept forever: going back, raw data, then 1m, then 5m.
     drop(db);

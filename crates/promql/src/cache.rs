@@ -416,6 +416,9 @@ struct Entry {
     steps: BTreeMap<i64, Option<Arc<Notes>>>,
     bytes: usize,
     last_used: u64,
+    /// The finest downsampling tier kept steps were read from where the key's own choice is raw data or
+    /// a coarser tier (`engine::tier::past_raw`), so that an answer from kept steps names it too.
+    tier_read: Option<i64>,
 }
 
 impl Entry {
@@ -560,6 +563,7 @@ impl ResultCache {
         let mut hit_steps: Vec<i64> = Vec::new();
         let mut notes: Vec<Arc<Notes>> = Vec::new();
         let mut found: Vec<Found> = Vec::new();
+        let mut kept_tier: Option<i64> = None;
         {
             let mut g = self.inner.lock();
             self.sync(&mut g, log, storage);
@@ -567,6 +571,7 @@ impl ResultCache {
             let tick = g.tick;
             if let Some(e) = g.entries.get_mut(&key) {
                 e.last_used = tick;
+                kept_tier = e.tier_read;
                 for (t, n) in e.steps.range(start_ms..=end_ms) {
                     hit_steps.push(*t);
                     if let Some(n) = n
@@ -696,8 +701,10 @@ impl ResultCache {
             stored = self.store(&key, window, log, storage, seq0, start_ms, keep_through, &runs, &results);
         }
         let report = CacheReport { steps: nsteps, hits, evaluated, runs: runs.len(), stored, bypass: None };
-        // A run reaching past the raw data names the tier it read (`engine::tier::past_raw`): the finest.
-        let tier_ms = tier_ms.or_else(|| results.iter().filter_map(|r| r.tier_ms).min());
+        // A run reaching past the raw data names the tier it read (`engine::tier::past_raw`): the finest,
+        // of the runs evaluated now and of the kept steps used.
+        let kept_tier = if hits > 0 { kept_tier } else { None };
+        let tier_ms = tier_ms.or_else(|| results.iter().filter_map(|r| r.tier_ms).chain(kept_tier).min());
         Ok((QueryResult { value: Value::Matrix(out), warnings, infos, stats, trace, tier_ms }, report))
     }
 
@@ -768,8 +775,10 @@ impl ResultCache {
             steps: BTreeMap::new(),
             bytes: 256 + key.expr.len(),
             last_used: tick,
+            tier_read: None,
         });
         e.last_used = tick;
+        e.tier_read = results.iter().filter_map(|r| r.tier_ms).chain(e.tier_read).min();
         let mut stored = 0;
         for (&(first, last), r) in runs.iter().zip(results) {
             let Value::Matrix(m) = &r.value else { continue };
