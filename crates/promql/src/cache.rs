@@ -39,7 +39,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use tessera_model::{ChangeLog, FloatHistogram, Labels, Queryable};
 
-use crate::engine::{Engine, EngineError, MatrixSeries, QueryOptions, QueryResult, QueryStats, Value};
+use crate::engine::{merge_unique, Engine, EngineError, MatrixSeries, QueryOptions, QueryResult, Spliced, Value};
 use crate::parser::{AtModifier, Expr, ValueType};
 
 /// Writes one float point `(t, v)` as its owner will hand it to a client (the HTTP API: a JSON matrix
@@ -631,42 +631,16 @@ impl ResultCache {
             results.push(engine.range_expr(q, expr, *s, *e, step_ms, &o)?);
         }
 
-        // Splice: kept points and evaluated runs, one series per label set, points in time order.
-        let mut stats = QueryStats::default();
-        let mut warnings: Vec<String> = Vec::new();
-        let mut infos: Vec<String> = Vec::new();
-        let mut trace = None;
+        // Splice: kept points and evaluated runs, one series per label set, points in time order. The
+        // kept steps' annotations come first, then the evaluated runs' (runs are in time order, so their
+        // points stay in order).
+        let mut sp = Spliced::default();
         for n in &notes {
-            merge_unique(&mut warnings, &n.warnings);
-            merge_unique(&mut infos, &n.infos);
+            merge_unique(&mut sp.warnings, &n.warnings);
+            merge_unique(&mut sp.infos, &n.infos);
         }
-        // The evaluated series by label set (runs are in time order, so their points stay in order).
-        let mut fresh: Vec<MatrixSeries> = Vec::new();
-        let mut fresh_at: HashMap<Labels, usize> = HashMap::new();
-        for r in &results {
-            stats.total_queryable_samples += r.stats.total_queryable_samples;
-            stats.samples_read += r.stats.samples_read;
-            stats.peak_samples = stats.peak_samples.max(r.stats.peak_samples);
-            merge_unique(&mut warnings, &r.warnings);
-            merge_unique(&mut infos, &r.infos);
-            if trace.is_none() {
-                trace = r.trace.clone();
-            }
-            if let Value::Matrix(m) = &r.value {
-                for s in m {
-                    match fresh_at.get(&s.labels) {
-                        Some(&i) => {
-                            fresh[i].points.extend_from_slice(&s.points);
-                            fresh[i].histograms.extend_from_slice(&s.histograms);
-                        }
-                        None => {
-                            fresh_at.insert(s.labels.clone(), fresh.len());
-                            fresh.push(s.clone());
-                        }
-                    }
-                }
-            }
-        }
+        sp.add_all(&results);
+        let Spliced { series: fresh, at: fresh_at, warnings, infos, stats, trace } = sp;
         let render = self.opts.render;
         let mut out: Vec<MatrixSeries> = Vec::with_capacity(found.len() + fresh.len());
         let mut used = vec![false; fresh.len()];
@@ -858,14 +832,6 @@ impl ResultCache {
         }
         self.metrics.bytes.set(g.bytes as i64);
         self.metrics.entries.set(g.entries.len() as i64);
-    }
-}
-
-fn merge_unique(into: &mut Vec<String>, from: &[String]) {
-    for s in from {
-        if !into.contains(s) {
-            into.push(s.clone());
-        }
     }
 }
 

@@ -361,56 +361,79 @@ impl Engine {
     ) -> Result<QueryResult, EngineError> {
         let started = Instant::now();
         let timeout = qo.timeout.unwrap_or(self.opts.timeout);
-        let mut out: Option<QueryResult> = None;
+        let mut parts: Vec<QueryResult> = Vec::with_capacity(runs.len());
         for &(first, last, src) in runs {
             let left = timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
             let tier = src.map_or(tier::TierRequest::Raw, tier::TierRequest::Resolution);
             let o = QueryOptions { tier, timeout: Some(left), ..qo.clone() };
-            let part = self.exec(q, expr, first, last, step_ms, &o)?;
-            match &mut out {
-                None => out = Some(part),
-                Some(out) => splice_runs(out, part)?,
-            }
+            parts.push(self.exec(q, expr, first, last, step_ms, &o)?);
         }
-        let mut out = out.ok_or_else(|| EngineError::Execution("a range query without steps".into()))?;
-        out.tier_ms = chosen.or_else(|| runs.iter().filter_map(|r| r.2).min());
-        Ok(out)
+        if parts.is_empty() {
+            return Err(EngineError::Execution("a range query without steps".into()));
+        }
+        if !parts.iter().all(|p| matches!(p.value, Value::Matrix(_))) {
+            return Err(EngineError::Execution("a range query's parts are not matrices".into()));
+        }
+        let mut sp = Spliced::default();
+        sp.add_all(&parts);
+        let mut series = sp.series;
+        series.sort_by(|a, b| a.labels.cmp(&b.labels));
+        let tier_ms = chosen.or_else(|| runs.iter().filter_map(|r| r.2).min());
+        Ok(QueryResult { value: Value::Matrix(series), warnings: sp.warnings, infos: sp.infos, stats: sp.stats, trace: sp.trace, tier_ms })
     }
 }
 
-/// Appends a later run's answer to `out`'s (series by series, annotations and statistics merged).
-fn splice_runs(out: &mut QueryResult, later: QueryResult) -> Result<(), EngineError> {
-    let (Value::Matrix(old), Value::Matrix(new)) = (&mut out.value, later.value) else {
-        return Err(EngineError::Execution("a range query's parts are not matrices".into()));
-    };
-    let mut at: std::collections::HashMap<Labels, usize> = old.iter().enumerate().map(|(i, s)| (s.labels.clone(), i)).collect();
-    for s in new {
-        match at.get(&s.labels) {
-            Some(&i) => {
-                old[i].points.extend_from_slice(&s.points);
-                old[i].histograms.extend_from_slice(&s.histograms);
+/// Answers of runs of a range query's steps, in time order, put together: one series per label set
+/// (points in time order), annotations without repeats, statistics summed (peak: the largest), the first
+/// trace. What `Engine::exec_past_raw` and the result cache's splice share.
+#[derive(Default)]
+pub(crate) struct Spliced {
+    pub(crate) series: Vec<MatrixSeries>,
+    /// Where each label set is in `series`.
+    pub(crate) at: std::collections::HashMap<Labels, usize>,
+    pub(crate) warnings: Vec<String>,
+    pub(crate) infos: Vec<String>,
+    pub(crate) stats: QueryStats,
+    pub(crate) trace: Option<plan::TraceNode>,
+}
+
+impl Spliced {
+    /// Adds `results` (later runs after earlier ones); values other than matrices add no series.
+    pub(crate) fn add_all(&mut self, results: &[QueryResult]) {
+        for r in results {
+            self.stats.total_queryable_samples += r.stats.total_queryable_samples;
+            self.stats.samples_read += r.stats.samples_read;
+            self.stats.peak_samples = self.stats.peak_samples.max(r.stats.peak_samples);
+            merge_unique(&mut self.warnings, &r.warnings);
+            merge_unique(&mut self.infos, &r.infos);
+            if self.trace.is_none() {
+                self.trace = r.trace.clone();
             }
-            None => {
-                at.insert(s.labels.clone(), old.len());
-                old.push(s);
+            if let Value::Matrix(m) = &r.value {
+                for s in m {
+                    match self.at.get(&s.labels) {
+                        Some(&i) => {
+                            self.series[i].points.extend_from_slice(&s.points);
+                            self.series[i].histograms.extend_from_slice(&s.histograms);
+                        }
+                        None => {
+                            self.at.insert(s.labels.clone(), self.series.len());
+                            self.series.push(s.clone());
+                        }
+                    }
+                }
             }
         }
     }
-    old.sort_by(|a, b| a.labels.cmp(&b.labels));
-    for w in later.warnings {
-        if !out.warnings.contains(&w) {
-            out.warnings.push(w);
+}
+
+/// Appends the strings of `from` that `into` lacks, in order.
+pub(crate) fn merge_unique(into: &mut Vec<String>, from: &[String]) {
+    for s in from {
+        if !into.contains(s) {
+            into.push(s.clone());
         }
     }
-    for i in later.infos {
-        if !out.infos.contains(&i) {
-            out.infos.push(i);
-        }
-    }
-    out.stats.total_queryable_samples += later.stats.total_queryable_samples;
-    out.stats.samples_read += later.stats.samples_read;
-    out.stats.peak_samples = out.stats.peak_samples.max(later.stats.peak_samples);
-    Ok(())
 }
 
 /// Rejects experimental functions and aggregators when they are disabled (upstream parser errors).
