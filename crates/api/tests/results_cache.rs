@@ -98,14 +98,16 @@ fn run(seed: u64) -> u64 {
     let engine = Engine::new(EngineOptions::default());
     // Odd seeds keep the points rendered too (every answer's text is checked against its points).
     let render: Option<PointRenderer> = (seed % 2 == 1).then_some(test_render as PointRenderer);
-    let cache = ResultCache::new(CacheOptions { max_bytes: 2 << 20, freshness_ms: 2 * MIN, render });
+    // Seeds 3, 4, 7, 8, … keep steps up to "now" (the default); the others keep a two-minute horizon.
+    let freshness_ms = if (seed / 2) % 2 == 1 { 0 } else { 2 * MIN };
+    let cache = ResultCache::new(CacheOptions { max_bytes: 2 << 20, freshness_ms, render });
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let mut series: Vec<(Labels, f64)> = (0..4)
-        .flat_map(|a| ["x", "y"].map(|b| (labels(a, b), 0.0)))
+    // Each series with the time of its newest sample.
+    let mut series: Vec<(Labels, f64, i64)> = (0..4)
+        .flat_map(|a| ["x", "y"].map(|b| (labels(a, b), 0.0, T0 - 15_000)))
         .collect();
     // `now` is simulated: data is written up to it and the cache's horizon counts from it.
     let mut now = T0;
-    let mut written_to = T0 - 15_000;
     let append = |db: &Db, l: &Labels, samples: Vec<Sample>| {
         let mut app = db.appender();
         app.add_owned(l.clone(), samples);
@@ -115,25 +117,29 @@ fn run(seed: u64) -> u64 {
     for _ in 0..260 {
         match rng.below(12) {
             // In-order data up to a new "now".
+            // Some series lag behind it (a sender behind "now"): their samples up to an earlier "now"
+            // arrive with a later write, in order, after queries may have kept steps over them.
             0..=3 => {
                 now += (1 + rng.below(8) as i64) * MIN;
-                let from = written_to + 15_000;
-                for (l, v) in series.iter_mut() {
+                for (l, v, last) in series.iter_mut() {
+                    let to = if rng.below(4) == 0 { now - rng.below(120) as i64 * 1000 } else { now };
                     let mut samples = Vec::new();
-                    let mut t = from;
-                    while t <= now {
+                    let mut t = *last + 15_000;
+                    while t <= to {
                         // Counters with the odd reset.
                         *v = if rng.below(50) == 0 { 0.0 } else { *v + rng.below(10) as f64 };
                         samples.push(Sample::new(t, *v));
+                        *last = t;
                         t += 15_000;
                     }
-                    append(&db, l, samples);
+                    if !samples.is_empty() {
+                        append(&db, l, samples);
+                    }
                 }
-                written_to = from + (now - from) / 15_000 * 15_000;
             }
             // An out-of-order sample inside the window.
             4 | 5 => {
-                let (l, _) = &series[rng.below(series.len() as u64) as usize];
+                let (l, _, _) = &series[rng.below(series.len() as u64) as usize];
                 let t = now - rng.below(50) as i64 * MIN - 7_000;
                 append(&db, l, vec![Sample::new(t, rng.below(1000) as f64)]);
             }
@@ -143,7 +149,7 @@ fn run(seed: u64) -> u64 {
                 let start = now - (5 + rng.below(40) as i64) * MIN;
                 let samples = (0..10).map(|i| Sample::new(start + i * 30_000, i as f64)).collect();
                 append(&db, &l, samples);
-                series.push((l, 10.0));
+                series.push((l, 10.0, start + 9 * 30_000));
             }
             // A deletion.
             7 => {

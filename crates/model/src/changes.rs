@@ -17,7 +17,8 @@
 //! A writer that read the watermark before the reader raised it had made its data visible before the
 //! reader read anything, so the reader saw it; otherwise the change is recorded after the reader's `seq()`
 //! or before it, and before it means it was visible before the reader read. The log keeps the newest
-//! [`ChangeLog::CAPACITY`] ranges; a reader that fell further behind is told so ([`Lost`]) and must drop
+//! [`ChangeLog::CAPACITY`] ranges (a change overlapping or adjoining the newest merges into it, so a
+//! sender lagging behind the watermark adds one range, not one per write); a reader that fell further behind is told so ([`Lost`]) and must drop
 //! everything.
 
 use std::collections::VecDeque;
@@ -141,8 +142,23 @@ impl ChangeLog {
         }
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.last_seq += 1;
-        let c = Change { seq: g.last_seq, min_t, max_t };
-        g.changes.push_back(c);
+        let seq = g.last_seq;
+        // A change that overlaps or adjoins the newest one replaces it with their union (the exact union:
+        // times are whole milliseconds) under the new number, so a stream of late writes (a sender
+        // lagging behind the watermark) takes one entry, not one per write, and readers do not fall
+        // behind the log. Nothing is lost: a reader that had seen the newest change sees the union
+        // again (it only drops again what it dropped then, and what the new change touches), one that
+        // had not sees both in it.
+        if let Some(last) = g.changes.back()
+            && min_t <= last.max_t.saturating_add(1)
+            && last.min_t <= max_t.saturating_add(1)
+        {
+            let (lo, hi) = (last.min_t.min(min_t), last.max_t.max(max_t));
+            g.changes.pop_back();
+            g.changes.push_back(Change { seq, min_t: lo, max_t: hi });
+            return true;
+        }
+        g.changes.push_back(Change { seq, min_t, max_t });
         if g.changes.len() > Self::CAPACITY
             && let Some(old) = g.changes.pop_front()
         {
@@ -162,9 +178,8 @@ impl ChangeLog {
         if seq < g.dropped_through {
             return Err(Lost);
         }
-        // Sequence numbers are consecutive, so the first wanted change sits at a computable index.
-        let first = g.changes.front().map_or(0, |c| c.seq);
-        let skip = (seq + 1).saturating_sub(first) as usize;
+        // Sequence numbers rise along the log (with gaps where changes were merged).
+        let skip = g.changes.partition_point(|c| c.seq <= seq);
         Ok(g.changes.iter().skip(skip).copied().collect())
     }
 }
@@ -215,11 +230,39 @@ mod tests {
     }
 
     #[test]
+    fn overlapping_changes_merge_into_the_newest_without_hiding_any() {
+        let log = ChangeLog::new();
+        log.watch(1_000);
+        assert!(log.record(100, 200));
+        let r1 = log.seq();
+        assert!(log.record(150, 300), "overlapping");
+        assert!(log.record(301, 310), "adjoining");
+        assert!(log.record(50, 99), "adjoining below");
+        assert_eq!(log.since(0).expect("kept"), vec![Change { seq: 4, min_t: 50, max_t: 310 }]);
+        // A reader that saw the first change sees the union again; one at the newest sees nothing.
+        assert_eq!(log.since(r1).expect("kept"), vec![Change { seq: 4, min_t: 50, max_t: 310 }]);
+        assert!(log.since(4).expect("kept").is_empty());
+        // A change apart from the newest is its own entry; readers between numbers find theirs.
+        assert!(log.record(500, 600));
+        assert!(log.record(320, 330), "apart from 500..600 (only the newest merges)");
+        let seqs: Vec<u64> = log.since(0).expect("kept").iter().map(|c| c.seq).collect();
+        assert_eq!(seqs, vec![4, 5, 6]);
+        assert_eq!(log.since(2).expect("kept").len(), 3, "a number merged away still finds what followed it");
+        assert_eq!(log.since(5).expect("kept"), vec![Change { seq: 6, min_t: 320, max_t: 330 }]);
+        // A long stream of overlapping late writes keeps one entry: nobody falls behind.
+        log.watch(i64::MAX);
+        for i in 0..(2 * ChangeLog::CAPACITY as i64) {
+            assert!(log.record(320 + i, 340 + i));
+        }
+        assert_eq!(log.since(0).expect("no reader is behind").len(), 3);
+    }
+
+    #[test]
     fn a_reader_too_far_behind_is_told() {
         let log = ChangeLog::new();
         log.watch(i64::MAX);
         for i in 0..(ChangeLog::CAPACITY as i64 + 10) {
-            log.record(i, i);
+            log.record(3 * i, 3 * i);
         }
         assert_eq!(log.since(0), Err(Lost));
         assert_eq!(log.since(9), Err(Lost));

@@ -8,9 +8,10 @@
 //!
 //! **The cache never changes an answer:**
 //! - A step is kept only when its whole window lies before the *freshness horizon* (`now - freshness`,
-//!   [`CacheOptions::freshness_ms`]): the in-order stream at "now" never touches kept steps.
-//! - Everything else that reaches older times — out-of-order and late writes, new series arriving with old
-//!   timestamps, backfill, deletions, retention — is recorded by the storage in its
+//!   [`CacheOptions::freshness_ms`], by default `now`): the in-order stream at "now" never touches kept
+//!   steps.
+//! - Everything that reaches older times — late writes (a sender behind "now"), out-of-order writes, new
+//!   series arriving with old timestamps, backfill, deletions, retention — is recorded by the storage in its
 //!   [`ChangeLog`](tessera_model::ChangeLog) as a time range, and every kept step whose window meets it is
 //!   dropped before the next look-up. A query that evaluated steps while such a change landed keeps none
 //!   of the steps the change touches (the log's protocol, see [`tessera_model::changes`]).
@@ -61,9 +62,13 @@ pub struct CacheOptions {
 
 impl Default for CacheOptions {
     fn default() -> Self {
-        // One minute, as Cortex's query-frontend (`-frontend.max-cache-freshness`): later writes that reach
-        // kept steps invalidate them, so the horizon only spares the cache the churn of the newest steps.
-        CacheOptions { max_bytes: 128 << 20, freshness_ms: 60 * 1000, render: None }
+        // No horizon beyond "now". Cortex's query-frontend keeps nothing of the last minute
+        // (`-frontend.max-cache-freshness`) and VictoriaMetrics nothing of the last five
+        // (`-search.cacheTimestampOffset`) because they cannot tell when a late write lands; here late
+        // writes that reach kept steps invalidate them (the change log), so a horizon would only spare
+        // the cache steps it will soon drop, and without one a refresh within the same step — or a
+        // second viewer of the dashboard — evaluates nothing.
+        CacheOptions { max_bytes: 128 << 20, freshness_ms: 0, render: None }
     }
 }
 
@@ -552,7 +557,11 @@ impl ResultCache {
         let keep_through = horizon.saturating_sub(1).saturating_sub(window.after);
         let may_keep = start_ms <= keep_through;
         let seq0 = if may_keep {
-            log.watch(keep_through.saturating_add(window.after));
+            // Watch up to the newest step this request may keep (not the horizon): writes a little
+            // behind "now" but after that step's window are not recorded, nor do they drop anything.
+            let last = keep_through.min(end_ms);
+            let newest = start_ms + (last - start_ms) / step_ms * step_ms;
+            log.watch(newest.saturating_add(window.after));
             Some(log.seq())
         } else {
             None

@@ -157,8 +157,8 @@ pub struct ServeArgs {
     pub query_results_cache_max_size: Option<String>,
 
     /// Range-query steps whose samples reach into this last stretch before now are never cached (at
-    /// least the out-of-order window is used). Older writes that touch cached steps invalidate them.
-    /// [default: 1m]
+    /// least the out-of-order window is used). Any later write that touches a cached step invalidates
+    /// it, so this only spares the cache steps that late writes would soon drop. [default: 0s]
     #[arg(long = "query.results-cache.freshness", value_name = "DURATION")]
     pub query_results_cache_freshness: Option<String>,
 
@@ -254,7 +254,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("query.timeout", "2m"),
     ("query.max-samples", "50000000"),
     ("query.results-cache.max-size", "128MiB"),
-    ("query.results-cache.freshness", "1m"),
+    ("query.results-cache.freshness", "0s"),
     ("query.align-to-step", "false"),
     ("web.max-request-bytes", "32MB"),
     ("web.max-inflight-write-bytes", "256MB"),

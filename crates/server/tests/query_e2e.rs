@@ -233,6 +233,50 @@ fn repeated_range_queries_come_from_the_cache_and_late_writes_invalidate_them() 
     assert!(invalidated > 0.0, "{metrics}");
 }
 
+/// A dashboard at "now" through the binary with the default flags: every step whose window has ended is
+/// kept (a repeat within the same step evaluates nothing), and a sender lagging behind — its samples up to
+/// the newest step arrive after the query, in order — changes the next answer exactly as it changes the
+/// uncached one.
+#[test]
+fn steps_up_to_now_are_kept_and_a_lagging_sender_invalidates_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &[]);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as i64;
+    // The newest step: a multiple of 15 s at least 15 s before now; ten minutes of steps before it.
+    let end = now - now.rem_euclid(15_000) - 15_000;
+    let start = end - 10 * 60_000;
+    let pts = |from: i64, to: i64, f: &dyn Fn(i64) -> f64| -> Vec<Sample> {
+        (0..).map(|i| from + i * 15_000).take_while(|t| *t <= to).map(|t| Sample::new(t, f(t))).collect()
+    };
+    // `a="1"` is written up to `end`; `a="2"` (a lagging sender) only up to 90 s before it.
+    let series = vec![
+        WriteSeries::new(labels!("__name__" => "m", "a" => "1"), pts(start - 300_000, end, &|t| ((t / 15_000) % 7) as f64)),
+        WriteSeries::new(labels!("__name__" => "m", "a" => "2"), pts(start - 300_000, end - 90_000, &|t| ((t / 15_000) % 5) as f64)),
+    ];
+    assert_eq!(s.write_v1(&series, &[]).0, 204);
+    let q = format!("query=sum(rate(m%5B1m%5D))%20%2B%20count(m)&start={}&end={}&step=15", start / 1000, end / 1000);
+    let ask = |extra: &str| -> serde_json::Value {
+        let (st, body) = s.post_form("/api/v1/query_range", &format!("{q}{extra}"));
+        assert_eq!(st, 200, "{body}");
+        serde_json::from_str(&body).expect("json")
+    };
+    let first = ask("&trace=1");
+    assert_eq!(first["trace"]["cache"]["stored"], 41, "every step up to now is kept: {first}");
+    let second = ask("&trace=1");
+    assert_eq!(second["trace"]["cache"]["hits"], 41, "{second}");
+    assert_eq!(second["trace"]["cache"]["evaluated"], 0, "{second}");
+    assert_eq!(second["data"], first["data"]);
+    // The lagging sender catches up: its samples up to `end` arrive now, in order.
+    let late = vec![WriteSeries::new(labels!("__name__" => "m", "a" => "2"), pts(end - 75_000, end, &|_| 100.0))];
+    assert_eq!(s.write_v1(&late, &[]).0, 204);
+    let third = ask("&trace=1");
+    let uncached = ask("&nocache=1");
+    assert_eq!(third["data"], uncached["data"], "the cache kept a stale step");
+    assert_ne!(third["data"], first["data"], "the late samples changed nothing?");
+    let c = &third["trace"]["cache"];
+    assert!(c["evaluated"].as_u64().expect("n") > 0 && c["hits"].as_u64().expect("n") > 30, "only the steps over the late samples are evaluated: {third}");
+}
+
 /// Downsampling through the binary: with `--storage.tsdb.downsampling`, a long range query at a coarse
 /// step reads the tier by itself (shown in `trace`), gives the raw answer where its windows fall on
 /// buckets, says so in `infos` where it had to approximate, and `raw=1` / `tier=` force the choice;
