@@ -332,7 +332,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
         Value::Matrix(m) => (
             m.iter().map(json_weight).sum::<usize>(),
             m.iter().map(json_size).sum::<usize>(),
-            m.iter().filter_map(|s| s.rendered.as_ref()).map(Vec::len).sum::<usize>(),
+            m.iter().filter_map(|s| s.rendered.as_ref()).map(|r| r.len()).sum::<usize>(),
         ),
         Value::Vector(v) => (v.len() * 4, v.len() * 128, 0),
         _ => (0, 0, 0),
@@ -588,10 +588,16 @@ fn write_series_run(out: &mut Vec<u8>, run: &[tessera_promql::engine::MatrixSeri
         write_series_head(out, s, i == 0 && starts_matrix);
         // marshalSeriesJSON omits "values" for a series without float points.
         match &s.rendered {
-            // From the result cache, already written (`render_cached_point`: each point after a comma).
-            Some(text) if !s.points.is_empty() && text.len() > 1 => {
+            // From the result cache, already written (`render_cached_point`: each point after a comma,
+            // dropped before the first).
+            Some(text) if text.points > 0 => {
                 out.extend_from_slice(br#","values":["#);
-                out.extend_from_slice(&text[1..]);
+                let mut first = true;
+                for part in &text.parts {
+                    let skip = usize::from(first && !part.is_empty());
+                    first &= part.is_empty();
+                    out.extend_from_slice(&part[skip..]);
+                }
                 out.push(b']');
             }
             _ => {
@@ -699,11 +705,17 @@ impl Frames {
 fn write_matrix_frames(out: &mut Frames, series: Vec<tessera_promql::engine::MatrixSeries>) {
     for (i, mut s) in series.into_iter().enumerate() {
         match s.rendered.take() {
-            Some(text) if !s.points.is_empty() && text.len() > 1 => {
+            Some(text) if text.points > 0 => {
                 write_series_head(&mut out.cur, &s, i == 0);
                 out.cur.extend_from_slice(br#","values":["#);
-                // The text starts with the comma before its first point.
-                out.push(Bytes::from(text).slice(1..));
+                // The text starts with the comma before its first point; its parts go out as they are
+                // (shared with the cache), short ones copied.
+                let mut first = true;
+                for part in text.parts {
+                    let skip = usize::from(first && !part.is_empty());
+                    first &= part.is_empty();
+                    out.push(part.slice(skip..));
+                }
                 out.cur.push(b']');
                 write_series_tail(&mut out.cur, &s);
             }
@@ -870,13 +882,26 @@ mod tests {
         let series: Vec<MatrixSeries> = (0..40i64)
             .map(|i| {
                 let n = [0usize, 1, 3000, 200][i as usize % 4];
-                let points: Vec<(i64, f64)> = (0..n as i64).map(|k| (k * 15_000 + i, k as f64 / 7.0 - i as f64)).collect();
+                let mut points: Vec<(i64, f64)> = (0..n as i64).map(|k| (k * 15_000 + i, k as f64 / 7.0 - i as f64)).collect();
+                // The text in parts as the cache shares them: of several sizes, a first one of one byte
+                // (the comma to drop) for some, empty ones between; `points` then empty.
                 let rendered = (i % 3 != 0).then(|| {
                     let mut t = Vec::new();
                     for &(ts, v) in &points {
                         render_cached_point(&mut t, ts, v);
                     }
-                    t
+                    let t = Bytes::from(t);
+                    let mut parts = Vec::new();
+                    let mut at = 0;
+                    for size in [if i % 2 == 0 { 1 } else { 0 }, 0, 5000, 17, 0, 9000].into_iter().cycle() {
+                        if at >= t.len() {
+                            break;
+                        }
+                        let e = (at + size).min(t.len());
+                        parts.push(t.slice(at..e));
+                        at = e;
+                    }
+                    tessera_promql::engine::Rendered { parts, points: std::mem::take(&mut points).len() }
                 });
                 MatrixSeries {
                     labels: labels!("__name__" => "m", "i" => &*i.to_string()),

@@ -46,6 +46,9 @@ pub struct Args {
     /// Parallel remote-write senders.
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
+    /// How far behind the wall clock the real-time writer's samples arrive (a lagging sender).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub writer_lag: Duration,
     /// Per-request timeout.
     #[arg(long, default_value = "300s", value_parser = parse_duration)]
     pub timeout: Duration,
@@ -60,6 +63,7 @@ fn writer_args(a: &Args, url: &str, mode: remote_write::Mode, start_ms: Option<i
         duration: run,
         concurrency: a.concurrency,
         samples_per_request: 2000,
+        lag: if mode == remote_write::Mode::Steady { a.writer_lag } else { Duration::ZERO },
         start_ms,
         backfill: a.window + Duration::from_secs(600),
         end_ms,

@@ -405,6 +405,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             duration: Duration::from_secs(24 * 3600),
             concurrency: args.concurrency,
             samples_per_request: 2000,
+            lag: Duration::ZERO,
             start_ms: Some(start),
             backfill: args.backfill,
             end_ms: Some(end),

@@ -83,6 +83,10 @@ pub struct Args {
     /// Samples per request (Prometheus' max_samples_per_send).
     #[arg(long, default_value_t = 2000)]
     pub samples_per_request: usize,
+    /// Steady mode: how far behind the wall clock samples arrive (each scrape is sent this long after
+    /// its timestamp, as a sender whose queue lags: Prometheus' batch deadline is 5 s).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub lag: Duration,
     /// Max mode: first simulated timestamp (ms). Default: now minus --backfill.
     #[arg(long)]
     pub start_ms: Option<i64>,
@@ -469,8 +473,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         })
                         .collect();
                     let mut oldest_pending: Option<Instant> = None;
+                    let lag_ms = args.lag.as_millis() as i64;
                     while !stop.load(Ordering::Relaxed) {
-                        let now = now_ms();
+                        // Scrapes are taken (with their due timestamps) `lag` after they are due.
+                        let now = now_ms() - lag_ms;
                         fleet.churn_to(((now - start_ms) / churn_ms).max(0) as u64, now, &mut sender);
                         for (i, (_, _, target)) in fleet.owned.iter_mut().enumerate() {
                             if due[i] <= now {
@@ -489,7 +495,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                             oldest_pending = None;
                         }
                         let next = due.iter().copied().min().unwrap_or(now + 1000);
-                        let wait = (next - now_ms()).clamp(1, 200);
+                        let wait = (next - (now_ms() - lag_ms)).clamp(1, 200);
                         std::thread::sleep(Duration::from_millis(wait as u64));
                     }
                 }

@@ -85,6 +85,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             duration: Duration::from_secs(7 * 24 * 3600),
             concurrency: a.concurrency,
             samples_per_request: 2000,
+            lag: Duration::ZERO,
             start_ms: Some(start - 600_000),
             backfill: Duration::from_secs(0),
             end_ms: Some(now),

@@ -35,12 +35,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use tessera_model::{ChangeLog, FloatHistogram, Labels, Queryable};
 
-use crate::engine::{merge_unique, Engine, EngineError, MatrixSeries, QueryOptions, QueryResult, Spliced, Value};
+use crate::engine::{merge_unique, Engine, EngineError, MatrixSeries, QueryOptions, QueryResult, Rendered, Spliced, Value};
 use crate::parser::{AtModifier, Expr, ValueType};
 
 /// Writes one float point `(t, v)` as its owner will hand it to a client (the HTTP API: a JSON matrix
@@ -271,18 +272,30 @@ const STEP_BYTES: usize = 64;
 /// Bytes a kept float point costs besides its rendered text (time, value, text end).
 const POINT_BYTES: usize = 24;
 
+/// Rendered text is frozen into shared parts of about this many bytes (a look-up hands them to the
+/// answer without copying them; the part still growing is copied).
+#[cfg(not(test))]
+const TEXT_PART: usize = 4096;
+#[cfg(test)]
+const TEXT_PART: usize = 64;
+
 /// One series' kept points of an entry, in time order, each at a kept step (the entry's `steps`), so a
-/// look-up answers a series with one contiguous range of them — and, with a renderer, one copy of its
-/// text.
+/// look-up answers a series with one contiguous range of them — and, with a renderer, with the parts
+/// of its text that hold that range.
 #[derive(Debug, Default, Clone)]
 struct Kept {
     /// Points before `first` are dropped (the front is removed lazily; see [`Kept::remove`]).
     first: usize,
     /// Times and values, as answers hold them (a look-up copies a range in one piece).
     pts: Vec<(i64, f64)>,
-    /// With a renderer: every point's text as the renderer wrote it, concatenated in time order;
-    /// `ends[i]` is where point `i`'s text ends. Empty without a renderer.
-    text: Vec<u8>,
+    /// With a renderer: every point's text as the renderer wrote it, concatenated in time order, held
+    /// as frozen parts (never changed once made: look-ups share them) and the `tail` still growing. A
+    /// point's text lies inside one part or the tail. `part_ends[p]` is where part `p` ends and
+    /// `ends[i]` where point `i`'s text ends, both counted over the whole text. All empty without a
+    /// renderer.
+    parts: Vec<Bytes>,
+    part_ends: Vec<usize>,
+    tail: Vec<u8>,
     ends: Vec<usize>,
     /// Histogram points in time order (not rendered).
     hists: Vec<(i64, Arc<FloatHistogram>)>,
@@ -308,6 +321,48 @@ impl Kept {
         if i == 0 || self.ends.is_empty() { 0 } else { self.ends[i - 1] }
     }
 
+    /// Where the tail starts in the whole text.
+    fn tail_start(&self) -> usize {
+        self.part_ends.last().copied().unwrap_or(0)
+    }
+
+    /// Point `i`'s text.
+    fn point_text(&self, i: usize) -> &[u8] {
+        let (a, b) = (self.text_at(i), self.ends[i]);
+        let p = self.part_ends.partition_point(|e| *e <= a);
+        match self.parts.get(p) {
+            Some(part) => {
+                let base = self.part_ends[p] - part.len();
+                &part[a - base..b - base]
+            }
+            None => {
+                let base = self.tail_start();
+                &self.tail[a - base..b - base]
+            }
+        }
+    }
+
+    /// Adds the text in `[a, b)` (whole points) to `out`: the frozen parts shared, the tail copied.
+    fn text_into(&self, a: usize, b: usize, out: &mut TextOut) {
+        if a >= b {
+            return;
+        }
+        let mut p = self.part_ends.partition_point(|e| *e <= a);
+        while p < self.parts.len() {
+            let (pe, part) = (self.part_ends[p], &self.parts[p]);
+            let ps = pe - part.len();
+            if ps >= b {
+                return;
+            }
+            out.share(part.slice(a.max(ps) - ps..b.min(pe) - ps));
+            p += 1;
+        }
+        let base = self.tail_start();
+        if b > base {
+            out.cur.extend_from_slice(&self.tail[a.max(base) - base..b - base]);
+        }
+    }
+
     fn is_empty(&self) -> bool {
         self.first == self.pts.len() && self.hists.is_empty()
     }
@@ -326,7 +381,8 @@ impl Kept {
                 let (mut i, mut j) = (old.first, 0);
                 while i < old.pts.len() || j < pts.len() {
                     if j == pts.len() || (i < old.pts.len() && old.pts[i].0 < pts[j].0) {
-                        self.push(old.pts[i].0, old.pts[i].1, render, Some(&old.text[old.text_at(i)..old.text_at(i + 1)]));
+                        let text = if old.ends.is_empty() { None } else { Some(old.point_text(i)) };
+                        self.push(old.pts[i].0, old.pts[i].1, render, text);
                         i += 1;
                     } else {
                         self.push(pts[j].0, pts[j].1, render, None);
@@ -347,15 +403,23 @@ impl Kept {
         added
     }
 
-    /// Appends a point; with a renderer, its text: `text` (kept from before) or rendered now.
+    /// Appends a point; with a renderer, its text: `text` (kept from before) or rendered now. The tail
+    /// is frozen into a part once it reaches [`TEXT_PART`] bytes (copied into an exact allocation: the
+    /// tail's spare capacity is not kept).
     fn push(&mut self, t: i64, v: f64, render: Option<PointRenderer>, text: Option<&[u8]>) {
         self.pts.push((t, v));
         if let Some(r) = render {
             match text {
-                Some(kept) => self.text.extend_from_slice(kept),
-                None => r(&mut self.text, t, v),
+                Some(kept) => self.tail.extend_from_slice(kept),
+                None => r(&mut self.tail, t, v),
             }
-            self.ends.push(self.text.len());
+            let end = self.tail_start() + self.tail.len();
+            self.ends.push(end);
+            if self.tail.len() >= TEXT_PART {
+                self.parts.push(Bytes::copy_from_slice(&self.tail));
+                self.part_ends.push(end);
+                self.tail = Vec::new();
+            }
         }
     }
 
@@ -374,33 +438,55 @@ impl Kept {
         if a == self.first {
             self.first = b;
             if self.first * 2 > self.pts.len() {
-                self.compact();
+                self.rebuild((b, b));
             }
             return freed;
         }
-        self.pts.drain(a..b);
-        if !self.ends.is_empty() {
-            self.text.drain(ta..tb);
-            self.ends.drain(a..b);
-            for e in &mut self.ends[a..] {
-                *e -= tb - ta;
-            }
-        }
+        self.rebuild((a, b));
         freed
     }
 
-    /// Forgets the dropped front.
-    fn compact(&mut self) {
-        let (n, cut) = (self.first, self.text_at(self.first));
-        self.pts.drain(..n);
-        if !self.ends.is_empty() {
-            self.text.drain(..cut);
-            self.ends.drain(..n);
-            for e in &mut self.ends {
-                *e -= cut;
-            }
+    /// Keeps the live points outside `drop` (an index range) and forgets the rest, the text of those
+    /// kept copied anew.
+    fn rebuild(&mut self, drop: (usize, usize)) {
+        let hists = std::mem::take(&mut self.hists);
+        let old = std::mem::replace(self, Kept { hists, ..Kept::default() });
+        self.pts.reserve(old.pts.len() - old.first - (drop.1 - drop.0));
+        // (Every point's text is copied from `old`: the renderer is only a sign that there is text.)
+        fn copied(_: &mut Vec<u8>, _: i64, _: f64) {}
+        let render = (!old.ends.is_empty()).then_some(copied as PointRenderer);
+        for i in (old.first..old.pts.len()).filter(|i| *i < drop.0 || *i >= drop.1) {
+            let text = render.map(|_| old.point_text(i));
+            self.push(old.pts[i].0, old.pts[i].1, render, text);
         }
-        self.first = 0;
+    }
+}
+
+/// A look-up's text for one series: shared parts, and the bytes copied or rendered since the last.
+#[derive(Default)]
+struct TextOut {
+    parts: Vec<Bytes>,
+    cur: Vec<u8>,
+}
+
+impl TextOut {
+    /// Appends a shared piece (a short one is copied: a part per point would cost more than its bytes).
+    fn share(&mut self, b: Bytes) {
+        if b.len() < TEXT_PART / 16 {
+            self.cur.extend_from_slice(&b);
+            return;
+        }
+        if !self.cur.is_empty() {
+            self.parts.push(Bytes::from(std::mem::take(&mut self.cur)));
+        }
+        self.parts.push(b);
+    }
+
+    fn finish(mut self, points: usize) -> Rendered {
+        if !self.cur.is_empty() {
+            self.parts.push(Bytes::from(self.cur));
+        }
+        Rendered { parts: self.parts, points }
     }
 }
 
@@ -668,12 +754,13 @@ impl ResultCache {
                     for &(t, v) in &s.points {
                         r(&mut text, t, v);
                     }
-                    s.rendered = Some(text);
+                    let points = std::mem::take(&mut s.points).len();
+                    s.rendered = Some(Rendered { parts: vec![Bytes::from(text)], points });
                 }
                 out.push(s);
             }
         }
-        out.retain(|s| !s.points.is_empty() || !s.histograms.is_empty());
+        out.retain(|s| s.float_count() > 0 || !s.histograms.is_empty());
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
 
         // Keep what is final — after the splice let go of the kept points it read, so that adding to
@@ -918,15 +1005,19 @@ fn splice_series(f: &Found, new: Option<&MatrixSeries>, skip: Option<(i64, i64)>
         None => [(a, b), (b, b)],
     };
     let fresh: &[(i64, f64)] = new.map_or(&[], |s| &s.points);
-    let mut points: Vec<(i64, f64)> = Vec::with_capacity(b - a + fresh.len());
-    let mut text: Option<Vec<u8>> = render.map(|_| Vec::with_capacity(k.text_at(b) - k.text_at(a) + 32 * fresh.len()));
-    let emit_fresh = |p: (i64, f64), points: &mut Vec<(i64, f64)>, text: &mut Option<Vec<u8>>| {
-        points.push(p);
-        if let (Some(r), Some(out)) = (render, text.as_mut()) {
-            r(out, p.0, p.1);
+    // With a renderer the answer carries only the text (the kept parts shared); else the points.
+    let mut points: Vec<(i64, f64)> = Vec::with_capacity(if render.is_some() { 0 } else { b - a + fresh.len() });
+    let mut text = TextOut::default();
+    let mut n = 0;
+    let mut emit_fresh = |p: (i64, f64), points: &mut Vec<(i64, f64)>, text: &mut TextOut| {
+        match render {
+            Some(r) => r(&mut text.cur, p.0, p.1),
+            None => points.push(p),
         }
+        n += 1;
     };
     let mut fi = 0;
+    let mut kept_n = 0;
     for (ra, rb) in ranges {
         let mut i = ra;
         while i < rb {
@@ -944,16 +1035,18 @@ fn splice_series(f: &Found, new: Option<&MatrixSeries>, skip: Option<(i64, i64)>
                 i += 1;
                 continue;
             }
-            points.extend_from_slice(&k.pts[i..j]);
-            if let Some(out) = text.as_mut() {
-                out.extend_from_slice(&k.text[k.text_at(i)..k.text_at(j)]);
+            match render {
+                Some(_) => k.text_into(k.text_at(i), k.text_at(j), &mut text),
+                None => points.extend_from_slice(&k.pts[i..j]),
             }
+            kept_n += j - i;
             i = j;
         }
     }
     for &p in &fresh[fi..] {
         emit_fresh(p, &mut points, &mut text);
     }
+    let rendered = render.map(|_| text.finish(n + kept_n));
     let (ha, hb) = f.hspan;
     let mut histograms: Vec<(i64, Arc<FloatHistogram>)> =
         k.hists[ha..hb].iter().filter(|p| skip.is_none_or(|(lo, hi)| p.0 < lo || p.0 > hi)).cloned().collect();
@@ -963,7 +1056,7 @@ fn splice_series(f: &Found, new: Option<&MatrixSeries>, skip: Option<(i64, i64)>
         histograms.extend(s.histograms.iter().cloned());
         histograms.sort_by_key(|p| p.0);
     }
-    MatrixSeries { labels: f.labels.clone(), points, histograms, rendered: text }
+    MatrixSeries { labels: f.labels.clone(), points, histograms, rendered }
 }
 
 #[cfg(test)]
@@ -1013,7 +1106,9 @@ mod tests {
     /// A series' live points as (time, value) and the text of exactly those.
     fn live(k: &Kept) -> (Vec<(i64, f64)>, Vec<u8>) {
         let pts: Vec<(i64, f64)> = k.pts[k.first..].to_vec();
-        (pts, k.text[k.text_at(k.first)..k.text_at(k.pts.len())].to_vec())
+        let mut out = TextOut::default();
+        k.text_into(k.text_at(k.first), k.text_at(k.pts.len()), &mut out);
+        (pts, out.finish(0).to_vec())
     }
 
     /// Random inserts (appends, holes filled, older ranges) and removals (front, middle, back) keep a
@@ -1091,12 +1186,17 @@ mod tests {
         ];
         for (skip, new, want) in cases {
             let f = Found { labels: labels.clone(), kept: k.clone(), span: k.span(0, 100), hspan: (0, 0) };
-            let s = splice_series(&f, Some(&fresh(new)), skip, Some(render));
+            // With a renderer, only the text (kept parts shared, the rest copied), all of it.
+            let s = splice_series(&f, Some(&fresh(new.clone())), skip, Some(render));
+            assert!(s.points.is_empty(), "skip {skip:?}");
+            let r = s.rendered.expect("rendered");
+            assert_eq!(String::from_utf8_lossy(&r.to_vec()), String::from_utf8_lossy(&text_of(&want)), "skip {skip:?}");
+            assert_eq!(r.points, want.len(), "skip {skip:?}");
+            assert!(r.parts.len() > 1, "the kept text (over {TEXT_PART} bytes) is shared in parts");
+            // Without one, the points.
+            let s = splice_series(&f, Some(&fresh(new)), skip, None);
             assert_eq!(s.points, want, "skip {skip:?}");
-            assert_eq!(s.rendered.as_deref(), Some(&text_of(&want)[..]), "skip {skip:?}");
+            assert!(s.rendered.is_none());
         }
-        // Without a renderer, no text.
-        let f = Found { labels: labels.clone(), kept: Arc::new(Kept::default()), span: (0, 0), hspan: (0, 0) };
-        assert_eq!(splice_series(&f, Some(&fresh(vec![(1, 1.0)])), None, None).rendered, None);
     }
 }

@@ -155,10 +155,47 @@ pub struct MatrixSeries {
     pub labels: Labels,
     pub points: Vec<(i64, f64)>,
     pub histograms: Vec<(i64, Arc<FloatHistogram>)>,
-    /// `points` as the result cache's renderer writes them, concatenated (see
-    /// [`crate::cache::PointRenderer`]), when the series came through a cache that keeps them rendered.
-    /// Not part of the value: equality ignores it.
-    pub rendered: Option<Vec<u8>>,
+    /// The float points as the result cache's renderer writes them (see
+    /// [`crate::cache::PointRenderer`]), when the series came through a cache that keeps them rendered:
+    /// `points` is then empty (the text is what the answer's writer needs, and copying both cost more
+    /// than the rest of a repeat). Equality ignores it.
+    pub rendered: Option<Rendered>,
+}
+
+impl MatrixSeries {
+    /// How many float points the series has (in `points`, or in its rendered text).
+    pub fn float_count(&self) -> usize {
+        self.rendered.as_ref().map_or(self.points.len(), |r| r.points)
+    }
+}
+
+/// A series' float points as text: the concatenation of `parts`, which the result cache shares with the
+/// answer where it kept them (no copy).
+#[derive(Debug, Clone, Default)]
+pub struct Rendered {
+    pub parts: Vec<bytes::Bytes>,
+    /// How many points the text holds.
+    pub points: usize,
+}
+
+impl Rendered {
+    /// The text's length in bytes.
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(|p| p.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.parts.iter().all(|p| p.is_empty())
+    }
+
+    /// The text in one piece.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len());
+        for p in &self.parts {
+            v.extend_from_slice(p);
+        }
+        v
+    }
 }
 
 impl PartialEq for MatrixSeries {
