@@ -17,8 +17,9 @@
 //! A writer that read the watermark before the reader raised it had made its data visible before the
 //! reader read anything, so the reader saw it; otherwise the change is recorded after the reader's `seq()`
 //! or before it, and before it means it was visible before the reader read. The log keeps the newest
-//! [`ChangeLog::CAPACITY`] ranges (a change overlapping or adjoining the newest merges into it, so a
-//! sender lagging behind the watermark adds one range, not one per write); a reader that fell further behind is told so ([`Lost`]) and must drop
+//! [`ChangeLog::CAPACITY`] ranges (a change overlapping or adjoining the newest merges into it while no
+//! reader has read that one, so a sender lagging behind the watermark adds a range per look-up, not one
+//! per write); a reader that fell further behind is told so ([`Lost`]) and must drop
 //! everything.
 
 use std::collections::VecDeque;
@@ -63,6 +64,9 @@ struct Inner {
     changes: VecDeque<Change>,
     /// Changes up to and including this sequence number are no longer in `changes`.
     dropped_through: u64,
+    /// Changes up to and including this sequence number may have been handed to a reader
+    /// ([`ChangeLog::since`]); they are never merged into.
+    handed_through: u64,
 }
 
 impl Default for ChangeLog {
@@ -143,13 +147,16 @@ impl ChangeLog {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.last_seq += 1;
         let seq = g.last_seq;
-        // A change that overlaps or adjoins the newest one replaces it with their union (the exact union:
-        // times are whole milliseconds) under the new number, so a stream of late writes (a sender
-        // lagging behind the watermark) takes one entry, not one per write, and readers do not fall
-        // behind the log. Nothing is lost: a reader that had seen the newest change sees the union
-        // again (it only drops again what it dropped then, and what the new change touches), one that
-        // had not sees both in it.
+        // A change that overlaps or adjoins the newest one, which no reader has been handed yet,
+        // replaces it with their union (the exact union: times are whole milliseconds) under the new
+        // number, so a stream of late writes (a sender lagging behind the watermark) between two
+        // look-ups takes one entry, not one per write, and readers do not fall behind the log. A reader
+        // that took the sequence number before the newest change sees the union, as it would have seen
+        // both; one that took it after sees the union too (the new number), which drops no more than the
+        // older change's range besides. A change handed out already is never widened: a reader that
+        // applied it, and kept steps since, would otherwise drop them again with every later write.
         if let Some(last) = g.changes.back()
+            && last.seq > g.handed_through
             && min_t <= last.max_t.saturating_add(1)
             && last.min_t <= max_t.saturating_add(1)
         {
@@ -174,7 +181,8 @@ impl ChangeLog {
 
     /// The changes recorded after `seq`, oldest first, or [`Lost`] when some were already dropped.
     pub fn since(&self, seq: u64) -> Result<Vec<Change>, Lost> {
-        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.handed_through = g.last_seq;
         if seq < g.dropped_through {
             return Err(Lost);
         }
@@ -238,23 +246,31 @@ mod tests {
         assert!(log.record(150, 300), "overlapping");
         assert!(log.record(301, 310), "adjoining");
         assert!(log.record(50, 99), "adjoining below");
-        assert_eq!(log.since(0).expect("kept"), vec![Change { seq: 4, min_t: 50, max_t: 310 }]);
-        // A reader that saw the first change sees the union again; one at the newest sees nothing.
+        // A reader that took its number after the first change sees the union too (a new number).
         assert_eq!(log.since(r1).expect("kept"), vec![Change { seq: 4, min_t: 50, max_t: 310 }]);
+        assert_eq!(log.since(0).expect("kept"), vec![Change { seq: 4, min_t: 50, max_t: 310 }]);
         assert!(log.since(4).expect("kept").is_empty());
+        // Handed out, it is never widened: a reader that applied it would drop what it kept since.
+        assert!(log.record(200, 250));
+        assert_eq!(log.since(4).expect("kept"), vec![Change { seq: 5, min_t: 200, max_t: 250 }]);
         // A change apart from the newest is its own entry; readers between numbers find theirs.
         assert!(log.record(500, 600));
         assert!(log.record(320, 330), "apart from 500..600 (only the newest merges)");
         let seqs: Vec<u64> = log.since(0).expect("kept").iter().map(|c| c.seq).collect();
-        assert_eq!(seqs, vec![4, 5, 6]);
-        assert_eq!(log.since(2).expect("kept").len(), 3, "a number merged away still finds what followed it");
-        assert_eq!(log.since(5).expect("kept"), vec![Change { seq: 6, min_t: 320, max_t: 330 }]);
-        // A long stream of overlapping late writes keeps one entry: nobody falls behind.
+        assert_eq!(seqs, vec![4, 5, 6, 7]);
+        assert_eq!(log.since(2).expect("kept").len(), 4, "a number merged away still finds what followed it");
+        assert_eq!(log.since(6).expect("kept"), vec![Change { seq: 7, min_t: 320, max_t: 330 }]);
+        // A long stream of overlapping late writes between two look-ups keeps one entry.
         log.watch(i64::MAX);
         for i in 0..(2 * ChangeLog::CAPACITY as i64) {
             assert!(log.record(320 + i, 340 + i));
         }
-        assert_eq!(log.since(0).expect("no reader is behind").len(), 3);
+        assert_eq!(log.since(0).expect("no reader is behind").len(), 5);
+        // An unbounded change (a deletion without bounds) handed out does not absorb later writes.
+        assert!(log.record(i64::MIN, i64::MAX));
+        log.since(0).expect("kept");
+        assert!(log.record(10, 20));
+        assert_eq!(log.since(log.seq() - 1).expect("kept"), vec![Change { seq: log.seq(), min_t: 10, max_t: 20 }]);
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //!
 //! **The cache never changes an answer:**
 //! - A step is kept only when its whole window lies before the *freshness horizon* (`now - freshness`,
-//!   [`CacheOptions::freshness_ms`], by default `now`): the in-order stream at "now" never touches kept
-//!   steps.
+//!   [`CacheOptions::freshness_ms`], by default `now`): samples stamped after a kept step's window never
+//!   touch it.
 //! - Everything that reaches older times — late writes (a sender behind "now"), out-of-order writes, new
 //!   series arriving with old timestamps, backfill, deletions, retention — is recorded by the storage in its
 //!   [`ChangeLog`](tessera_model::ChangeLog) as a time range, and every kept step whose window meets it is
@@ -24,7 +24,9 @@
 //! engine's semantic flags. Memory is bounded ([`CacheOptions::max_bytes`]): one entry may take half of it
 //! (its steps before the request's start go first), and least recently used entries go first. Kept points
 //! are held per series in time order, with each point's text when the owner supplies a
-//! [`PointRenderer`], so that a repeat copies text instead of formatting values again. Annotations
+//! [`PointRenderer`], frozen into shared parts as it grows, so that a repeat hands the parts over instead
+//! of formatting values again (and copies neither them nor the points: the answer carries the text).
+//! Annotations
 //! (warnings, infos) are kept with the steps of the evaluation that raised them and returned with any of
 //! those steps.
 //!
@@ -46,7 +48,7 @@ use crate::parser::{AtModifier, Expr, ValueType};
 
 /// Writes one float point `(t, v)` as its owner will hand it to a client (the HTTP API: a JSON matrix
 /// point with its separator). With one, the cache keeps each kept point's text and answers a series
-/// with a copy of it ([`MatrixSeries::rendered`]), so a repeat formats only its new points. The cache
+/// with it ([`MatrixSeries::rendered`]: the kept parts shared), so a repeat formats only its new points. The cache
 /// concatenates the texts of a series' points in time order, adding nothing between them.
 pub type PointRenderer = fn(&mut Vec<u8>, i64, f64);
 
@@ -286,7 +288,7 @@ const TEXT_PART: usize = 64;
 struct Kept {
     /// Points before `first` are dropped (the front is removed lazily; see [`Kept::remove`]).
     first: usize,
-    /// Times and values, as answers hold them (a look-up copies a range in one piece).
+    /// Times and values, as answers hold them (without a renderer a look-up copies a range in one piece).
     pts: Vec<(i64, f64)>,
     /// With a renderer: every point's text as the renderer wrote it, concatenated in time order, held
     /// as frozen parts (never changed once made: look-ups share them) and the `tail` still growing. A
@@ -439,6 +441,29 @@ impl Kept {
             self.first = b;
             if self.first * 2 > self.pts.len() {
                 self.rebuild((b, b));
+            }
+            return freed;
+        }
+        if b == self.pts.len() {
+            // The newest points (what late writes touch): cut off, the text's parts after the cut
+            // dropped and the one it falls in becoming the tail again.
+            self.pts.truncate(a);
+            if !self.ends.is_empty() {
+                self.ends.truncate(a);
+                let p = self.part_ends.partition_point(|e| *e <= ta);
+                if p < self.parts.len() {
+                    let ps = self.part_ends[p] - self.parts[p].len();
+                    self.tail = self.parts[p][..ta - ps].to_vec();
+                    self.parts.truncate(p);
+                    self.part_ends.truncate(p);
+                } else {
+                    let base = self.tail_start();
+                    self.tail.truncate(ta - base);
+                }
+            }
+            if self.first * 2 > self.pts.len() {
+                let n = self.pts.len();
+                self.rebuild((n, n));
             }
             return freed;
         }
@@ -992,8 +1017,8 @@ fn at_steps<T: Clone>(pts: &[(i64, T)], keep: &[i64]) -> Vec<(i64, T)> {
 }
 
 /// One series of the answer: its kept points (less those in `skip`, the merged run) and its evaluated
-/// ones `new`, in time order; with a renderer, its text too (kept points' text copied, evaluated ones
-/// rendered).
+/// ones `new`, in time order; with a renderer, only as text (kept points' frozen parts shared, the rest
+/// copied, evaluated ones rendered).
 fn splice_series(f: &Found, new: Option<&MatrixSeries>, skip: Option<(i64, i64)>, render: Option<PointRenderer>) -> MatrixSeries {
     let k = &*f.kept;
     let (a, b) = f.span;
@@ -1139,8 +1164,18 @@ mod tests {
                     bytes += k.insert(&pts, &[], Some(render));
                     model.extend(pts.iter().copied());
                 } else {
-                    let lo = if next(2) == 0 { model.keys().next().copied().unwrap_or(0) } else { next(240) as i64 };
-                    let hi = lo + next(30) as i64;
+                    // From the front, the middle, or up to the back.
+                    let (lo, hi) = match next(3) {
+                        0 => {
+                            let lo = model.keys().next().copied().unwrap_or(0);
+                            (lo, lo + next(30) as i64)
+                        }
+                        1 => {
+                            let lo = next(240) as i64;
+                            (lo, lo + next(30) as i64)
+                        }
+                        _ => (model.keys().next_back().copied().unwrap_or(0) - next(30) as i64, i64::MAX),
+                    };
                     bytes -= k.remove(lo, hi);
                     model.retain(|t, _| *t < lo || *t > hi);
                 }

@@ -158,7 +158,7 @@ pub struct MatrixSeries {
     /// The float points as the result cache's renderer writes them (see
     /// [`crate::cache::PointRenderer`]), when the series came through a cache that keeps them rendered:
     /// `points` is then empty (the text is what the answer's writer needs, and copying both cost more
-    /// than the rest of a repeat). Equality ignores it.
+    /// than the rest of a repeat).
     pub rendered: Option<Rendered>,
 }
 
@@ -199,8 +199,15 @@ impl Rendered {
 }
 
 impl PartialEq for MatrixSeries {
+    /// Labels, points and histograms; a rendered series' text stands for its points (two rendered
+    /// series compare their texts; a rendered one never equals one with points as values).
     fn eq(&self, o: &Self) -> bool {
-        self.labels == o.labels && self.points == o.points && self.histograms == o.histograms
+        let floats = match (&self.rendered, &o.rendered) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.points == b.points && a.to_vec() == b.to_vec(),
+            _ => self.float_count() == 0 && o.float_count() == 0,
+        };
+        floats && self.labels == o.labels && self.points == o.points && self.histograms == o.histograms
     }
 }
 
