@@ -227,6 +227,14 @@ fn cached_answers_equal_uncached_ones_under_random_changes() {
 /// not keep the steps it touched).
 #[test]
 fn concurrent_late_writes_never_leave_stale_steps() {
+    // With the default horizon (none: late writes land right behind the newest kept steps, and merge in
+    // the change log) and with a minute's.
+    for freshness_ms in [0, MIN] {
+        concurrent_late_writes(freshness_ms);
+    }
+}
+
+fn concurrent_late_writes(freshness_ms: i64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = Options { shards: 2, background: false, ooo_window_ms: 60 * MIN, max_future_ms: 0, ..Options::default() };
     let db = Db::open(dir.path(), opts).expect("open");
@@ -238,7 +246,7 @@ fn concurrent_late_writes_never_leave_stale_steps() {
         app.commit().expect("commit");
     }
     let engine = Engine::new(EngineOptions::default());
-    let cache = ResultCache::new(CacheOptions { max_bytes: 8 << 20, freshness_ms: MIN, render: None });
+    let cache = ResultCache::new(CacheOptions { max_bytes: 8 << 20, freshness_ms, render: None });
     let queries = ["sum(m)", "rate(m[5m])", "max_over_time(m[10m])", "m offset 3m"];
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -248,7 +256,8 @@ fn concurrent_late_writes_never_leave_stale_steps() {
             for i in 0..1500 {
                 std::thread::sleep(std::time::Duration::from_micros(200));
                 let mut app = db.appender();
-                let t = now - 55 * MIN + rng.below(54 * 60) as i64 * 1000 + 1;
+                // Half of them in the last two minutes, right behind the newest steps kept.
+                let t = if rng.below(2) == 0 { now - rng.below(120) as i64 * 1000 } else { now - 55 * MIN + rng.below(55 * 60) as i64 * 1000 };
                 app.add_owned(labels(rng.below(6), "x"), vec![Sample::new(t, 1000.0 + i as f64)]);
                 app.commit().expect("commit");
             }
@@ -273,7 +282,7 @@ fn concurrent_late_writes_never_leave_stale_steps() {
             let qo = QueryOptions::default();
             let (got, _) = cache.range(&engine, &*db, &expr, end - 60 * MIN, end, 30_000, &qo, now).expect("cached");
             let want = engine.range_expr(&*db, &expr, end - 60 * MIN, end, 30_000, &qo).expect("plain");
-            assert!(same(&got.value, &want.value), "{q} ending {end}: a stale step survived");
+            assert!(same(&got.value, &want.value), "{q} ending {end} (freshness {freshness_ms}): a stale step survived");
         }
     }
 }
