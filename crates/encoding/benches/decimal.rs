@@ -4,7 +4,8 @@
 //! byte counter moving in 4 KiB pages. XOR chunks are cut at 120 samples (the head's), Decimal ones at 720
 //! (a 2 h block's series at 10 s, as the block writer makes them).
 //!
-//! `decimal_last_5m`: the last five minutes of each 720-sample chunk, as a rule over block data reads it.
+//! `decimal_last_5m`: the last five minutes of each 720-sample chunk, as a rule over block data reads it;
+//! `decimal_head_last_5m`: of each 120-sample chunk, as a dashboard's newest step reads the head's.
 //!
 //! Run: `cargo bench -p tessera-encoding --bench decimal`
 
@@ -25,6 +26,11 @@ fn shape(name: &str) -> Vec<Sample> {
                 "cpu_counter" => {
                     m += rng.random_range(300..900);
                     m as f64 / 100.0
+                }
+                "small_steps" => {
+                    // A counter of small integer steps (requests, packets): one-byte varint deltas.
+                    m += rng.random_range(0..50);
+                    m as f64
                 }
                 "gauge_2dec" => {
                     m = (m + rng.random_range(-100..=100)).clamp(0, 1_000_000);
@@ -84,6 +90,31 @@ fn bench(c: &mut Criterion) {
         let samples = shape(name);
         let dec: Vec<(i64, Vec<u8>)> = samples
             .chunks(720)
+            .map(|c| (c[c.len() - 1].t - 300_000, encode_decimal(c).expect("exact decimals")))
+            .collect();
+        g.throughput(Throughput::Elements(dec.len() as u64));
+        g.bench_with_input(BenchmarkId::new("range", name), &dec, |b, cs| {
+            let mut out = Vec::with_capacity(N);
+            b.iter(|| {
+                out.clear();
+                for (from, c) in cs {
+                    decode_decimal_range_into(c, *from, i64::MAX, &mut out).expect("valid");
+                }
+                black_box(out.len())
+            })
+        });
+    }
+    g.finish();
+    // The head's closed chunks (120 samples at 10 s, recoded to Decimal at close): the last five minutes
+    // of each, as a refresh's newest step reads the newest closed chunk. Short chunks of small steps
+    // take the varint layouts (smallest at this length), whose values are passed one by one.
+    let mut g = c.benchmark_group("decimal_head_last_5m");
+    g.sample_size(20);
+    g.measurement_time(std::time::Duration::from_secs(3));
+    for name in ["cpu_counter", "small_steps", "gauge_2dec"] {
+        let samples = shape(name);
+        let dec: Vec<(i64, Vec<u8>)> = samples
+            .chunks(120)
             .map(|c| (c[c.len() - 1].t - 300_000, encode_decimal(c).expect("exact decimals")))
             .collect();
         g.throughput(Throughput::Elements(dec.len() as u64));
