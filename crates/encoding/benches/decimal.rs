@@ -83,38 +83,21 @@ fn bench(c: &mut Criterion) {
     g.finish();
     // A rule's five minutes at the end of each 2 h block chunk (the last 30 of 720 samples): the samples
     // before the window are passed, not decoded one by one. Elements/s = chunks/s.
-    let mut g = c.benchmark_group("decimal_last_5m");
-    g.sample_size(20);
-    g.measurement_time(std::time::Duration::from_secs(3));
-    for name in ["cpu_counter", "gauge_2dec", "page_bytes"] {
-        let samples = shape(name);
-        let dec: Vec<(i64, Vec<u8>)> = samples
-            .chunks(720)
-            .map(|c| (c[c.len() - 1].t - 300_000, encode_decimal(c).expect("exact decimals")))
-            .collect();
-        g.throughput(Throughput::Elements(dec.len() as u64));
-        g.bench_with_input(BenchmarkId::new("range", name), &dec, |b, cs| {
-            let mut out = Vec::with_capacity(N);
-            b.iter(|| {
-                out.clear();
-                for (from, c) in cs {
-                    decode_decimal_range_into(c, *from, i64::MAX, &mut out).expect("valid");
-                }
-                black_box(out.len())
-            })
-        });
-    }
-    g.finish();
+    last_5m(c, "decimal_last_5m", 720, ["cpu_counter", "gauge_2dec", "page_bytes"]);
     // The head's closed chunks (120 samples at 10 s, recoded to Decimal at close): the last five minutes
-    // of each, as a refresh's newest step reads the newest closed chunk. Short chunks of small steps
-    // take the varint layouts (smallest at this length), whose values are passed one by one.
-    let mut g = c.benchmark_group("decimal_head_last_5m");
+    // of each, as a refresh's newest step reads the newest closed chunk.
+    last_5m(c, "decimal_head_last_5m", 120, ["cpu_counter", "small_steps", "gauge_2dec"]);
+}
+
+/// The last five minutes of each `len`-sample Decimal chunk of each shape, as a range read takes them.
+fn last_5m(c: &mut Criterion, group: &str, len: usize, shapes: [&str; 3]) {
+    let mut g = c.benchmark_group(group);
     g.sample_size(20);
     g.measurement_time(std::time::Duration::from_secs(3));
-    for name in ["cpu_counter", "small_steps", "gauge_2dec"] {
+    for name in shapes {
         let samples = shape(name);
         let dec: Vec<(i64, Vec<u8>)> = samples
-            .chunks(120)
+            .chunks(len)
             .map(|c| (c[c.len() - 1].t - 300_000, encode_decimal(c).expect("exact decimals")))
             .collect();
         g.throughput(Throughput::Elements(dec.len() as u64));

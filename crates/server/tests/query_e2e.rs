@@ -123,6 +123,13 @@ fn st_series() -> Vec<WriteSeries> {
     vec![cumulative, delta]
 }
 
+/// A `query_range` POST of `form` that must succeed: its JSON.
+fn range_ok(s: &Server, form: &str) -> serde_json::Value {
+    let (st, body) = s.post_form("/api/v1/query_range", form);
+    assert_eq!(st, 200, "{body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
 /// The values of a one-series range query, as floats.
 fn range_values(s: &Server, query: &str, from_min: f64, to_min: f64) -> Vec<f64> {
     let (start, end) = (at_min(from_min) as f64 / 1000.0, at_min(to_min) as f64 / 1000.0);
@@ -200,11 +207,7 @@ fn repeated_range_queries_come_from_the_cache_and_late_writes_invalidate_them() 
     ];
     assert_eq!(s.write_v1(&series, &[]).0, 204);
     let q = "query=sum(rate(m%5B2m%5D))%20%2B%20count(m)&start=1700000000&end=1700000840&step=60";
-    let ask = |extra: &str| -> serde_json::Value {
-        let (st, body) = s.post_form("/api/v1/query_range", &format!("{q}{extra}"));
-        assert_eq!(st, 200, "{body}");
-        serde_json::from_str(&body).expect("json")
-    };
+    let ask = |extra: &str| range_ok(&s, &format!("{q}{extra}"));
     let first = ask("&trace=1");
     assert_eq!(first["trace"]["cache"]["stored"], 15, "{first}");
     let second = ask("&trace=1");
@@ -255,11 +258,7 @@ fn steps_up_to_now_are_kept_and_a_lagging_sender_invalidates_them() {
     ];
     assert_eq!(s.write_v1(&series, &[]).0, 204);
     let q = format!("query=sum(rate(m%5B1m%5D))%20%2B%20count(m)&start={}&end={}&step=15", start / 1000, end / 1000);
-    let ask = |extra: &str| -> serde_json::Value {
-        let (st, body) = s.post_form("/api/v1/query_range", &format!("{q}{extra}"));
-        assert_eq!(st, 200, "{body}");
-        serde_json::from_str(&body).expect("json")
-    };
+    let ask = |extra: &str| range_ok(&s, &format!("{q}{extra}"));
     let first = ask("&trace=1");
     assert_eq!(first["trace"]["cache"]["stored"], 41, "every step up to now is kept: {first}");
     let second = ask("&trace=1");
@@ -396,9 +395,7 @@ fn range_queries_past_raw_retention_read_the_finest_tier_that_reaches_back() {
     }
     let ask = |q: &str, start: i64, extra: &str| -> serde_json::Value {
         let range = format!("start={}&end={}&step=60", start / 1000, (t0 + 9 * H) / 1000);
-        let (st, body) = s.post_form("/api/v1/query_range", &format!("query={q}&{range}&trace=1&nocache=1{extra}"));
-        assert_eq!(st, 200, "{body}");
-        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+        range_ok(&s, &format!("query={q}&{range}&trace=1&nocache=1{extra}"))
     };
     let first_t = |v: &serde_json::Value| -> Option<f64> { v["data"]["result"][0]["values"][0][0].as_f64() };
     // The background cuts blocks from the head, computes their tiers, then retention drops the old ones.
