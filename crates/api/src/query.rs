@@ -592,11 +592,8 @@ fn write_series_run(out: &mut Vec<u8>, run: &[tessera_promql::engine::MatrixSeri
             // dropped before the first).
             Some(text) if text.points > 0 => {
                 out.extend_from_slice(br#","values":["#);
-                let mut first = true;
-                for part in &text.parts {
-                    let skip = usize::from(first && !part.is_empty());
-                    first &= part.is_empty();
-                    out.extend_from_slice(&part[skip..]);
+                for part in text.after_first_byte() {
+                    out.extend_from_slice(&part);
                 }
                 out.push(b']');
             }
@@ -710,11 +707,8 @@ fn write_matrix_frames(out: &mut Frames, series: Vec<tessera_promql::engine::Mat
                 out.cur.extend_from_slice(br#","values":["#);
                 // The text starts with the comma before its first point; its parts go out as they are
                 // (shared with the cache), short ones copied.
-                let mut first = true;
-                for part in text.parts {
-                    let skip = usize::from(first && !part.is_empty());
-                    first &= part.is_empty();
-                    out.push(part.slice(skip..));
+                for part in text.after_first_byte() {
+                    out.push(part);
                 }
                 out.cur.push(b']');
                 write_series_tail(&mut out.cur, &s);

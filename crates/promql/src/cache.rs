@@ -383,17 +383,16 @@ impl Kept {
                 let (mut i, mut j) = (old.first, 0);
                 while i < old.pts.len() || j < pts.len() {
                     if j == pts.len() || (i < old.pts.len() && old.pts[i].0 < pts[j].0) {
-                        let text = if old.ends.is_empty() { None } else { Some(old.point_text(i)) };
-                        self.push(old.pts[i].0, old.pts[i].1, render, text);
+                        self.push(old.pts[i].0, old.pts[i].1, old.text_of(i));
                         i += 1;
                     } else {
-                        self.push(pts[j].0, pts[j].1, render, None);
+                        self.push(pts[j].0, pts[j].1, render.map(Text::Render));
                         j += 1;
                     }
                 }
             } else {
                 for &(t, v) in pts {
-                    self.push(t, v, render, None);
+                    self.push(t, v, render.map(Text::Render));
                 }
             }
             added += self.text_at(self.pts.len()) - self.text_at(self.first) - live_text;
@@ -405,15 +404,19 @@ impl Kept {
         added
     }
 
-    /// Appends a point; with a renderer, its text: `text` (kept from before) or rendered now. The tail
-    /// is frozen into a part once it reaches [`TEXT_PART`] bytes (copied into an exact allocation: the
-    /// tail's spare capacity is not kept).
-    fn push(&mut self, t: i64, v: f64, render: Option<PointRenderer>, text: Option<&[u8]>) {
+    /// Point `i`'s text as a [`Text`] to push elsewhere (none without a renderer).
+    fn text_of(&self, i: usize) -> Option<Text<'_>> {
+        (!self.ends.is_empty()).then(|| Text::Kept(self.point_text(i)))
+    }
+
+    /// Appends a point with its text, if any. The tail is frozen into a part once it reaches
+    /// [`TEXT_PART`] bytes (copied into an exact allocation: the tail's spare capacity is not kept).
+    fn push(&mut self, t: i64, v: f64, text: Option<Text<'_>>) {
         self.pts.push((t, v));
-        if let Some(r) = render {
+        if let Some(text) = text {
             match text {
-                Some(kept) => self.tail.extend_from_slice(kept),
-                None => r(&mut self.tail, t, v),
+                Text::Kept(kept) => self.tail.extend_from_slice(kept),
+                Text::Render(r) => r(&mut self.tail, t, v),
             }
             let end = self.tail_start() + self.tail.len();
             self.ends.push(end);
@@ -439,9 +442,7 @@ impl Kept {
         freed += (b - a) * POINT_BYTES + (tb - ta);
         if a == self.first {
             self.first = b;
-            if self.first * 2 > self.pts.len() {
-                self.rebuild((b, b));
-            }
+            self.forget_front_by_half();
             return freed;
         }
         if b == self.pts.len() {
@@ -461,14 +462,18 @@ impl Kept {
                     self.tail.truncate(ta - base);
                 }
             }
-            if self.first * 2 > self.pts.len() {
-                let n = self.pts.len();
-                self.rebuild((n, n));
-            }
+            self.forget_front_by_half();
             return freed;
         }
         self.rebuild((a, b));
         freed
+    }
+
+    /// Forgets the dropped front once it is half of the points.
+    fn forget_front_by_half(&mut self) {
+        if self.first * 2 > self.pts.len() {
+            self.rebuild((0, 0));
+        }
     }
 
     /// Keeps the live points outside `drop` (an index range) and forgets the rest, the text of those
@@ -476,15 +481,18 @@ impl Kept {
     fn rebuild(&mut self, drop: (usize, usize)) {
         let hists = std::mem::take(&mut self.hists);
         let old = std::mem::replace(self, Kept { hists, ..Kept::default() });
-        self.pts.reserve(old.pts.len() - old.first - (drop.1 - drop.0));
-        // (Every point's text is copied from `old`: the renderer is only a sign that there is text.)
-        fn copied(_: &mut Vec<u8>, _: i64, _: f64) {}
-        let render = (!old.ends.is_empty()).then_some(copied as PointRenderer);
+        self.pts.reserve(old.pts.len() - old.first - (drop.1 - drop.0).min(old.pts.len() - old.first));
         for i in (old.first..old.pts.len()).filter(|i| *i < drop.0 || *i >= drop.1) {
-            let text = render.map(|_| old.point_text(i));
-            self.push(old.pts[i].0, old.pts[i].1, render, text);
+            self.push(old.pts[i].0, old.pts[i].1, old.text_of(i));
         }
     }
+}
+
+/// Where a pushed point's text comes from: kept text copied, or the renderer.
+#[derive(Clone, Copy)]
+enum Text<'a> {
+    Kept(&'a [u8]),
+    Render(PointRenderer),
 }
 
 /// A look-up's text for one series: shared parts, and the bytes copied or rendered since the last.
@@ -1033,13 +1041,10 @@ fn splice_series(f: &Found, new: Option<&MatrixSeries>, skip: Option<(i64, i64)>
     // With a renderer the answer carries only the text (the kept parts shared); else the points.
     let mut points: Vec<(i64, f64)> = Vec::with_capacity(if render.is_some() { 0 } else { b - a + fresh.len() });
     let mut text = TextOut::default();
-    let mut n = 0;
-    let mut emit_fresh = |p: (i64, f64), points: &mut Vec<(i64, f64)>, text: &mut TextOut| {
-        match render {
-            Some(r) => r(&mut text.cur, p.0, p.1),
-            None => points.push(p),
-        }
-        n += 1;
+    // (Every evaluated point goes out; the kept ones counted as they go.)
+    let emit_fresh = |p: (i64, f64), points: &mut Vec<(i64, f64)>, text: &mut TextOut| match render {
+        Some(r) => r(&mut text.cur, p.0, p.1),
+        None => points.push(p),
     };
     let mut fi = 0;
     let mut kept_n = 0;
@@ -1071,7 +1076,7 @@ fn splice_series(f: &Found, new: Option<&MatrixSeries>, skip: Option<(i64, i64)>
     for &p in &fresh[fi..] {
         emit_fresh(p, &mut points, &mut text);
     }
-    let rendered = render.map(|_| text.finish(n + kept_n));
+    let rendered = render.map(|_| text.finish(fresh.len() + kept_n));
     let (ha, hb) = f.hspan;
     let mut histograms: Vec<(i64, Arc<FloatHistogram>)> =
         k.hists[ha..hb].iter().filter(|p| skip.is_none_or(|(lo, hi)| p.0 < lo || p.0 > hi)).cloned().collect();

@@ -188,6 +188,17 @@ impl Rendered {
         self.parts.iter().all(|p| p.is_empty())
     }
 
+    /// The parts without the text's first byte (the renderer writes a separator before every point,
+    /// which an answer drops before its first): shared, not copied.
+    pub fn after_first_byte(&self) -> impl Iterator<Item = bytes::Bytes> + '_ {
+        let mut first = true;
+        self.parts.iter().map(move |part| {
+            let skip = usize::from(first && !part.is_empty());
+            first &= part.is_empty();
+            part.slice(skip..)
+        })
+    }
+
     /// The text in one piece.
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len());
