@@ -565,6 +565,65 @@ fn queries_reaching_past_raw_retention_read_a_tier_for_the_steps_raw_data_no_lon
     assert_eq!(h.tiers, vec![(MIN, Some(T0)), (5 * MIN, Some(T0))], "{h:?}");
 }
 
+/// Raw retention publishes the raw horizon before it drops a block, never after: a reader that finds
+/// the old raw data gone (its querier opened after the drop) then reads a horizon that sends those
+/// steps to the tiers. (Found by CI: the horizon used to move after every shard's drops, and a query in
+/// between read neither raw data nor a tier there.)
+#[test]
+fn raw_data_is_never_gone_while_the_horizon_still_points_at_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let tiers = [(5 * MIN, 0)];
+    {
+        let db = open_with(dir.path(), 10 * H, &tiers);
+        fill(&db, &mut Rng(13));
+        db.flush().expect("flush");
+        db.compact().expect("compact");
+    }
+    for round in 0..4 {
+        // Each round drops more: retention 4 h, 3 h, 2 h, 1 h behind the newest data.
+        let dir2 = tempfile::tempdir().expect("tmp");
+        copy_dir(dir.path(), dir2.path());
+        let db = open_with(dir2.path(), (4 - round) * H, &tiers);
+        assert!(db.raw_horizon().is_none(), "nothing dropped at open");
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let (gone_seen, checks) = std::thread::scope(|sc| {
+            let reader = sc.spawn(|| {
+                let (mut gone_seen, mut checks) = (0u32, 0u32);
+                loop {
+                    let done = stop.load(std::sync::atomic::Ordering::Acquire);
+                    let raw = run(&db, "count(m)", T0 + 20 * MIN, T0 + 20 * MIN, 60_000, TierRequest::Raw);
+                    let gone = matches!(&raw.value, Value::Matrix(m) if m.is_empty());
+                    if gone {
+                        gone_seen += 1;
+                        assert!(db.raw_horizon().is_some(), "round {round}: raw data gone, horizon not moved");
+                    }
+                    checks += 1;
+                    if done {
+                        return (gone_seen, checks);
+                    }
+                }
+            });
+            db.compact().expect("compact");
+            stop.store(true, std::sync::atomic::Ordering::Release);
+            reader.join().expect("reader")
+        });
+        assert!(gone_seen > 0 && checks > 1, "round {round}: the reader saw the drop ({gone_seen} of {checks})");
+    }
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let dst = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            std::fs::create_dir_all(&dst).expect("mkdir");
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).expect("copy");
+        }
+    }
+}
+
 /// A tier's retention dropping its blocks is a change to what queries read there: results the cache
 /// kept from them are dropped, so a repeat equals a fresh evaluation. Raw retention drops blocks only
 /// after the tiers have their buckets.

@@ -276,7 +276,7 @@ impl Db {
             changes: Arc::new(ChangeLog::new()),
             horizon: Arc::new(Mutex::new(None)),
         });
-        crate::tiers::refresh_horizon(&db.shards, &db.tiers, &db.horizon, &db.changes);
+        crate::tiers::refresh_horizon(&db.shards, &db.tiers, &db.horizon, &db.changes, &[]);
         db.refresh_gauges();
         if opts.background {
             let (tx, rx) = std::sync::mpsc::channel::<()>();
@@ -370,16 +370,15 @@ impl Db {
     /// Head cuts when due, block compaction and retention, now.
     pub fn compact(&self) -> Result<()> {
         let _g = self.compact_lock.lock();
-        for (s, t) in self.shards.iter().zip(&self.tiers) {
+        for s in &self.shards {
             s.cut_if_due()?;
-            crate::maintenance::compact(s, &self.opts, &self.metrics)?;
-            crate::tiers::maintain(s, t, &self.changes)?;
-            crate::maintenance::retain(s, &self.opts, &self.metrics, &self.changes);
+        }
+        let r = maintenance_pass(&self.shards, &self.tiers, &self.opts, &self.metrics, &self.changes, &self.horizon);
+        for s in &self.shards {
             s.refresh_label_order();
         }
-        crate::tiers::refresh_horizon(&self.shards, &self.tiers, &self.horizon, &self.changes);
         self.refresh_gauges();
-        Ok(())
+        r
     }
 
     /// Exemplars of the series matching any of the matcher sets (each set ANDed; upstream
@@ -594,19 +593,46 @@ fn background(
         if last_maint.elapsed() >= Duration::from_secs(1) {
             last_maint = std::time::Instant::now();
             let _g = lock.lock();
-            // Tiers are computed between compaction and retention (see `maintenance::compact`).
-            for (s, t) in shards.iter().zip(&tiers) {
-                if let Err(e) = crate::maintenance::compact(s, &opts, &metrics) {
-                    metrics.compaction_failures.fetch_add(1, Relaxed);
-                    tracing::error!(shard = s.id, error = %e, "compaction failed");
-                }
-                // Raw retention waits while the tiers could not be brought up to date.
-                match crate::tiers::maintain(s, t, &changes) {
-                    Ok(_) => crate::maintenance::retain(s, &opts, &metrics, &changes),
-                    Err(e) => tracing::error!(shard = s.id, error = %e, "downsampling failed; raw retention waits for it"),
-                }
-            }
-            crate::tiers::refresh_horizon(&shards, &tiers, &horizon, &changes);
+            // Errors are logged in the pass; the next one tries again.
+            let _ = maintenance_pass(&shards, &tiers, &opts, &metrics, &changes, &horizon);
         }
     }
+}
+
+/// One maintenance pass over every shard: compaction, then the downsampling tiers computed from the
+/// compacted blocks (see `maintenance::compact`), then raw retention — which waits in a shard whose
+/// tiers could not be brought up to date. The raw horizon is published as the drops will leave it
+/// before any block is dropped, so that a query never finds old raw data gone while the horizon still
+/// sends it to raw data there. Every shard is tried; the first error is returned (and each is logged).
+fn maintenance_pass(
+    shards: &[Arc<Shard>],
+    tiers: &[Arc<crate::tiers::ShardTiers>],
+    opts: &Options,
+    metrics: &Metrics,
+    changes: &ChangeLog,
+    horizon: &Mutex<Option<tessera_model::RawHorizon>>,
+) -> Result<()> {
+    let mut first = None;
+    let mut drops = Vec::with_capacity(shards.len());
+    for (s, t) in shards.iter().zip(tiers) {
+        if let Err(e) = crate::maintenance::compact(s, opts, metrics) {
+            metrics.compaction_failures.fetch_add(1, Relaxed);
+            tracing::error!(shard = s.id, error = %e, "compaction failed");
+            first.get_or_insert(e);
+        }
+        drops.push(match crate::tiers::maintain(s, t, changes) {
+            Ok(_) => crate::maintenance::retention_drops(s, opts),
+            Err(e) => {
+                tracing::error!(shard = s.id, error = %e, "downsampling failed; raw retention waits for it");
+                first.get_or_insert(e);
+                Vec::new()
+            }
+        });
+    }
+    crate::tiers::refresh_horizon(shards, tiers, horizon, changes, &drops);
+    for (s, ids) in shards.iter().zip(&drops) {
+        crate::maintenance::retain(s, ids, metrics, changes);
+    }
+    crate::tiers::refresh_horizon(shards, tiers, horizon, changes, &[]);
+    first.map_or(Ok(()), Err)
 }

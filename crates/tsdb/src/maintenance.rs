@@ -47,13 +47,8 @@ pub(crate) fn compact(s: &Shard, opts: &Options, metrics: &Metrics) -> Result<()
             if inputs.is_empty() {
                 continue;
             }
-            let meta = match compact::compact_with(&inputs, &s.dir, &WriteOptions::from_db_options(opts)) {
-                Ok(m) => m,
-                Err(e) => {
-                    metrics.compaction_failures.fetch_add(1, Relaxed);
-                    return Err(e);
-                }
-            };
+            // A failure is counted by the caller (`db::maintenance_pass`), once.
+            let meta = compact::compact_with(&inputs, &s.dir, &WriteOptions::from_db_options(opts))?;
             let new = match meta {
                 Some(m) => vec![Block::open(&s.dir.join(&m.id))?],
                 None => Vec::new(),
@@ -66,27 +61,35 @@ pub(crate) fn compact(s: &Shard, opts: &Options, metrics: &Metrics) -> Result<()
     Ok(())
 }
 
-/// Drops whole blocks beyond the time or size retention (Prometheus' `BeyondTimeRetention`,
-/// `BeyondSizeRetention`; the size limit counts blocks only).
-pub(crate) fn retain(s: &Shard, opts: &Options, metrics: &Metrics, changes: &ChangeLog) {
+/// The blocks beyond the time or size retention (Prometheus' `BeyondTimeRetention`,
+/// `BeyondSizeRetention`; the size limit counts blocks only), which [`retain`] drops.
+pub(crate) fn retention_drops(s: &Shard, opts: &Options) -> Vec<String> {
     if opts.retention_ms == 0 && opts.retention_bytes == 0 {
-        return;
+        return Vec::new();
     }
     let blocks = s.blocks();
     let metas: Vec<BlockMeta> = blocks.iter().map(|b| b.meta()).collect();
     let sizes: Vec<u64> = blocks.iter().map(|b| b.size_bytes()).collect();
-    let ids = crate::retention::blocks_to_delete(&metas, opts.retention_ms, opts.retention_bytes, &sizes, opts.max_valid_time_ms());
+    crate::retention::blocks_to_delete(&metas, opts.retention_ms, opts.retention_bytes, &sizes, opts.max_valid_time_ms())
+}
+
+/// Drops the blocks [`retention_drops`] chose (the caller has published the raw horizon they leave).
+pub(crate) fn retain(s: &Shard, ids: &[String], metrics: &Metrics, changes: &ChangeLog) {
     if ids.is_empty() {
         return;
     }
-    let (lo, hi) = metas
+    let (lo, hi) = s
+        .blocks()
         .iter()
+        .map(|b| b.meta())
         .filter(|m| ids.contains(&m.id))
         .fold((i64::MAX, i64::MIN), |(lo, hi), m| (lo.min(m.mint_ms), hi.max(m.maxt_ms - 1)));
-    s.swap_blocks(&ids, Vec::new());
+    s.swap_blocks(ids, Vec::new());
     // The dropped blocks' samples are gone for new readers: derived data about that range is stale.
-    changes.record(lo, hi);
-    delete_dirs(s, &ids);
+    if lo <= hi {
+        changes.record(lo, hi);
+    }
+    delete_dirs(s, ids);
     metrics.blocks_deleted_by_retention.fetch_add(ids.len() as u64, Relaxed);
 }
 

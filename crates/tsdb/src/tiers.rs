@@ -328,11 +328,14 @@ pub(crate) fn maintain(shard: &Shard, tiers: &ShardTiers, changes: &ChangeLog) -
 /// sample — before the newest tier bucket when it has no raw data left at all —, and the database's
 /// horizon is the latest of those shards' times, so that every shard's raw data covers what comes after.
 /// A tier's oldest bucket is likewise the latest of its shards' oldest (those holding any).
-pub(crate) fn raw_horizon(shards: &[Arc<Shard>], tiers: &[Arc<ShardTiers>]) -> Option<tessera_model::RawHorizon> {
+/// `dropping[i]` names shard i's blocks that retention is about to drop: they count as gone already.
+pub(crate) fn raw_horizon(shards: &[Arc<Shard>], tiers: &[Arc<ShardTiers>], dropping: &[Vec<String>]) -> Option<tessera_model::RawHorizon> {
     let mut raw_mint: Option<i64> = None;
     let mut per_tier: Vec<(i64, Option<i64>)> = Vec::new();
-    for (sh, ts) in shards.iter().zip(tiers) {
-        let raw_min = sh.blocks().iter().map(|b| b.meta().mint_ms).chain([head_min(sh)]).min().unwrap_or(i64::MAX);
+    for (n, (sh, ts)) in shards.iter().zip(tiers).enumerate() {
+        let gone = dropping.get(n).map(Vec::as_slice).unwrap_or(&[]);
+        let kept = sh.blocks().into_iter().filter(|b| !gone.iter().any(|id| id == b.id()));
+        let raw_min = kept.map(|b| b.meta().mint_ms).chain([head_min(sh)]).min().unwrap_or(i64::MAX);
         let (mut tier_min, mut tier_max) = (i64::MAX, i64::MIN);
         for (i, set) in ts.sets.iter().enumerate() {
             let bs = set.blocks.read();
@@ -357,14 +360,17 @@ pub(crate) fn raw_horizon(shards: &[Arc<Shard>], tiers: &[Arc<ShardTiers>]) -> O
 /// Recomputes the database's raw horizon into `cell` (what `Queryable::raw_horizon` answers) and, when it
 /// moved, records the span between the old and new times as a change: the steps whose windows meet it
 /// may now read another source, so results kept from them are stale. Called after each maintenance pass
-/// (and at open), so the horizon moves only with a record.
+/// (and at open), so the horizon moves only with a record; during a pass, with the blocks retention is
+/// about to drop (`dropping`, per shard) counted as gone, so that no reader finds them gone and the
+/// horizon not yet moved (it would read neither raw data nor the tiers there).
 pub(crate) fn refresh_horizon(
     shards: &[Arc<Shard>],
     tiers: &[Arc<ShardTiers>],
     cell: &Mutex<Option<tessera_model::RawHorizon>>,
     changes: &ChangeLog,
+    dropping: &[Vec<String>],
 ) {
-    let new = raw_horizon(shards, tiers);
+    let new = raw_horizon(shards, tiers, dropping);
     let mut cur = cell.lock();
     if *cur == new {
         return;
