@@ -98,6 +98,24 @@ impl<'a> Unpacker<'a> {
         Ok((sum, sums))
     }
 
+    /// The values unpacked and not yet consumed, after unpacking the next frame if none are (`Truncated`
+    /// when no frame is left): what a reader that takes many values at once reads, then [`consume`]s.
+    ///
+    /// [`consume`]: Unpacker::consume
+    #[inline]
+    pub fn buffered(&mut self) -> Result<&[i64], ChunkError> {
+        if self.pos == self.len {
+            self.refill()?;
+        }
+        Ok(&self.buf[self.pos..self.len])
+    }
+
+    /// Consumes `k` of the [`buffered`](Unpacker::buffered) values (at most as many as it gave).
+    #[inline]
+    pub fn consume(&mut self, k: usize) {
+        self.pos = (self.pos + k).min(self.len);
+    }
+
     /// Whether every frame was read and no byte is left over.
     pub fn is_done(&self) -> bool {
         self.left == 0 && self.pos == self.len && self.rest.is_empty()
