@@ -1,7 +1,8 @@
 //! Decimal cold chunks against XOR on monitoring-shaped values: bytes per sample and decode throughput
 //! (criterion elements/s = samples/s). Shapes, 1M samples each at a regular 10 s scrape: a centisecond CPU
 //! counter growing by U(3, 9) s a scrape (its increments bit-packed), a 2-decimal gauge random walk, and a
-//! byte counter moving in 4 KiB pages. XOR chunks are cut at 120 samples (the head's), Decimal ones at 720
+//! byte counter moving in 4 KiB pages; for the other layouts, a gauge changing one scrape in 40 (runs of
+//! zero differences) and one of small steps with a large jump one scrape in ten (varint differences). XOR chunks are cut at 120 samples (the head's), Decimal ones at 720
 //! (a 2 h block's series at 10 s, as the block writer makes them).
 //!
 //! `decimal_last_5m`: the last five minutes of each 720-sample chunk, as a rule over block data reads it;
@@ -36,6 +37,18 @@ fn shape(name: &str) -> Vec<Sample> {
                     m = (m + rng.random_range(-100..=100)).clamp(0, 1_000_000);
                     m as f64 / 100.0
                 }
+                "rare_changes" => {
+                    // A gauge that holds for a while (filesystem sizes, unit states): runs of zero differences.
+                    if rng.random_range(0..40) == 0 {
+                        m += rng.random_range(-1000..1000);
+                    }
+                    m as f64
+                }
+                "spiky" => {
+                    // Small steps and now and then a jump (queue lengths, memory): whole varints beat frames.
+                    m += if rng.random_range(0..10) == 0 { rng.random_range(-40_000_000..40_000_000) } else { rng.random_range(-3..4) };
+                    m as f64
+                }
                 _ => {
                     m += rng.random_range(0..64) * 4096;
                     m as f64
@@ -51,7 +64,7 @@ fn bench(c: &mut Criterion) {
     g.sample_size(20);
     g.measurement_time(std::time::Duration::from_secs(3));
     g.throughput(Throughput::Elements(N as u64));
-    for name in ["cpu_counter", "gauge_2dec", "page_bytes"] {
+    for name in ["cpu_counter", "gauge_2dec", "page_bytes", "rare_changes", "spiky"] {
         let samples = shape(name);
         let xor: Vec<Vec<u8>> = samples
             .chunks(120)

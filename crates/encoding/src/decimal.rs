@@ -455,28 +455,53 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
         if i == n {
             break;
         }
-        // Many samples at once where nothing varies but the values: inside a run of regular
-        // timestamps (zero steps), bit-packed values, no stale marker, all inside the range. The
-        // state moves exactly as `advance!` moves it, sample after sample.
-        if layout >= MODE_PACKED_DELTAS && i >= 2 && times.zeros > 0 && delta > 0 && t >= mint_ms {
+        // Many samples at once inside a run of regular timestamps (zero steps) without stale markers,
+        // all inside the range: no per-sample checks of the time streams, the range or the markers.
+        // The state moves exactly as `advance!` moves it, sample after sample.
+        if i >= 2 && times.zeros > 0 && delta > 0 && t >= mint_ms {
             let room = (i128::from(maxt_ms) - i128::from(t)) / i128::from(delta);
             let to_stale = stales.next.map_or(usize::MAX, |j| j.saturating_sub(i));
-            let buf = packed.buffered()?;
-            let take = buf.len().min(n - i).min(to_stale).min(times.zeros.min(room.max(0) as u64) as usize);
-            if take > 0 {
-                out.extend(buf[..take].iter().map(|&x| {
-                    t = t.wrapping_add(delta);
-                    let step = x.wrapping_mul(g);
-                    dm = if dods { dm.wrapping_add(step) } else { step };
-                    m = m.wrapping_add(dm);
-                    Sample { t, v: value(m, k, p) }
-                }));
-                packed.consume(take);
-                times.zeros -= take as u64;
-                i += take;
-                if i == n {
-                    break;
+            let mut take = (n - i).min(to_stale).min(times.zeros.min(room.max(0) as u64) as usize);
+            match layout {
+                MODE_RUNS => {
+                    // Inside a run of zero differences the value stays.
+                    take = take.min(vals.zeros.min(usize::MAX as u64) as usize);
+                    let v = value(m, k, p);
+                    out.extend((0..take).map(|_| {
+                        t = t.wrapping_add(delta);
+                        Sample { t, v }
+                    }));
+                    vals.zeros -= take as u64;
                 }
+                MODE_DELTAS | MODE_DODS => {
+                    out.reserve(take);
+                    for _ in 0..take {
+                        let (x, r) = varint::read_varint(plain).map_err(|e| vi(e, off(plain)))?;
+                        plain = r;
+                        t = t.wrapping_add(delta);
+                        let step = x.wrapping_mul(g);
+                        dm = if dods { dm.wrapping_add(step) } else { step };
+                        m = m.wrapping_add(dm);
+                        out.push(Sample { t, v: value(m, k, p) });
+                    }
+                }
+                _ => {
+                    let buf = packed.buffered()?;
+                    take = take.min(buf.len());
+                    out.extend(buf[..take].iter().map(|&x| {
+                        t = t.wrapping_add(delta);
+                        let step = x.wrapping_mul(g);
+                        dm = if dods { dm.wrapping_add(step) } else { step };
+                        m = m.wrapping_add(dm);
+                        Sample { t, v: value(m, k, p) }
+                    }));
+                    packed.consume(take);
+                }
+            }
+            times.zeros -= take as u64;
+            i += take;
+            if i == n {
+                break;
             }
         }
         advance!(i);
