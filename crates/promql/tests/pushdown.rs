@@ -295,8 +295,8 @@ fn histogram_sum_of_rates_is_pushed_and_equal() {
     }
 }
 
-/// Order-dependent aggregations over many series (several batches per shard in the ordered merge)
-/// answer exactly as the central path.
+/// Order-dependent aggregations over many series (several batches per shard in the ordered merge,
+/// or collected per shard and merged when a series has a few values) answer exactly as the central path.
 #[test]
 fn ordered_fold_over_many_series_equals_the_central_path() {
     for shards in [1, 2, 3] {
@@ -306,6 +306,14 @@ fn ordered_fold_over_many_series_equals_the_central_path() {
             let b = engine(false, false).range(&st, q, 300_000, 1_200_000, 15_000);
             assert_eq!(normal(&a), normal(&b), "{q} over {shards} shards");
             assert!(matches!(&a.expect("runs").value, Value::Matrix(m) if !m.is_empty()), "{q}");
+            // A few values a series (collected on the pool and merged, not streamed): the same.
+            let a = engine(true, false).range(&st, q, 1_170_000, 1_200_000, 15_000);
+            let b = engine(false, false).range(&st, q, 1_170_000, 1_200_000, 15_000);
+            assert_eq!(normal(&a), normal(&b), "{q} over {shards} shards, 3 steps");
+            let a = engine(true, false).instant(&st, q, 1_200_000);
+            let b = engine(false, false).instant(&st, q, 1_200_000);
+            assert_eq!(normal(&a), normal(&b), "{q} over {shards} shards, instant");
+            assert!(matches!(&a.expect("runs").value, Value::Vector(v) if !v.is_empty()), "{q}");
         }
     }
 }

@@ -1594,6 +1594,9 @@ pub fn select_fold<S: Send>(
 /// Dedicated threads, not rayon's: a pool worker blocked on a full channel while the one the merge
 /// waits for is not scheduled would deadlock. `f` or `consume` returning `None`/`false` gives up (the
 /// caller then evaluates centrally): `Ok(false)`.
+/// Values per item up to which [`select_ordered`] collects on the engine's pool instead of streaming.
+const IN_POOL_VALUES: usize = 4;
+
 #[allow(clippy::too_many_arguments)]
 pub fn select_ordered<T: Send>(
     ctx: &QueryCtx<'_>,
@@ -1611,6 +1614,40 @@ pub fn select_ordered<T: Send>(
     let run = ShardRun::new(ctx, vs, mint, maxt, &hints, dec, window);
     let shards = q.shard_count();
     let q = &*q;
+    if per_item <= IN_POOL_VALUES {
+        // A value or a few per series (an instant query, a refresh's newest steps): the shards' items
+        // are collected on the engine's pool and merged here. They hold no more than the sample limit
+        // counted anyway (it counts every item produced, streamed or not), and two threads started
+        // per query cost more than such a fold's work (`avg(node_load1)` over 100 series: 1.28 ms of
+        // CPU against 0.73 for `sum`, which folds in the shards).
+        let per_shard: Vec<Result<Vec<(Labels, T)>, EngineError>> = (0..shards)
+            .into_par_iter()
+            .map(|shard| {
+                let mut items = Vec::new();
+                run.shard(q, shard, |labels, samples, sts, hs| {
+                    let (n, item) = f(labels, samples, sts, hs)?;
+                    if let Some(item) = item {
+                        items.push((labels.clone(), item));
+                    }
+                    Some((n, ()))
+                })?;
+                Ok(items)
+            })
+            .collect();
+        let mut runs = Vec::with_capacity(shards);
+        for r in per_shard {
+            runs.push(r?);
+        }
+        if !run.gave_up.load(Ordering::Relaxed) {
+            for (_, item) in merge_runs(runs, |x: &(Labels, T)| &x.0) {
+                if !consume(item) {
+                    run.give_up();
+                    break;
+                }
+            }
+        }
+        return Ok(run.finish());
+    }
     let (run_ref, f_ref) = (&run, &f);
     // Items travel in batches: one channel operation (and at most one wake-up of the merge) per batch,
     // not per series. An item holds `per_item` values (one per step), so the fewer, the more items a
