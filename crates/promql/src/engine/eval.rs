@@ -1585,6 +1585,9 @@ pub fn select_fold<S: Send>(
     Ok(run.finish().then_some(states))
 }
 
+/// Values per item up to which [`select_ordered`] collects on the engine's pool instead of streaming.
+const IN_POOL_VALUES: usize = 4;
+
 /// Like [`select_fold`], but each series' item (what `f` makes of it, with the samples it counts as
 /// held) goes to `consume` on the calling thread **in the label order of all shards together**: the
 /// shards run on threads of their own, each sending its label-sorted items through a small bounded
@@ -1593,10 +1596,8 @@ pub fn select_fold<S: Send>(
 /// path does while the per-series work stays parallel and no series' values outlive their fold.
 /// Dedicated threads, not rayon's: a pool worker blocked on a full channel while the one the merge
 /// waits for is not scheduled would deadlock. `f` or `consume` returning `None`/`false` gives up (the
-/// caller then evaluates centrally): `Ok(false)`.
-/// Values per item up to which [`select_ordered`] collects on the engine's pool instead of streaming.
-const IN_POOL_VALUES: usize = 4;
-
+/// caller then evaluates centrally): `Ok(false)`. With at most [`IN_POOL_VALUES`] values an item, the
+/// items are collected per shard on the engine's pool and merged instead (see below).
 #[allow(clippy::too_many_arguments)]
 pub fn select_ordered<T: Send>(
     ctx: &QueryCtx<'_>,
