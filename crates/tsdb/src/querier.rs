@@ -369,20 +369,6 @@ impl ShardSeries {
 impl Iterator for ShardSeries {
     type Item = std::result::Result<Series, StorageError>;
 
-    /// At most the refs left in the head's and the blocks' cursors (a series in both counts twice);
-    /// no bound once the view was taken again (a retaken view may hold series created since).
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        if self.done {
-            return (0, Some(0));
-        }
-        if self.restarts > 0 {
-            return (0, None);
-        }
-        let head = self.view.head.refs.len().saturating_sub(self.view.head.pos);
-        let blocks = self.view.blocks.iter().map(|b| b.refs.len().saturating_sub(b.pos)).sum::<usize>();
-        (0, Some(head + blocks))
-    }
-
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
@@ -527,11 +513,8 @@ mod tests {
         app.commit().expect("commit");
         let q = DbQuerier { shards: db.shards.clone(), mint: 0, maxt: 10_000 };
         let mut it = q.shard_series(0, &all(&db), false).expect("select");
-        // The bound the engine reads to run a small selection on one thread: the head's 10 refs.
-        assert_eq!(it.size_hint(), (0, Some(10)));
         let first = it.next_series().expect("ok").expect("some");
         assert_eq!(first.labels.get("i"), "00");
-        assert_eq!(it.size_hint(), (0, Some(9)));
         db.flush().expect("flush");
         let mut seen = vec![first.labels.get("i").to_string()];
         while let Some(s) = it.next_series().expect("ok") {
@@ -543,9 +526,6 @@ mod tests {
             seen.push(s.labels.get("i").to_string());
         }
         assert_eq!(it.restarts, 1);
-        assert_eq!(it.size_hint(), (0, None), "no bound after a restart");
-        assert!(it.next().is_none());
-        assert_eq!(it.size_hint(), (0, Some(0)), "done");
         let want: Vec<String> = (0..10).map(|i| format!("{i:02}")).collect();
         assert_eq!(seen, want);
     }

@@ -748,6 +748,7 @@ fn select_map_runs<T: Send + Held>(
     f: impl Fn(&Labels, &[Sample], StartTimestamps<'_>, &[HPoint]) -> Option<T> + Sync,
 ) -> Result<Vec<Vec<T>>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
+    let shards = q.shard_count();
     let stats_hints = ctx.stats_selectors.contains(&(vs as *const VectorSelector as usize));
     let base = ctx.held_samples();
     let slots_base = ctx.slots.load(Ordering::Relaxed);
@@ -756,108 +757,74 @@ fn select_map_runs<T: Send + Held>(
     // Outputs of this selection so far, over all shards.
     let kept = AtomicUsize::new(0);
     let kept_slots = AtomicUsize::new(0);
-    let per_shard: Vec<Result<Vec<T>, EngineError>> = for_each_shard(&*q, &vs.matchers, &hints, |set| {
-        let mut pooled = PooledSamples::take();
-        let buf = &mut pooled.0;
-        let mut sts: Vec<i64> = Vec::new();
-        let mut hbuf: Vec<HPoint> = Vec::new();
-        let mut hsts: Vec<i64> = Vec::new();
-        let mut out = Vec::new();
-        for s in set {
-            // Every series: one series can take long over a long or fine grid.
-            ctx.check()?;
-            let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
-            let bufs = DecodeBufs { samples: buf, sts: &mut sts, hists: &mut hbuf, hsts: &mut hsts };
-            // A histogram-statistics selector derives each sample's reset hint from the one before
-            // (see `derive_stats_hints`), which an older chunk may hold: decoded whole.
-            let stale = if let Some(from) = dec.latest_from.filter(|_| !dec.want_st && !stats_hints) {
-                decode_latest(&s.chunks, mint, maxt, from, decode_limit(ctx), bufs)?
-            } else {
-                decode_series_st(&s.chunks, mint, maxt, dec.want_st, decode_limit(ctx), bufs)?
-            };
-            if buf.is_empty() && hbuf.is_empty() {
-                // No sample in range: not there (see `SelectHints::unchecked_range`).
-                continue;
-            }
-            ctx.stats.read.fetch_add(buf.len() + hbuf.len(), Ordering::Relaxed);
-            if ctx.trace.is_some() {
-                ctx.stats.series.fetch_add(1, Ordering::Relaxed);
-                ctx.stats.chunks.fetch_add(s.chunks.len(), Ordering::Relaxed);
-            }
-            if !hbuf.is_empty() && stats_hints {
-                super::hist::derive_stats_hints(&mut hbuf);
-            }
-            let held = base + kept.load(Ordering::Relaxed);
-            if let Some((eff, range)) = window {
-                // A window never holds more than the series has; only look closer near the limit.
-                if hbuf.is_empty() {
-                    if held + buf.len() > ctx.opts.max_samples {
-                        ctx.check_samples(held + max_window(buf, eff, range))?;
-                    }
-                } else {
-                    ctx.check_samples(held + max_window_mixed(buf, &hbuf, eff, range))?;
-                }
-            }
-            // Reserve the slots `f` is about to allocate, so no shard allocates past the bound.
-            ctx.check_slots(slots_base + kept_slots.fetch_add(slots_each, Ordering::Relaxed) + slots_each)?;
-            if dec.drop_stale {
-                remove_stale(buf, &mut sts, stale);
-            }
-            match f(&s.labels, buf, StartTimestamps { floats: &sts, histograms: &hsts }, &hbuf) {
-                Some(r) => {
-                    let n = r.held();
-                    ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
-                    // A range vector's samples are counted once they exist.
-                    let extra = r.slots().saturating_sub(slots_each);
-                    ctx.check_slots(slots_base + kept_slots.fetch_add(extra, Ordering::Relaxed) + extra)?;
-                    out.push(r);
-                }
-                None => {
-                    kept_slots.fetch_sub(slots_each, Ordering::Relaxed);
-                }
-            }
-        }
-        Ok(out)
-    });
-    per_shard.into_iter().collect()
-}
-
-/// Shard 0's selections up to this many series (as the storage bounds them) run every shard on the
-/// calling thread.
-const SMALL_SELECTION: usize = 64;
-
-/// `work` over every shard's selection, results in shard order: on the engine's pool, or one shard
-/// after the other on the calling thread when shard 0's selection is small (a point query, a rule over
-/// a few series; series are spread over shards by hash, so shard 0 speaks for the others). Waking a
-/// pool worker for a handful of series cost more than their work, and a woken worker spins
-/// (`sched_yield`) before it sleeps again: a fifth of such a query's CPU (`sum(node_load1)`).
-fn for_each_shard<R: Send>(
-    q: &dyn tessera_model::Querier,
-    matchers: &[tessera_model::Matcher],
-    hints: &SelectHints,
-    work: impl Fn(tessera_model::SeriesSet) -> Result<R, EngineError> + Sync,
-) -> Vec<Result<R, EngineError>> {
-    let shards = q.shard_count();
-    let select = |shard: usize| q.select_shard(shard, matchers, hints).map_err(|e| EngineError::Storage(e.to_string()));
-    if shards == 0 {
-        return Vec::new();
-    }
-    let first = select(0);
-    let small = first.as_ref().map_or(true, |set| set.size_hint().1.is_some_and(|n| n <= SMALL_SELECTION));
-    if small || shards == 1 {
-        let mut out = Vec::with_capacity(shards);
-        out.push(first.and_then(&work));
-        out.extend((1..shards).map(|shard| select(shard).and_then(&work)));
-        return out;
-    }
-    let first = Mutex::new(Some(first));
-    (0..shards)
+    let per_shard: Vec<Result<Vec<T>, EngineError>> = (0..shards)
         .into_par_iter()
         .map(|shard| {
-            let set = if shard == 0 { first.lock().take().expect("shard 0 is taken once") } else { select(shard) };
-            set.and_then(&work)
+            let set = q.select_shard(shard, &vs.matchers, &hints).map_err(|e| EngineError::Storage(e.to_string()))?;
+            let mut pooled = PooledSamples::take();
+            let buf = &mut pooled.0;
+            let mut sts: Vec<i64> = Vec::new();
+            let mut hbuf: Vec<HPoint> = Vec::new();
+            let mut hsts: Vec<i64> = Vec::new();
+            let mut out = Vec::new();
+            for s in set {
+                // Every series: one series can take long over a long or fine grid.
+                ctx.check()?;
+                let s = s.map_err(|e| EngineError::Storage(e.to_string()))?;
+                let bufs = DecodeBufs { samples: buf, sts: &mut sts, hists: &mut hbuf, hsts: &mut hsts };
+                // A histogram-statistics selector derives each sample's reset hint from the one before
+                // (see `derive_stats_hints`), which an older chunk may hold: decoded whole.
+                let stale = if let Some(from) = dec.latest_from.filter(|_| !dec.want_st && !stats_hints) {
+                    decode_latest(&s.chunks, mint, maxt, from, decode_limit(ctx), bufs)?
+                } else {
+                    decode_series_st(&s.chunks, mint, maxt, dec.want_st, decode_limit(ctx), bufs)?
+                };
+                if buf.is_empty() && hbuf.is_empty() {
+                    // No sample in range: not there (see `SelectHints::unchecked_range`).
+                    continue;
+                }
+                ctx.stats.read.fetch_add(buf.len() + hbuf.len(), Ordering::Relaxed);
+                if ctx.trace.is_some() {
+                    ctx.stats.series.fetch_add(1, Ordering::Relaxed);
+                    ctx.stats.chunks.fetch_add(s.chunks.len(), Ordering::Relaxed);
+                }
+                if !hbuf.is_empty() && stats_hints {
+                    super::hist::derive_stats_hints(&mut hbuf);
+                }
+                let held = base + kept.load(Ordering::Relaxed);
+                if let Some((eff, range)) = window {
+                    // A window never holds more than the series has; only look closer near the limit.
+                    if hbuf.is_empty() {
+                        if held + buf.len() > ctx.opts.max_samples {
+                            ctx.check_samples(held + max_window(buf, eff, range))?;
+                        }
+                    } else {
+                        ctx.check_samples(held + max_window_mixed(buf, &hbuf, eff, range))?;
+                    }
+                }
+                // Reserve the slots `f` is about to allocate, so no shard allocates past the bound.
+                ctx.check_slots(slots_base + kept_slots.fetch_add(slots_each, Ordering::Relaxed) + slots_each)?;
+                if dec.drop_stale {
+                    remove_stale(buf, &mut sts, stale);
+                }
+                match f(&s.labels, buf, StartTimestamps { floats: &sts, histograms: &hsts }, &hbuf) {
+                    Some(r) => {
+                        let n = r.held();
+                        ctx.check_samples(base + kept.fetch_add(n, Ordering::Relaxed) + n)?;
+                        // A range vector's samples are counted once they exist.
+                        let extra = r.slots().saturating_sub(slots_each);
+                        ctx.check_slots(slots_base + kept_slots.fetch_add(extra, Ordering::Relaxed) + extra)?;
+                        out.push(r);
+                    }
+                    None => {
+                        kept_slots.fetch_sub(slots_each, Ordering::Relaxed);
+                    }
+                }
+            }
+            Ok(out)
         })
-        .collect()
+        .collect();
+    per_shard.into_iter().collect()
 }
 
 /// The most non-stale samples any step's window `(eff - range, eff]` holds.
@@ -1604,16 +1571,17 @@ pub fn select_fold<S: Send>(
 ) -> Result<Option<Vec<S>>, EngineError> {
     let q = ctx.queryable.querier(mint, maxt).map_err(|e| EngineError::Storage(e.to_string()))?;
     let run = ShardRun::new(ctx, vs, mint, maxt, &hints, dec, window);
-    let states: Vec<S> = for_each_shard(&*q, &run.vs.matchers, &run.hints, |set| {
-        let mut state = init();
-        run.shard(set, |labels, samples, sts, hs| {
-            let n = f(&mut state, labels, samples, sts, hs)?;
-            Some((n, ()))
-        })?;
-        Ok(state)
-    })
-    .into_iter()
-    .collect::<Result<_, EngineError>>()?;
+    let states: Vec<S> = (0..q.shard_count())
+        .into_par_iter()
+        .map(|shard| {
+            let mut state = init();
+            run.shard(&*q, shard, |labels, samples, sts, hs| {
+                let n = f(&mut state, labels, samples, sts, hs)?;
+                Some((n, ()))
+            })?;
+            Ok(state)
+        })
+        .collect::<Result<_, EngineError>>()?;
     Ok(run.finish().then_some(states))
 }
 
@@ -1653,17 +1621,20 @@ pub fn select_ordered<T: Send>(
         // counted anyway (it counts every item produced, streamed or not), and two threads started
         // per query cost more than such a fold's work (`avg(node_load1)` over 100 series: 1.28 ms of
         // CPU against 0.73 for `sum`, which folds in the shards).
-        let per_shard: Vec<Result<Vec<(Labels, T)>, EngineError>> = for_each_shard(q, &run.vs.matchers, &run.hints, |set| {
-            let mut items = Vec::new();
-            run.shard(set, |labels, samples, sts, hs| {
-                let (n, item) = f(labels, samples, sts, hs)?;
-                if let Some(item) = item {
-                    items.push((labels.clone(), item));
-                }
-                Some((n, ()))
-            })?;
-            Ok(items)
-        });
+        let per_shard: Vec<Result<Vec<(Labels, T)>, EngineError>> = (0..shards)
+            .into_par_iter()
+            .map(|shard| {
+                let mut items = Vec::new();
+                run.shard(q, shard, |labels, samples, sts, hs| {
+                    let (n, item) = f(labels, samples, sts, hs)?;
+                    if let Some(item) = item {
+                        items.push((labels.clone(), item));
+                    }
+                    Some((n, ()))
+                })?;
+                Ok(items)
+            })
+            .collect();
         let mut runs = Vec::with_capacity(shards);
         for r in per_shard {
             runs.push(r?);
@@ -1692,8 +1663,7 @@ pub fn select_ordered<T: Send>(
             rxs.push(rx);
             handles.push(scope.spawn(move || {
                 let mut batch = Vec::with_capacity(batch_items);
-                let set = q.select_shard(shard, &run_ref.vs.matchers, &run_ref.hints).map_err(|e| EngineError::Storage(e.to_string()));
-                let r = set.and_then(|set| run_ref.shard(set, |labels, samples, sts, hs| {
+                let r = run_ref.shard(q, shard, |labels, samples, sts, hs| {
                     let (n, item) = f_ref(labels, samples, sts, hs)?;
                     if let Some(item) = item {
                         batch.push((labels.clone(), item));
@@ -1703,7 +1673,7 @@ pub fn select_ordered<T: Send>(
                         }
                     }
                     Some((n, ()))
-                }));
+                });
                 if !batch.is_empty() {
                     let _ = tx.send(batch);
                 }
@@ -1803,14 +1773,16 @@ impl<'c, 'q> ShardRun<'c, 'q> {
         true
     }
 
-    /// Decodes one shard's series (its selection with [`ShardRun::hints`], in label order) and hands
-    /// each to `f`, which returns the samples the series counts as held, or `None` to give up.
+    /// Decodes one shard's series in label order and hands each to `f`, which returns the samples the
+    /// series counts as held, or `None` to give up.
     fn shard(
         &self,
-        set: tessera_model::SeriesSet,
+        q: &dyn tessera_model::Querier,
+        shard: usize,
         mut f: impl FnMut(&Labels, &[Sample], &[i64], &[HPoint]) -> Option<(usize, ())>,
     ) -> Result<(), EngineError> {
         let ctx = self.ctx;
+        let set = q.select_shard(shard, &self.vs.matchers, &self.hints).map_err(|e| EngineError::Storage(e.to_string()))?;
         let mut pooled = PooledSamples::take();
         let buf = &mut pooled.0;
         let mut sts: Vec<i64> = Vec::new();
