@@ -474,6 +474,9 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
                     vals.zeros -= take as u64;
                 }
                 MODE_DELTAS | MODE_DODS => {
+                    // Each difference takes a byte at least: a damaged chunk's runs cannot make this
+                    // reserve more than its bytes could hold (the loop then fails as `advance!` would).
+                    take = take.min(plain.len());
                     out.reserve(take);
                     for _ in 0..take {
                         let (x, r) = varint::read_varint(plain).map_err(|e| vi(e, off(plain)))?;
@@ -665,6 +668,30 @@ mod tests {
         // …and the dods (1, 0, 0) packed: base 0, width 1, bits 1,0,0.
         let c = encode_layout(&s, MODE_PACKED_DODS);
         assert_eq!(&c[c.len() - 9..], &[0, 4, 100, 0xc8, 0x01, 3, 0, 1, 1][..], "{c:?}");
+    }
+
+    /// A damaged chunk claiming a million samples in one run of regular timestamps, with two varint
+    /// differences behind it, fails without reserving room for the million (the batch path reserved
+    /// what the runs claimed before reading the bytes; found in review).
+    #[test]
+    fn a_damaged_run_length_does_not_reserve_what_it_claims() {
+        let mut c = vec![VERSION];
+        varint::put_uvarint(&mut c, 1 << 20);
+        varint::put_varint(&mut c, 1_000);
+        varint::put_varint(&mut c, 10);
+        let mut ts = Vec::new();
+        varint::put_uvarint(&mut ts, 1 << 20);
+        varint::put_uvarint(&mut c, ts.len() as u64);
+        c.extend_from_slice(&ts);
+        c.extend_from_slice(&[0, MODE_DELTAS]);
+        varint::put_uvarint(&mut c, 1);
+        varint::put_varint(&mut c, 0);
+        varint::put_uvarint(&mut c, 2);
+        c.extend_from_slice(&[2, 2]);
+        let mut out = Vec::new();
+        assert!(decode_decimal_into(&c, &mut out).is_err());
+        assert!(out.is_empty());
+        assert!(out.capacity() < 1 << 16, "reserved {}", out.capacity());
     }
 
     #[test]
