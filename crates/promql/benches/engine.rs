@@ -153,6 +153,14 @@ fn bench(c: &mut Criterion) {
             std::hint::black_box(r);
         })
     });
+    // A long-window alerting rule (`rate(...[1h])` at one instant): every sample of the hour is read
+    // once, so the per-sample passes (decoding, stale markers, counter drops) are what it costs.
+    g.bench_function("min_by_job_rate1h_10k_series_instant", |b| {
+        b.iter(|| {
+            let r = engine.instant(&st, "min by (job) (rate(http_requests_total[1h]))", hour).expect("query runs");
+            std::hint::black_box(r);
+        })
+    });
     drop(st);
     let st = counters(100_000 / scale(), 5, 15_000);
     g.bench_function("sum_by_job_100k_series_instant", |b| {
