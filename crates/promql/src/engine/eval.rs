@@ -687,26 +687,9 @@ pub fn select_map_st<T: Send + Held>(
     Ok(select_map_runs(ctx, vs, mint, maxt, hints, dec, window, slots_each, f)?.into_iter().flatten().collect())
 }
 
-/// [`select_map_st`] for outputs that carry their series' labels unchanged: all of them in label order,
-/// each shard's (already in that order, as `Querier::select_shard` gives its series) merged with the
-/// others' rather than sorted again: half the label comparisons of a sort, which scans each run first.
-#[allow(clippy::too_many_arguments)]
-pub fn select_sorted_st<T: Send + Held>(
-    ctx: &QueryCtx<'_>,
-    vs: &VectorSelector,
-    mint: i64,
-    maxt: i64,
-    hints: SelectHints,
-    dec: Decode,
-    window: Option<(&[i64], i64)>,
-    slots_each: usize,
-    labels: impl Fn(&T) -> &Labels,
-    f: impl Fn(&Labels, &[Sample], StartTimestamps<'_>, &[HPoint]) -> Option<T> + Sync,
-) -> Result<Vec<T>, EngineError> {
-    Ok(merge_runs(select_map_runs(ctx, vs, mint, maxt, hints, dec, window, slots_each, f)?, labels))
-}
-
-/// Merges runs each sorted by `labels` (disjoint, as shards' series are) into one sorted vector, pairwise.
+/// Merges runs each sorted by `labels` (disjoint, as shards' series are) into one sorted vector, pairwise:
+/// [`select_map_runs`]' outputs, when they carry their series' labels unchanged, in label order without
+/// sorting them again (a sort scans each run before merging: twice the label comparisons).
 pub(crate) fn merge_runs<T>(mut runs: Vec<Vec<T>>, labels: impl Fn(&T) -> &Labels) -> Vec<T> {
     runs.retain(|r| !r.is_empty());
     debug_assert!(runs.iter().all(|r| r.windows(2).all(|w| labels(&w[0]) < labels(&w[1]))), "a shard's series out of label order");
@@ -734,9 +717,10 @@ pub(crate) fn merge_runs<T>(mut runs: Vec<Vec<T>>, labels: impl Fn(&T) -> &Label
     runs.pop().unwrap_or_default()
 }
 
-/// The per-shard work of [`select_map_st`]: each shard's outputs, in the shard's series order.
+/// The per-shard work of [`select_map_st`]: each shard's outputs, in the shard's series order (label
+/// order, as `Querier::select_shard` gives them; see [`merge_runs`]).
 #[allow(clippy::too_many_arguments)]
-fn select_map_runs<T: Send + Held>(
+pub(crate) fn select_map_runs<T: Send + Held>(
     ctx: &QueryCtx<'_>,
     vs: &VectorSelector,
     mint: i64,
@@ -1284,7 +1268,7 @@ pub fn eval_vector_selector(
     }
     // Each step needs only the latest sample at or before it.
     let dec = Decode { latest_from: Some(lo), ..Decode::default() };
-    select_sorted_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, dec, None, n, |s: &Series| &s.labels, |labels, samples, _, hs| {
+    let runs = select_map_runs(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, dec, None, n, |labels, samples, _, hs| {
         let mut vals = vec![None; n];
         if hs.is_empty() {
             let any = lookback_values(samples, &eff, lb, timestamps, &mut vals);
@@ -1304,8 +1288,9 @@ pub fn eval_vector_selector(
         let mut s = Series { labels: labels.clone(), vals, hists: Some(hvals), drop_name: false };
         s.tidy();
         Some(s)
-    })
+    })?;
     // In the storage's label order, as upstream's series sets.
+    Ok(merge_runs(runs, |s: &Series| &s.labels))
 }
 
 /// `start_timestamp(selector)` with start timestamps on (upstream `rangeEvalTimestampFunctionOverVectorSelector`
@@ -1322,7 +1307,7 @@ pub fn eval_start_timestamp_selector(
     let (lo, hi) = (eff.iter().copied().min().unwrap_or(0), eff.iter().copied().max().unwrap_or(0));
     let hints = SelectHints { step_ms: grid.step, ..Default::default() };
     let n = grid.n;
-    select_sorted_st(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, Decode { want_st: true, ..Decode::default() }, None, n, |s: &Series| &s.labels, |labels, samples, sts, hs| {
+    let runs = select_map_runs(ctx, vs, lo.saturating_sub(lb) + 1, hi, hints, Decode { want_st: true, ..Decode::default() }, None, n, |labels, samples, sts, hs| {
         let mut vals = vec![None; n];
         let secs = |sts: &[i64], j: usize| Some(sts.get(j).copied().unwrap_or(0) as f64 / 1000.0);
         let any = if hs.is_empty() {
@@ -1336,7 +1321,8 @@ pub fn eval_start_timestamp_selector(
             })
         };
         any.then(|| Series { hists: None, labels: labels.clone(), vals, drop_name: true })
-    })
+    })?;
+    Ok(merge_runs(runs, |s: &Series| &s.labels))
 }
 
 /// `metric smoothed`: the value at each step interpolated between the samples around it (within the

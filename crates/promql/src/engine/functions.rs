@@ -1324,7 +1324,7 @@ fn range_function<S: Send>(
             })?;
             return finished(RangeOut::Folded(states));
         }
-        let out = super::eval::select_sorted_st(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, dec, window, grid.n, |s: &Series| &s.labels, |labels, samples, sts, hs| {
+        let runs = super::eval::select_map_runs(ctx, vs, lo.saturating_sub(range) + 1, hi, hints, dec, window, grid.n, |labels, samples, sts, hs| {
             let (clean_h, clean_hst): (Vec<HPoint>, Vec<i64>);
             let (hs, hsts) = if hs.iter().any(|p| p.h.is_stale()) {
                 (clean_h, clean_hst) = super::eval::drop_stale_histograms(hs, sts.histograms);
@@ -1340,7 +1340,7 @@ fn range_function<S: Send>(
         if let Some(msg) = invalid_factor(bad_step.load(std::sync::atomic::Ordering::Relaxed)) {
             return Err(EngineError::Execution(msg));
         }
-        return Ok(RangeOut::Vector(Val::Vector(out)));
+        return Ok(RangeOut::Vector(Val::Vector(super::eval::merge_runs(runs, |s: &Series| &s.labels))));
     }
     if fold.is_some() || ordered.is_some() {
         return Ok(RangeOut::Folded(None));
@@ -1727,7 +1727,7 @@ fn eval_extended_range_function(
     let want_st = ctx.opts.use_start_timestamps && name == "resets";
     let mint = lo.saturating_sub(range).saturating_sub(lb) + 1;
     let dec = super::eval::Decode { want_st, drop_stale: true, latest_from: None };
-    let out = super::eval::select_sorted_st(ctx, vs, mint, hi.saturating_add(ahead), hints, dec, window, n, |s: &Series| &s.labels, |labels, samples, sts, hs| {
+    let runs = super::eval::select_map_runs(ctx, vs, mint, hi.saturating_add(ahead), hints, dec, window, n, |labels, samples, sts, hs| {
         let fsts = sts.floats;
         if !hs.is_empty() || !fsts.is_empty() {
             // Histograms, or floats with start timestamps for `resets`: upstream `funcResets` over the
@@ -1758,7 +1758,7 @@ fn eval_extended_range_function(
         });
         any.then(|| Series { hists: None, labels: labels.clone(), vals, drop_name: true })
     })?;
-    Ok(Val::Vector(out))
+    Ok(Val::Vector(super::eval::merge_runs(runs, |s: &Series| &s.labels)))
 }
 
 /// [`eval_extended_range_function`] for a series holding histograms (or, for `resets`, floats with
