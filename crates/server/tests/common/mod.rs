@@ -25,9 +25,25 @@ pub struct Server {
     pub auth: Option<String>,
 }
 
+/// A loopback port for a server under test: free when asked, and never handed out twice by this process.
+/// Not the kernel's `bind(0)`: a port it hands out and this process releases can be handed to the next
+/// `bind(0)` too, so two servers of concurrent tests got one port (CI: the second failed to bind, the
+/// first answered the second's readiness check, then was stopped under its writes). These come from
+/// below Linux' ephemeral range (32768–60999), which no `bind(0)` or outgoing connection takes, from a
+/// start that depends on the process id (test binaries of other runs on the machine).
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    l.local_addr().expect("local addr").port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 10_000;
+    const SPAN: u32 = 22_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(97) % SPAN;
+    for _ in 0..SPAN {
+        let port = (FIRST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {FIRST}..{}", FIRST + SPAN)
 }
 
 impl Server {
