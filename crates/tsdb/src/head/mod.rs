@@ -110,6 +110,11 @@ thread_local! {
 pub const MERGED_CHUNK_SAMPLES: u64 = 480;
 /// How many closed Decimal chunks are merged at once (see [`MemSeries::merge_closed`]).
 pub const MERGE_RUN: usize = 4;
+/// An open XOR chunk this long (in bytes) is closed early as a Decimal chunk when it can be
+/// ([`MemSeries::close_at_cap`])…
+pub const OPEN_CHUNK_BYTES: usize = 160;
+/// …and holds at least this many samples.
+pub const OPEN_CHUNK_MIN_SAMPLES: usize = 8;
 
 /// A series' open chunk: XOR, or XorSt once the series has carried a start timestamp, or a native
 /// histogram chunk (integer or float) while the series receives histograms.
@@ -229,6 +234,9 @@ pub(crate) struct MemSeries {
     /// The open chunk (may hold zero samples).
     pub open: OpenChunk,
     pub open_n: u32,
+    /// The open chunk passed [`OPEN_CHUNK_BYTES`] with values that are not all short decimals: it is not
+    /// closed early (see [`MemSeries::close_at_cap`]) and not tried again until it is closed.
+    cap_tried: bool,
     pub open_mint: i64,
     /// Last in-order sample (`i64::MIN` when the series has none in the head).
     pub last_t: i64,
@@ -288,6 +296,7 @@ impl MemSeries {
             chunks: Vec::new(),
             open: OpenChunk::Xor(XorEncoder::new()),
             open_n: 0,
+            cap_tried: false,
             open_mint: i64::MIN,
             last_t: i64::MIN,
             last_bits: 0,
@@ -352,7 +361,42 @@ impl MemSeries {
             o => o.clear(),
         }
         self.open_n = 0;
+        self.cap_tried = false;
         true
+    }
+
+    /// Closes an open XOR chunk of [`OPEN_CHUNK_BYTES`] or more as a Decimal chunk, when its values are
+    /// exact short decimals (see [`recode_decimal`]); otherwise it stays open (to [`SAMPLES_PER_CHUNK`]) and
+    /// is not tried again. The open chunk is the one part of a series the head holds in RAM bytes for,
+    /// and XOR takes 2–6 bytes a sample of scraped counters and gauges where Decimal takes about one: a
+    /// head of such series held ~290 bytes of open chunk per series, at most [`OPEN_CHUNK_BYTES`] and
+    /// an eighth now. The short closed chunks are merged as the others ([`MemSeries::merge_closed`]).
+    #[cold]
+    fn close_at_cap(&mut self, files: &mut ChunkFiles) {
+        let OpenChunk::Xor(e) = &self.open else { return };
+        if e.bytes().len() < OPEN_CHUNK_BYTES {
+            return;
+        }
+        let (mint, maxt) = (self.open_mint, self.last_t);
+        let closed = SCRATCH.with_borrow_mut(|Scratch { samples: smp, enc, buf, .. }| {
+            recode_decimal(e.bytes(), smp, enc, buf).then(|| {
+                let n = u16::try_from(smp.len()).unwrap_or(u16::MAX);
+                HeadChunk { mint, maxt, loc: files.write(buf, maxt), samples: n, encoding: ChunkEncoding::Decimal }
+            })
+        });
+        match closed {
+            Some(chunk) => {
+                if self.chunks.len() == self.chunks.capacity() {
+                    self.chunks.reserve_exact((self.chunks.len() / 8).max(1));
+                }
+                self.chunks.push(chunk);
+                if let OpenChunk::Xor(e) = &mut self.open {
+                    e.clear_fitted();
+                }
+                self.open_n = 0;
+            }
+            None => self.cap_tried = true,
+        }
     }
 
     /// Merges the [`MERGE_RUN`] closed chunks before the newest one into one when all are Decimal, lie in
@@ -425,6 +469,8 @@ impl MemSeries {
             && (self.open_n as usize >= SAMPLES_PER_CHUNK || t.div_euclid(chunk_range) != self.open_mint.div_euclid(chunk_range))
         {
             self.close_open(files, recode);
+        } else if recode && self.open_n as usize >= OPEN_CHUNK_MIN_SAMPLES && !self.cap_tried {
+            self.close_at_cap(files);
         }
         if self.open_n == 0 {
             self.open_mint = t;
@@ -548,6 +594,7 @@ impl MemSeries {
     fn close_into_chunks(&mut self, next: OpenChunk, files: &mut ChunkFiles) -> OpenChunk {
         self.push_closed(files, false);
         self.open_n = 0;
+        self.cap_tried = false;
         std::mem::replace(&mut self.open, next)
     }
 
@@ -1289,7 +1336,7 @@ mod tests {
 
     #[test]
     fn closed_decimal_chunks_are_merged_in_runs_but_never_below_the_minimum_valid_time() {
-        // 10 chunks of 120 samples of a 2-decimal counter in one block-range window.
+        // 1,200 samples of a 2-decimal counter in one block-range window.
         let fill = |min_valid_t: i64| {
             let mut h = Head::new(1 << 40, min_valid_t);
             h.recode_closed = true;
@@ -1314,14 +1361,68 @@ mod tests {
             spans
         };
         let merged = fill(i64::MIN);
-        // Two runs of four merged, the newest closed chunk alone: [0, 4800), [4800, 9600), [9600, 10800).
-        assert_eq!(merged.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(), vec![(0, 4790), (4800, 9590), (9600, 10790)]);
+        // The open chunk closes at its byte cap (~24 samples of this counter, see
+        // `open_chunks_of_short_decimals_close_at_their_byte_cap_and_others_at_120_samples`); runs of four
+        // merge into the chunk before them until it would pass 480 samples: [0, 4240) of 424, [4240,
+        // 8690) of 445, then one growing chunk and the three short ones after it.
+        assert_eq!(
+            merged.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(),
+            vec![(0, 4230), (4240, 8680), (8690, 11030), (11040, 11270), (11280, 11510), (11520, 11750)]
+        );
         assert!(merged.iter().all(|c| c.2 == ChunkEncoding::Decimal));
         // A cut in progress raised the minimum valid time to 2400 (inside the window): chunks starting
         // below it are never merged with later ones.
         let fenced = fill(2400);
         assert!(fenced.iter().all(|c| c.0 >= 2400 || c.1 < 2400), "{fenced:?}");
-        assert_eq!(fenced.iter().filter(|c| c.0 < 2400).count(), 2, "{fenced:?}");
+        assert!(fenced.iter().any(|c| c.0 < 2400 && c.1 > 2400 - 240), "{fenced:?}");
+        assert!(fenced.iter().any(|c| c.0 >= 2400 && c.1 - c.0 > 2400), "merged above the fence: {fenced:?}");
+    }
+
+    #[test]
+    fn open_chunks_of_short_decimals_close_at_their_byte_cap_and_others_at_120_samples() {
+        let mut h = Head::new(1 << 40, i64::MIN);
+        h.recode_closed = true;
+        let (a, b) = (labels!("__name__" => "a"), labels!("__name__" => "b"));
+        h.create(0, a.hash(), a.clone());
+        h.create(1, b.hash(), b.clone());
+        // A counter of centiseconds growing by random amounts (XOR: ~5 bytes a sample), and values with
+        // random mantissas, which are no short decimals.
+        let dec = |t: i64| (t * 37 % 101 + t * 50) as f64 / 100.0;
+        let rnd = |t: i64| f64::from_bits(0x3ff0_0000_0000_0000 | ((t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 12));
+        let (mut max_open, mut max_cap) = (0, 0);
+        for t in 0..720i64 {
+            h.apply_st(0, Sample::new(t * 10_000, dec(t)), 0, Verdict::InOrder);
+            h.apply_st(1, Sample::new(t * 10_000, rnd(t)), 0, Verdict::InOrder);
+            let s = h.series(0).expect("exists");
+            let OpenChunk::Xor(e) = &s.open else { panic!("a float series' open chunk is XOR") };
+            max_open = max_open.max(e.bytes().len());
+            if t >= 120 {
+                max_cap = max_cap.max(e.size_bytes());
+            }
+        }
+        assert!(max_open < OPEN_CHUNK_BYTES + tessera_encoding::xor::SAMPLE_BYTES_MAX, "{max_open}");
+        assert!(max_cap <= 2 * OPEN_CHUNK_BYTES, "the open buffer stays near the cap: {max_cap}");
+        let read = |h: &Head, r: u32| {
+            let s = h.series(r).expect("exists");
+            let mut v = Vec::new();
+            for c in &s.chunks {
+                tessera_encoding::decode_chunk_range_into(&c.to_ref(&h.files), i64::MIN, i64::MAX, &mut v).expect("decodes");
+            }
+            tessera_encoding::decode_xor_into(s.open.bytes(), &mut v).expect("decodes");
+            (v, s.chunks.iter().map(|c| (c.samples, c.encoding)).collect::<Vec<_>>())
+        };
+        let (va, ca) = read(&h, 0);
+        assert!(va.iter().enumerate().all(|(t, x)| x.t == t as i64 * 10_000 && x.v.to_bits() == dec(t as i64).to_bits()));
+        assert_eq!(va.len(), 720);
+        // Closed early, always as Decimal, and merged in runs as the 120-sample chunks were.
+        assert!(ca.iter().all(|&(_, e)| e == ChunkEncoding::Decimal), "{ca:?}");
+        assert!(ca.len() <= 6, "{ca:?}");
+        assert!(ca.iter().any(|&(n, _)| n > 120), "merged: {ca:?}");
+        let (vb, cb) = read(&h, 1);
+        assert!(vb.iter().enumerate().all(|(t, x)| x.t == t as i64 * 10_000 && x.v.to_bits() == rnd(t as i64).to_bits()));
+        // Not decimals: XOR chunks of 120 samples, as upstream cuts them.
+        assert_eq!(cb, vec![(120, ChunkEncoding::Xor); 5]);
+        assert_eq!(h.num_samples, 1440);
     }
 
     #[test]
