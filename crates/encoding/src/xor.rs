@@ -119,6 +119,11 @@ impl XorEncoder {
         (self.num > 0).then_some(self.t)
     }
 
+    /// The timestamp of the sample before the last one (from the last delta), when there are two.
+    pub fn prev_t(&self) -> Option<i64> {
+        (self.num >= 2).then(|| self.t.wrapping_sub(self.t_delta as i64))
+    }
+
     pub fn last_v(&self) -> Option<f64> {
         (self.num > 0).then_some(f64::from_bits(self.v_bits))
     }

@@ -108,7 +108,10 @@ pub struct SelectHints {
     pub step_ms: i64,
     /// The caller drops the series without a sample in range itself: the storage may yield a series whose
     /// chunks overlap the range without holding a sample inside it, rather than decode them to find out
-    /// (a query at "now" otherwise decoded every open head chunk twice).
+    /// (a query at "now" otherwise decoded every open head chunk twice). The PromQL engine sets it; the
+    /// head then also hands out its open chunks' newest samples as chunks of their own (see
+    /// `MemSeries::read_chunks` in `tessera-tsdb`), which remote read, whose chunks leave as they are, does
+    /// not ask for.
     pub unchecked_range: bool,
 }
 

@@ -334,7 +334,7 @@ impl ShardSeries {
                 while self.view.head.cur.as_ref() == Some(&labels) {
                     let r = self.view.head.refs[self.view.head.pos];
                     if let Some(ms) = st.head.series(r) {
-                        ms.read_st(&st.head.files, mint, maxt, &mut chunks, &mut extra, &mut extra_sts, &mut extra_hists);
+                        ms.read_st(&st.head.files, mint, maxt, &mut chunks, &mut extra, &mut extra_sts, &mut extra_hists, self.unchecked_range);
                         deleted.extend(st.head.tombstones_of(r).iter().map(|&(a, b)| Interval::new(a, b)));
                     }
                     self.view.head.pos += 1;

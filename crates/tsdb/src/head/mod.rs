@@ -700,8 +700,9 @@ impl MemSeries {
         extra: &mut Vec<Sample>,
         extra_sts: &mut Vec<i64>,
         extra_hists: &mut Vec<HistogramSample>,
+        split_last: bool,
     ) {
-        self.read_chunks(files, mint, maxt, chunks);
+        self.read_chunks(files, mint, maxt, chunks, split_last);
         extra_hists.extend(self.ooo_hists().iter().filter(|s| s.t >= mint && s.t <= maxt).cloned());
         for (i, s) in self.ooo().iter().enumerate() {
             if s.t >= mint && s.t <= maxt {
@@ -711,11 +712,43 @@ impl MemSeries {
         }
     }
 
-    fn read_chunks(&self, files: &ChunkFiles, mint: i64, maxt: i64, chunks: &mut Vec<ChunkRef>) {
+    /// With `split_last`, an open XOR chunk of two or more samples is handed out as two chunks: its
+    /// samples but the last (the same bytes, the header's count one less: a reader stops after the count)
+    /// and the last sample alone, which the series keeps decoded (`last_t`, `last_bits`). A reader that
+    /// needs only the latest sample (an instant query or a dashboard's newest step at "now") then decodes
+    /// one sample instead of up to a chunk's worth of XOR, and none of the rest when its window begins
+    /// after the one before the last.
+    fn read_chunks(&self, files: &ChunkFiles, mint: i64, maxt: i64, chunks: &mut Vec<ChunkRef>, split_last: bool) {
         for c in &self.chunks {
             if c.maxt >= mint && c.mint <= maxt {
                 chunks.push(c.to_ref(files));
             }
+        }
+        if split_last
+            && self.open_n >= 2
+            && self.last_t <= maxt
+            && self.last_t >= mint
+            && let OpenChunk::Xor(e) = &self.open
+            && let Some(prev_t) = e.prev_t()
+        {
+            let head = e.bytes();
+            let mut last = XorEncoder::with_capacity(24);
+            last.append(self.last_t, f64::from_bits(self.last_bits));
+            let mut buf = Vec::with_capacity(head.len() + last.bytes().len());
+            let split = if prev_t >= mint {
+                buf.extend_from_slice(head);
+                buf[..tessera_encoding::XOR_HEADER_BYTES].copy_from_slice(&((self.open_n - 1) as u16).to_be_bytes());
+                buf.len()
+            } else {
+                0
+            };
+            buf.extend_from_slice(last.bytes());
+            let data = Bytes::from(buf);
+            if split > 0 && self.open_mint <= maxt {
+                chunks.push(ChunkRef { mint_ms: self.open_mint, maxt_ms: prev_t, encoding: ChunkEncoding::Xor, data: data.slice(..split) });
+            }
+            chunks.push(ChunkRef { mint_ms: self.last_t, maxt_ms: self.last_t, encoding: ChunkEncoding::Xor, data: data.slice(split..) });
+            return;
         }
         if self.open_n > 0 && self.last_t >= mint && self.open_mint <= maxt {
             chunks.push(ChunkRef {
@@ -1423,6 +1456,37 @@ mod tests {
         // Not decimals: XOR chunks of 120 samples, as upstream cuts them.
         assert_eq!(cb, vec![(120, ChunkEncoding::Xor); 5]);
         assert_eq!(h.num_samples, 1440);
+    }
+
+    #[test]
+    fn an_open_chunks_last_sample_read_on_its_own_gives_the_same_samples() {
+        let mut h = Head::new(1 << 40, i64::MIN);
+        let l = labels!("__name__" => "x");
+        h.create(0, l.hash(), l.clone());
+        let decode = |cs: &[ChunkRef], mint: i64, maxt: i64| {
+            let mut v = Vec::new();
+            for c in cs {
+                tessera_encoding::decode_chunk_range_into(c, mint, maxt, &mut v).expect("decodes");
+            }
+            v.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>()
+        };
+        for n in 1..140i64 {
+            let v = if n == 70 { tessera_model::STALE_NAN } else { (n * n % 17) as f64 * 0.25 };
+            h.apply_st(0, Sample::new(n * 1000 + n % 3, v), 0, Verdict::InOrder);
+            let s = h.series(0).expect("exists");
+            for (mint, maxt) in [(i64::MIN, i64::MAX), (n * 1000 - 5000, n * 1000 + 2), (n * 1000 - 500, i64::MAX), (0, n * 1000 - 1000), (n * 1000 + 5, i64::MAX)] {
+                let (mut plain, mut split) = (Vec::new(), Vec::new());
+                s.read_chunks(&h.files, mint, maxt, &mut plain, false);
+                s.read_chunks(&h.files, mint, maxt, &mut split, true);
+                assert_eq!(decode(&split, mint, maxt), decode(&plain, mint, maxt), "n={n} [{mint}, {maxt}]");
+                assert!(split.windows(2).all(|w| w[0].maxt_ms < w[1].mint_ms), "sorted, not overlapping");
+                assert!(split.iter().all(|c| c.maxt_ms >= mint && c.mint_ms <= maxt), "only chunks in range");
+                if s.open_n >= 2 && s.last_t >= mint && s.last_t <= maxt {
+                    let last = split.last().expect("the last sample");
+                    assert_eq!((last.mint_ms, last.maxt_ms, tessera_encoding::chunk_sample_count(last)), (s.last_t, s.last_t, Some(1)));
+                }
+            }
+        }
     }
 
     #[test]
