@@ -374,9 +374,6 @@ impl MemSeries {
     #[cold]
     fn close_at_cap(&mut self, files: &mut ChunkFiles) {
         let OpenChunk::Xor(e) = &self.open else { return };
-        if e.bytes().len() < OPEN_CHUNK_BYTES {
-            return;
-        }
         let (mint, maxt) = (self.open_mint, self.last_t);
         let closed = SCRATCH.with_borrow_mut(|Scratch { samples: smp, enc, buf, .. }| {
             recode_decimal(e.bytes(), smp, enc, buf).then(|| {
@@ -401,10 +398,14 @@ impl MemSeries {
 
     /// Merges the [`MERGE_RUN`] closed chunks before the newest one into one when all are Decimal, lie in
     /// the same block-range window (`range`), hold at most [`MERGED_CHUNK_SAMPLES`] together and the
-    /// merged chunk is smaller. Merging a run at once encodes each sample once (growing one chunk at
-    /// every close re-encoded them up to four times: 13% of max-rate ingest); the newest closed chunk
-    /// stays as it is, so a query at "now" decodes no more than before. Returns the change in bytes when
-    /// it merged.
+    /// merged chunk is smaller. With 120-sample chunks, merging a run at once encodes each sample once
+    /// (growing one chunk at every close re-encoded them up to four times: 13% of max-rate ingest); with
+    /// chunks closed at their byte cap ([`MemSeries::close_at_cap`], ~25 samples of a noisy counter) a
+    /// run usually begins with the chunk merged before, which grows by three short ones at a time to
+    /// ~450 samples: ~3.5 encodes a sample, and the replaced chunks stay in the chunk files until a cut
+    /// (the price of holding ~130 fewer bytes a series in RAM; README, *Open chunks closed at 160
+    /// bytes*). The newest closed chunk stays as it is, so a query at "now" decodes no more than
+    /// before. Returns the change in bytes when it merged.
     ///
     /// Nothing starting below `min_valid_t` is merged: a cut raises it to its window's end under the
     /// writer lock, then collects and writes the chunks below it without the lock, and an early
@@ -469,7 +470,11 @@ impl MemSeries {
             && (self.open_n as usize >= SAMPLES_PER_CHUNK || t.div_euclid(chunk_range) != self.open_mint.div_euclid(chunk_range))
         {
             self.close_open(files, recode);
-        } else if recode && self.open_n as usize >= OPEN_CHUNK_MIN_SAMPLES && !self.cap_tried {
+        } else if recode
+            && self.open_n as usize >= OPEN_CHUNK_MIN_SAMPLES
+            && !self.cap_tried
+            && matches!(&self.open, OpenChunk::Xor(e) if e.bytes().len() >= OPEN_CHUNK_BYTES)
+        {
             self.close_at_cap(files);
         }
         if self.open_n == 0 {
@@ -732,7 +737,7 @@ impl MemSeries {
             && let Some(prev_t) = e.prev_t()
         {
             let head = e.bytes();
-            let mut last = XorEncoder::with_capacity(24);
+            let mut last = XorEncoder::with_capacity(tessera_encoding::XOR_HEADER_BYTES + tessera_encoding::xor::SAMPLE_BYTES_MAX);
             last.append(self.last_t, f64::from_bits(self.last_bits));
             let mut buf = Vec::with_capacity(head.len() + last.bytes().len());
             let split = if prev_t >= mint {
