@@ -1461,6 +1461,14 @@ mod tests {
         // Not decimals: XOR chunks of 120 samples, as upstream cuts them.
         assert_eq!(cb, vec![(120, ChunkEncoding::Xor); 5]);
         assert_eq!(h.num_samples, 1440);
+        // Series with start timestamps (XorSt chunks, which are not recoded) are not closed early either.
+        let c = labels!("__name__" => "c");
+        h.create(2, c.hash(), c.clone());
+        for t in 0..720i64 {
+            h.apply_st(2, Sample::new(t * 10_000, dec(t)), 1, Verdict::InOrder);
+        }
+        let s = h.series(2).expect("exists");
+        assert_eq!(s.chunks.iter().map(|c| (c.samples, c.encoding)).collect::<Vec<_>>(), vec![(120, ChunkEncoding::XorSt); 5]);
     }
 
     #[test]
