@@ -325,27 +325,50 @@ impl MemSeries {
     /// Writes the open chunk (with samples) to the chunk files — as Decimal when `recode` and
     /// [`recode_decimal`] say so — and lists it as closed. The open chunk is left as it was.
     fn push_closed(&mut self, files: &mut ChunkFiles, recode: bool) {
-        let (mint, maxt, data, encoding) = (self.open_mint, self.last_t, self.open.bytes(), self.open.encoding());
-        let samples = |enc, data: &[u8]| u16::try_from(crate::block::writer::chunk_samples(enc, data)).unwrap_or(u16::MAX);
-        let recoded = if recode && encoding == ChunkEncoding::Xor {
-            SCRATCH.with_borrow_mut(|Scratch { samples: smp, enc, buf, .. }| {
-                recode_decimal(data, smp, enc, buf).then(|| (files.write(buf, maxt), samples(ChunkEncoding::Decimal, buf)))
+        let chunk = match recode.then(|| self.recoded_open(files)).flatten() {
+            Some(chunk) => chunk,
+            None => {
+                let (data, encoding) = (self.open.bytes(), self.open.encoding());
+                let samples = u16::try_from(crate::block::writer::chunk_samples(encoding, data)).unwrap_or(u16::MAX);
+                HeadChunk { mint: self.open_mint, maxt: self.last_t, loc: files.write(data, self.last_t), samples, encoding }
+            }
+        };
+        self.list_closed(chunk);
+    }
+
+    /// The open chunk written to the chunk files as a Decimal chunk, when it is XOR and
+    /// [`recode_decimal`] says so.
+    fn recoded_open(&self, files: &mut ChunkFiles) -> Option<HeadChunk> {
+        let OpenChunk::Xor(e) = &self.open else { return None };
+        let (mint, maxt) = (self.open_mint, self.last_t);
+        SCRATCH.with_borrow_mut(|Scratch { samples: smp, enc, buf, .. }| {
+            recode_decimal(e.bytes(), smp, enc, buf).then(|| {
+                let samples = u16::try_from(crate::block::writer::chunk_samples(ChunkEncoding::Decimal, buf)).unwrap_or(u16::MAX);
+                HeadChunk { mint, maxt, loc: files.write(buf, maxt), samples, encoding: ChunkEncoding::Decimal }
             })
-        } else {
-            None
-        };
-        let chunk = match recoded {
-            Some((loc, n)) => HeadChunk { mint, maxt, loc, samples: n, encoding: ChunkEncoding::Decimal },
-            None => HeadChunk { mint, maxt, loc: files.write(data, maxt), samples: samples(encoding, data), encoding },
-        };
-        // Room for one more closed chunk, growing the list by an eighth (at least one slot): a series
-        // holds a handful of closed chunks for hours, and doubling would leave up to half of the slots
-        // unused in every series; an eighth keeps series with many (histogram) chunks from copying their
-        // list at every close.
+        })
+    }
+
+    /// Appends a closed chunk to the list, growing it by an eighth (at least one slot): a series holds a
+    /// handful of closed chunks for hours, and doubling would leave up to half of the slots unused in
+    /// every series; an eighth keeps series with many (histogram) chunks from copying their list at
+    /// every close.
+    fn list_closed(&mut self, chunk: HeadChunk) {
         if self.chunks.len() == self.chunks.capacity() {
             self.chunks.reserve_exact((self.chunks.len() / 8).max(1));
         }
         self.chunks.push(chunk);
+    }
+
+    /// Empties the open chunk after it was closed.
+    fn reset_open(&mut self) {
+        match &mut self.open {
+            // The series' next chunk is likely about as long: its buffer is cut down to this one's size.
+            OpenChunk::Xor(e) => e.clear_fitted(),
+            o => o.clear(),
+        }
+        self.open_n = 0;
+        self.cap_tried = false;
     }
 
     /// Closes the open chunk (if it holds samples) into the chunk files (see [`MemSeries::push_closed`]).
@@ -355,13 +378,7 @@ impl MemSeries {
             return false;
         }
         self.push_closed(files, recode);
-        match &mut self.open {
-            // The series' next chunk is likely about as long: its buffer is cut down to this one's size.
-            OpenChunk::Xor(e) => e.clear_fitted(),
-            o => o.clear(),
-        }
-        self.open_n = 0;
-        self.cap_tried = false;
+        self.reset_open();
         true
     }
 
@@ -373,24 +390,10 @@ impl MemSeries {
     /// an eighth now. The short closed chunks are merged as the others ([`MemSeries::merge_closed`]).
     #[cold]
     fn close_at_cap(&mut self, files: &mut ChunkFiles) {
-        let OpenChunk::Xor(e) = &self.open else { return };
-        let (mint, maxt) = (self.open_mint, self.last_t);
-        let closed = SCRATCH.with_borrow_mut(|Scratch { samples: smp, enc, buf, .. }| {
-            recode_decimal(e.bytes(), smp, enc, buf).then(|| {
-                let n = u16::try_from(smp.len()).unwrap_or(u16::MAX);
-                HeadChunk { mint, maxt, loc: files.write(buf, maxt), samples: n, encoding: ChunkEncoding::Decimal }
-            })
-        });
-        match closed {
+        match self.recoded_open(files) {
             Some(chunk) => {
-                if self.chunks.len() == self.chunks.capacity() {
-                    self.chunks.reserve_exact((self.chunks.len() / 8).max(1));
-                }
-                self.chunks.push(chunk);
-                if let OpenChunk::Xor(e) = &mut self.open {
-                    e.clear_fitted();
-                }
-                self.open_n = 0;
+                self.list_closed(chunk);
+                self.reset_open();
             }
             None => self.cap_tried = true,
         }
@@ -749,7 +752,7 @@ impl MemSeries {
             };
             buf.extend_from_slice(last.bytes());
             let data = Bytes::from(buf);
-            if split > 0 && self.open_mint <= maxt {
+            if split > 0 {
                 chunks.push(ChunkRef { mint_ms: self.open_mint, maxt_ms: prev_t, encoding: ChunkEncoding::Xor, data: data.slice(..split) });
             }
             chunks.push(ChunkRef { mint_ms: self.last_t, maxt_ms: self.last_t, encoding: ChunkEncoding::Xor, data: data.slice(split..) });
