@@ -144,7 +144,7 @@ impl HeadCursor {
                 if let Some(near) = self.refs.get(self.pos + 1).and_then(|&r| st.head.series(r)) {
                     // The closed chunks the read will take (their list is in cache by now): the first
                     // line of each, which holds its header.
-                    for c in near.chunks.iter().rev().take_while(|c| c.maxt >= self.mint).take(4) {
+                    for c in near.chunks.iter().take_while(|c| c.maxt >= self.mint).take(4) {
                         if c.mint <= self.maxt
                             && let Some(p) = st.head.files.addr_of(c.loc)
                         {

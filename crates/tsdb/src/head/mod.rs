@@ -32,6 +32,7 @@
 //! committing writer applies a whole batch under the write lock so a batch becomes visible at once).
 
 pub(crate) mod chunk_files;
+pub(crate) mod closed;
 pub(crate) mod index;
 
 use std::collections::HashMap;
@@ -46,6 +47,7 @@ use tessera_model::{ChunkEncoding, ChunkRef, HistogramSample, HistogramValue, La
 
 use crate::appender::RejectReason;
 use chunk_files::{ChunkFiles, Loc};
+use closed::ClosedChunks;
 use index::HeadIndex;
 
 /// Samples per chunk before a new one is cut (Prometheus' `samplesPerChunk` default).
@@ -143,6 +145,19 @@ impl OpenChunk {
         }
     }
 
+    /// Samples in the chunk.
+    #[inline]
+    pub(crate) fn num_samples(&self) -> usize {
+        match self {
+            OpenChunk::Xor(e) => usize::from(e.num_samples()),
+            OpenChunk::XorSt(e) => e.num_samples(),
+            OpenChunk::Histogram(e) => usize::from(e.num_samples()),
+            OpenChunk::FloatHistogram(e) => usize::from(e.num_samples()),
+            OpenChunk::HistogramSt(e) => usize::from(e.num_samples()),
+            OpenChunk::FloatHistogramSt(e) => usize::from(e.num_samples()),
+        }
+    }
+
     #[inline]
     pub(crate) fn encoding(&self) -> ChunkEncoding {
         match self {
@@ -229,14 +244,10 @@ pub(crate) struct MemSeries {
     /// The series' labels; their hash (`Labels::hash`, the head's lookup key) is not kept but computed
     /// again when the series is dropped.
     pub labels: Labels,
-    /// Closed chunks, sorted by time, non-overlapping.
-    pub chunks: Vec<HeadChunk>,
-    /// The open chunk (may hold zero samples).
+    /// Closed chunks, sorted by time, non-overlapping (packed, newest first: [`closed`]).
+    pub chunks: ClosedChunks,
+    /// The open chunk (may hold zero samples; its encoder counts them: [`MemSeries::open_n`]).
     pub open: OpenChunk,
-    pub open_n: u32,
-    /// The open chunk passed [`OPEN_CHUNK_BYTES`] with values that are not all short decimals: it is not
-    /// closed early (see [`MemSeries::close_at_cap`]) and not tried again until it is closed.
-    cap_tried: bool,
     pub open_mint: i64,
     /// Last in-order sample (`i64::MIN` when the series has none in the head).
     pub last_t: i64,
@@ -293,10 +304,8 @@ impl MemSeries {
     fn new(labels: Labels) -> Self {
         MemSeries {
             labels,
-            chunks: Vec::new(),
+            chunks: ClosedChunks::default(),
             open: OpenChunk::Xor(XorEncoder::new()),
-            open_n: 0,
-            cap_tried: false,
             open_mint: i64::MIN,
             last_t: i64::MIN,
             last_bits: 0,
@@ -304,14 +313,20 @@ impl MemSeries {
         }
     }
 
+    /// Samples in the open chunk.
+    #[inline]
+    pub(crate) fn open_n(&self) -> u32 {
+        self.open.num_samples() as u32
+    }
+
     /// True when the series holds no sample at all.
     pub(crate) fn is_empty(&self) -> bool {
-        self.chunks.is_empty() && self.open_n == 0 && self.ooo().is_empty() && self.ooo_hists().is_empty()
+        self.chunks.is_empty() && self.open_n() == 0 && self.ooo().is_empty() && self.ooo_hists().is_empty()
     }
 
     /// Earliest sample time held, if any.
     pub(crate) fn min_t(&self) -> Option<i64> {
-        let a = self.chunks.first().map(|c| c.mint).or((self.open_n > 0).then_some(self.open_mint));
+        let a = self.chunks.oldest().map(|c| c.mint).or((self.open_n() > 0).then_some(self.open_mint));
         let ooo_first = match (self.ooo().first().map(|s| s.t), self.ooo_hists().first().map(|s| s.t)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -349,14 +364,8 @@ impl MemSeries {
         })
     }
 
-    /// Appends a closed chunk to the list, growing it by an eighth (at least one slot): a series holds a
-    /// handful of closed chunks for hours, and doubling would leave up to half of the slots unused in
-    /// every series; an eighth keeps series with many (histogram) chunks from copying their list at
-    /// every close.
+    /// Adds a closed chunk to the list (packed anew: [`closed`]).
     fn list_closed(&mut self, chunk: HeadChunk) {
-        if self.chunks.len() == self.chunks.capacity() {
-            self.chunks.reserve_exact((self.chunks.len() / 8).max(1));
-        }
         self.chunks.push(chunk);
     }
 
@@ -367,14 +376,12 @@ impl MemSeries {
             OpenChunk::Xor(e) => e.clear_fitted(),
             o => o.clear(),
         }
-        self.open_n = 0;
-        self.cap_tried = false;
     }
 
     /// Closes the open chunk (if it holds samples) into the chunk files (see [`MemSeries::push_closed`]).
     /// Returns true if one was closed.
     pub(crate) fn close_open(&mut self, files: &mut ChunkFiles, recode: bool) -> bool {
-        if self.open_n == 0 {
+        if self.open_n() == 0 {
             return false;
         }
         self.push_closed(files, recode);
@@ -382,20 +389,22 @@ impl MemSeries {
         true
     }
 
-    /// Closes an open XOR chunk of [`OPEN_CHUNK_BYTES`] or more as a Decimal chunk, when its values are
-    /// exact short decimals (see [`recode_decimal`]); otherwise it stays open (to [`SAMPLES_PER_CHUNK`]) and
-    /// is not tried again. The open chunk is the one part of a series the head holds in RAM bytes for,
+    /// Closes an open XOR chunk that has just reached [`OPEN_CHUNK_BYTES`] as a Decimal chunk, when its
+    /// values are exact short decimals (see [`recode_decimal`]); otherwise it stays open (to
+    /// [`SAMPLES_PER_CHUNK`]): the byte count passes the cap once per chunk, so it is not tried again. The open chunk is the one part of a series the head holds in RAM bytes for,
     /// and XOR takes 2–6 bytes a sample of scraped counters and gauges where Decimal takes about one: a
     /// head of such series held ~290 bytes of open chunk per series, at most [`OPEN_CHUNK_BYTES`] and
     /// an eighth now. The short closed chunks are merged as the others ([`MemSeries::merge_closed`]).
+    /// Returns true when it closed the chunk.
     #[cold]
-    fn close_at_cap(&mut self, files: &mut ChunkFiles) {
+    fn close_at_cap(&mut self, files: &mut ChunkFiles) -> bool {
         match self.recoded_open(files) {
             Some(chunk) => {
                 self.list_closed(chunk);
                 self.reset_open();
+                true
             }
-            None => self.cap_tried = true,
+            None => false,
         }
     }
 
@@ -417,11 +426,13 @@ impl MemSeries {
     /// The chunks are read back with `pread` ([`ChunkFiles::read_into`]), not through the mapping, and the
     /// merged chunk is written anew; the four stay in their segment as garbage until it is deleted.
     pub(crate) fn merge_closed(&mut self, range: i64, min_valid_t: i64, files: &mut ChunkFiles) -> Option<i64> {
-        let n = self.chunks.len();
-        if n < MERGE_RUN + 1 {
-            return None;
+        // The newest chunk, then the run (newest first), then the chunk before it if any.
+        let mut front = self.chunks.iter();
+        let newest = front.next()?;
+        let mut run: [HeadChunk; MERGE_RUN] = std::array::from_fn(|_| newest.clone());
+        for slot in run.iter_mut().rev() {
+            *slot = front.next()?;
         }
-        let run = &self.chunks[n - 1 - MERGE_RUN..n - 1];
         let (first, last) = (&run[0], &run[MERGE_RUN - 1]);
         if first.mint < min_valid_t
             || first.mint.div_euclid(range) != last.mint.div_euclid(range)
@@ -439,56 +450,58 @@ impl MemSeries {
         let (loc, len) = SCRATCH.with_borrow_mut(|Scratch { samples, enc, buf, read }| {
             samples.clear();
             buf.clear();
-            for c in run {
+            for c in &run {
                 files.read_into(c.loc, read);
                 tessera_encoding::decode_decimal_into(read, samples).ok()?;
             }
             (enc.encode_into(samples, buf) && buf.len() < before).then(|| (files.write(buf, maxt), buf.len()))
         })?;
-        let head = &mut self.chunks[n - 1 - MERGE_RUN];
-        head.maxt = maxt;
-        head.loc = loc;
-        head.samples = count as u16;
-        self.chunks.drain(n - MERGE_RUN..n - 1);
+        let merged = HeadChunk { mint: first.mint, maxt, loc, samples: count as u16, encoding: ChunkEncoding::Decimal };
+        self.chunks.splice_front(1 + MERGE_RUN, &[newest, merged]);
         Some(len as i64 - before as i64)
     }
 
     /// Appends an in-order sample (`t > last_t`, checked by the caller) with its start timestamp (0 =
-    /// unset; see the module docs for how an ST switches the series to XorSt chunks). Returns true when a
-    /// new chunk was started. Mirrors Prometheus' `memSeries.append` cutting rules, simplified to the two
-    /// limits.
+    /// unset; see the module docs for how an ST switches the series to XorSt chunks). Returns whether a
+    /// new chunk was started and whether a chunk was closed (at most one is). Mirrors Prometheus'
+    /// `memSeries.append` cutting rules, simplified to the two limits.
     /// A chunk closed here goes to `files` (recoded when `recode`, see [`MemSeries::push_closed`]).
     #[inline]
-    pub(crate) fn append_st(&mut self, t: i64, st: i64, v: f64, chunk_range: i64, files: &mut ChunkFiles, recode: bool) -> bool {
+    pub(crate) fn append_st(&mut self, t: i64, st: i64, v: f64, chunk_range: i64, files: &mut ChunkFiles, recode: bool) -> (bool, bool) {
+        let mut closed = false;
         if self.open.is_histogram() {
             // A float after histograms starts a float chunk (upstream cuts a chunk of the other encoding).
-            self.close_open(files, false);
+            closed = self.close_open(files, false);
             self.open = OpenChunk::Xor(XorEncoder::new());
         }
         if st != 0 && matches!(self.open, OpenChunk::Xor(_)) {
             self.open.make_st();
         }
         let mut created = false;
-        if self.open_n > 0
-            && (self.open_n as usize >= SAMPLES_PER_CHUNK || t.div_euclid(chunk_range) != self.open_mint.div_euclid(chunk_range))
-        {
-            self.close_open(files, recode);
-        } else if recode
-            && self.open_n as usize >= OPEN_CHUNK_MIN_SAMPLES
-            && !self.cap_tried
-            && matches!(&self.open, OpenChunk::Xor(e) if e.bytes().len() >= OPEN_CHUNK_BYTES)
-        {
-            self.close_at_cap(files);
+        let n = self.open.num_samples();
+        if n > 0 && (n >= SAMPLES_PER_CHUNK || t.div_euclid(chunk_range) != self.open_mint.div_euclid(chunk_range)) {
+            closed = self.close_open(files, recode);
         }
-        if self.open_n == 0 {
+        if self.open.num_samples() == 0 {
             self.open_mint = t;
             created = true;
         }
+        let len = self.open.bytes().len();
         self.open.append(t, st, v);
-        self.open_n += 1;
         self.last_t = t;
         self.last_bits = v.to_bits();
-        created
+        // The sample that takes an open XOR chunk past its byte cap closes it (at most one close per
+        // sample: a chunk just cut holds one sample, far below the cap).
+        if recode
+            && len < OPEN_CHUNK_BYTES
+            && let OpenChunk::Xor(e) = &self.open
+            && e.bytes().len() >= OPEN_CHUNK_BYTES
+            && usize::from(e.num_samples()) >= OPEN_CHUNK_MIN_SAMPLES
+        {
+            debug_assert!(!closed, "one close per sample");
+            closed = self.close_at_cap(files);
+        }
+        (created, closed)
     }
 
     /// Appends an in-order native-histogram sample (`t > last_t`, checked by the caller) as upstream's
@@ -527,15 +540,16 @@ impl MemSeries {
         // The chunk before the sample's, when it is cut here: it decides the new chunk's header.
         let mut prev: Option<OpenChunk> = None;
         let mut created = false;
-        if self.open_n == 0 || !same_kind {
-            if self.open_n > 0 {
+        let n = self.open.num_samples();
+        if n == 0 || !same_kind {
+            if n > 0 {
                 prev = Some(self.close_into_chunks(OpenChunk::for_histogram(h, st_kind), files));
             } else if !same_kind {
                 self.open = OpenChunk::for_histogram(h, st_kind);
             }
             created = true;
         }
-        let n = self.open_n as usize;
+        let n = self.open.num_samples();
         let num_bytes = self.open.bytes().len();
         if n == 0 {
             self.open_mint = t;
@@ -591,7 +605,6 @@ impl MemSeries {
             created = true;
         }
         self.rare.get_or_insert_with(Default::default).hist_cut = Some(HistCut { next_at, computed });
-        self.open_n += 1;
         self.last_t = t;
         self.last_bits = h.fingerprint();
         Ok(created)
@@ -601,8 +614,6 @@ impl MemSeries {
     /// the closed chunk's encoder.
     fn close_into_chunks(&mut self, next: OpenChunk, files: &mut ChunkFiles) -> OpenChunk {
         self.push_closed(files, false);
-        self.open_n = 0;
-        self.cap_tried = false;
         std::mem::replace(&mut self.open, next)
     }
 
@@ -727,13 +738,20 @@ impl MemSeries {
     /// one sample instead of up to a chunk's worth of XOR, and none of the rest when its window begins
     /// after the one before the last.
     fn read_chunks(&self, files: &ChunkFiles, mint: i64, maxt: i64, chunks: &mut Vec<ChunkRef>, split_last: bool) {
-        for c in &self.chunks {
-            if c.maxt >= mint && c.mint <= maxt {
+        // Newest first: the list is read only as far back as `mint`, then the chunks taken are put in
+        // time order.
+        let start = chunks.len();
+        for c in self.chunks.iter() {
+            if c.maxt < mint {
+                break;
+            }
+            if c.mint <= maxt {
                 chunks.push(c.to_ref(files));
             }
         }
+        chunks[start..].reverse();
         if split_last
-            && self.open_n >= 2
+            && self.open_n() >= 2
             && self.last_t <= maxt
             && self.last_t >= mint
             && let OpenChunk::Xor(e) = &self.open
@@ -745,7 +763,7 @@ impl MemSeries {
             let mut buf = Vec::with_capacity(head.len() + last.bytes().len());
             let split = if prev_t >= mint {
                 buf.extend_from_slice(head);
-                buf[..tessera_encoding::XOR_HEADER_BYTES].copy_from_slice(&((self.open_n - 1) as u16).to_be_bytes());
+                buf[..tessera_encoding::XOR_HEADER_BYTES].copy_from_slice(&((self.open_n() - 1) as u16).to_be_bytes());
                 buf.len()
             } else {
                 0
@@ -758,7 +776,7 @@ impl MemSeries {
             chunks.push(ChunkRef { mint_ms: self.last_t, maxt_ms: self.last_t, encoding: ChunkEncoding::Xor, data: data.slice(split..) });
             return;
         }
-        if self.open_n > 0 && self.last_t >= mint && self.open_mint <= maxt {
+        if self.open_n() > 0 && self.last_t >= mint && self.open_mint <= maxt {
             chunks.push(ChunkRef {
                 mint_ms: self.open_mint,
                 maxt_ms: self.last_t,
@@ -935,12 +953,12 @@ impl Head {
         }
     }
 
-    /// Accounts for the chunks `ms` closed since it had `before` of them and, with
-    /// [`Head::recode_closed`], merges older closed ones ([`MemSeries::merge_closed`]). Returns the change
-    /// in closed-chunk bytes and the number of chunks merged away.
+    /// Accounts for the chunk `ms` just closed (its newest) and, with [`Head::recode_closed`], merges
+    /// older closed ones ([`MemSeries::merge_closed`]). Returns the change in closed-chunk bytes and the
+    /// number of chunks merged away.
     #[inline]
-    fn closed_since(recode: bool, range: i64, min_valid_t: i64, ms: &mut MemSeries, before: usize, files: &mut ChunkFiles) -> (i64, u64) {
-        let n: i64 = ms.chunks[before..].iter().map(|c| i64::from(c.loc.len)).sum();
+    fn closed_one(recode: bool, range: i64, min_valid_t: i64, ms: &mut MemSeries, files: &mut ChunkFiles) -> (i64, u64) {
+        let n: i64 = ms.chunks.newest().map_or(0, |c| i64::from(c.loc.len));
         if recode && let Some(d) = ms.merge_closed(range, min_valid_t, files) {
             return (n + d, MERGE_RUN as u64 - 1);
         }
@@ -1088,10 +1106,9 @@ impl Head {
         let files = &mut self.files;
         let created = match verdict {
             Verdict::InOrder => {
-                let before = ms.chunks.len();
-                let c = ms.append_st(s.t, st, s.v, range, files, recode);
-                if ms.chunks.len() != before {
-                    let (bytes, merged) = Self::closed_since(recode, range, self.min_valid_t, ms, before, files);
+                let (c, closed) = ms.append_st(s.t, st, s.v, range, files, recode);
+                if closed {
+                    let (bytes, merged) = Self::closed_one(recode, range, self.min_valid_t, ms, files);
                     self.chunk_bytes = self.chunk_bytes.saturating_add_signed(bytes);
                     self.num_chunks = self.num_chunks.saturating_sub(merged);
                 }
@@ -1148,12 +1165,12 @@ impl Head {
             let st = st_of(i);
             match v {
                 Verdict::InOrder => {
-                    let before = ms.chunks.len();
-                    if ms.append_st(s.t, st, s.v, range, files, recode) {
+                    let (c, closed) = ms.append_st(s.t, st, s.v, range, files, recode);
+                    if c {
                         created += 1;
                     }
-                    if ms.chunks.len() != before {
-                        let (b, m) = Self::closed_since(recode, range, min_valid_t, ms, before, files);
+                    if closed {
+                        let (b, m) = Self::closed_one(recode, range, min_valid_t, ms, files);
                         closed_bytes += b;
                         merged += m;
                     }
@@ -1208,7 +1225,8 @@ impl Head {
                     continue;
                 }
             }
-            closed_bytes += ms.chunks[before..].iter().map(|c| u64::from(c.loc.len)).sum::<u64>();
+            let now = ms.chunks.len();
+            closed_bytes += ms.chunks.iter().take(now.saturating_sub(before)).map(|c| u64::from(c.loc.len)).sum::<u64>();
             stored += 1;
             lo = lo.min(s.t);
             hi = hi.max(s.t);
@@ -1236,10 +1254,9 @@ impl Head {
         let (mut added, mut merged) = (0i64, 0u64);
         let recode = self.recode_closed;
         for s in self.series.iter_mut().flatten() {
-            if s.open_n > 0 && s.last_t < t {
-                let before = s.chunks.len();
+            if s.open_n() > 0 && s.last_t < t {
                 s.close_open(&mut self.files, recode);
-                let (b, m) = Self::closed_since(recode, self.chunk_range, self.min_valid_t, s, before, &mut self.files);
+                let (b, m) = Self::closed_one(recode, self.chunk_range, self.min_valid_t, s, &mut self.files);
                 added += b;
                 merged += m;
             }
@@ -1257,7 +1274,7 @@ impl Head {
         loop {
             let before = t;
             for s in self.series.iter().flatten() {
-                for c in s.chunks.iter().rev() {
+                for c in s.chunks.iter() {
                     if c.maxt < t {
                         break;
                     }
@@ -1265,7 +1282,7 @@ impl Head {
                         t = c.mint;
                     }
                 }
-                if s.open_n > 0 && s.open_mint < t && s.last_t >= t {
+                if s.open_n() > 0 && s.open_mint < t && s.last_t >= t {
                     t = s.open_mint;
                 }
             }
@@ -1287,15 +1304,10 @@ impl Head {
         let mut min_t = i64::MAX;
         for (i, slot) in self.series.iter_mut().enumerate() {
             let Some(s) = slot.as_deref_mut() else { continue };
-            let k = s.chunks.iter().take_while(|c| c.maxt < t).count();
-            if k > 0 {
-                for c in &s.chunks[..k] {
-                    samples_dropped += u64::from(c.samples);
-                    bytes_dropped += u64::from(c.loc.len);
-                }
-                chunks_dropped += k as u64;
-                s.chunks.drain(..k);
-                s.chunks.shrink_to_fit();
+            for c in s.chunks.drop_before(t) {
+                samples_dropped += u64::from(c.samples);
+                bytes_dropped += u64::from(c.loc.len);
+                chunks_dropped += 1;
             }
             samples_dropped += s.drop_ooo_before(t) as u64;
             if s.is_empty() {
@@ -1387,28 +1399,29 @@ mod tests {
                 h.apply_st(0, Sample::new(t * 10, (t * 37 % 101 + t * 50) as f64 / 100.0), 0, Verdict::InOrder);
             }
             let s = h.series(0).expect("exists");
-            let spans: Vec<(i64, i64, ChunkEncoding)> = s.chunks.iter().map(|c| (c.mint, c.maxt, c.encoding)).collect();
-            let bytes: u64 = s.chunks.iter().map(|c| u64::from(c.loc.len)).sum();
+            let spans: Vec<(i64, i64, ChunkEncoding)> = s.chunks.to_vec().iter().map(|c| (c.mint, c.maxt, c.encoding)).collect();
+            let bytes: u64 = s.chunks.to_vec().iter().map(|c| u64::from(c.loc.len)).sum();
             // Every chunk reads back whole: the merged ones from where they were written anew.
             let mut v = Vec::new();
-            for c in &s.chunks {
+            for c in &s.chunks.to_vec() {
                 tessera_encoding::decode_chunk_range_into(&c.to_ref(&h.files), i64::MIN, i64::MAX, &mut v).expect("decodes");
             }
-            assert_eq!(v.len(), 1200 - s.open_n as usize);
+            assert_eq!(v.len(), 1200 - s.open_n() as usize);
             assert!(v.iter().enumerate().all(|(t, x)| x.t == t as i64 * 10 && x.v == (t as i64 * 37 % 101 + t as i64 * 50) as f64 / 100.0));
-            assert_eq!(s.chunks.iter().map(|c| u64::from(c.samples)).sum::<u64>(), v.len() as u64);
+            assert_eq!(s.chunks.to_vec().iter().map(|c| u64::from(c.samples)).sum::<u64>(), v.len() as u64);
             assert_eq!(h.chunk_bytes, bytes, "accounting follows the merges");
-            assert_eq!(h.num_chunks, s.chunks.len() as u64 + 1, "closed chunks and the open one");
+            assert_eq!(h.num_chunks, s.chunks.len() as u64 + u64::from(s.open_n() > 0), "closed chunks and the open one");
             spans
         };
         let merged = fill(i64::MIN);
         // The open chunk closes at its byte cap (~24 samples of this counter, see
         // `open_chunks_of_short_decimals_close_at_their_byte_cap_and_others_at_120_samples`); runs of four
         // merge into the chunk before them until it would pass 480 samples: [0, 4240) of 424, [4240,
-        // 8690) of 445, then one growing chunk and the three short ones after it.
+        // 8690) of 445, then one growing chunk (the last sample passed the cap: its close merged the
+        // three short ones before it in) and the newest.
         assert_eq!(
             merged.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(),
-            vec![(0, 4230), (4240, 8680), (8690, 11030), (11040, 11270), (11280, 11510), (11520, 11750)]
+            vec![(0, 4230), (4240, 8680), (8690, 11750), (11760, 11990)]
         );
         assert!(merged.iter().all(|c| c.2 == ChunkEncoding::Decimal));
         // A cut in progress raised the minimum valid time to 2400 (inside the window): chunks starting
@@ -1446,11 +1459,11 @@ mod tests {
         let read = |h: &Head, r: u32| {
             let s = h.series(r).expect("exists");
             let mut v = Vec::new();
-            for c in &s.chunks {
+            for c in &s.chunks.to_vec() {
                 tessera_encoding::decode_chunk_range_into(&c.to_ref(&h.files), i64::MIN, i64::MAX, &mut v).expect("decodes");
             }
             tessera_encoding::decode_xor_into(s.open.bytes(), &mut v).expect("decodes");
-            (v, s.chunks.iter().map(|c| (c.samples, c.encoding)).collect::<Vec<_>>())
+            (v, s.chunks.to_vec().iter().map(|c| (c.samples, c.encoding)).collect::<Vec<_>>())
         };
         let (va, ca) = read(&h, 0);
         assert!(va.iter().enumerate().all(|(t, x)| x.t == t as i64 * 10_000 && x.v.to_bits() == dec(t as i64).to_bits()));
@@ -1471,7 +1484,7 @@ mod tests {
             h.apply_st(2, Sample::new(t * 10_000, dec(t)), 1, Verdict::InOrder);
         }
         let s = h.series(2).expect("exists");
-        assert_eq!(s.chunks.iter().map(|c| (c.samples, c.encoding)).collect::<Vec<_>>(), vec![(120, ChunkEncoding::XorSt); 5]);
+        assert_eq!(s.chunks.to_vec().iter().map(|c| (c.samples, c.encoding)).collect::<Vec<_>>(), vec![(120, ChunkEncoding::XorSt); 5]);
     }
 
     #[test]
@@ -1497,7 +1510,7 @@ mod tests {
                 assert_eq!(decode(&split, mint, maxt), decode(&plain, mint, maxt), "n={n} [{mint}, {maxt}]");
                 assert!(split.windows(2).all(|w| w[0].maxt_ms < w[1].mint_ms), "sorted, not overlapping");
                 assert!(split.iter().all(|c| c.maxt_ms >= mint && c.mint_ms <= maxt), "only chunks in range");
-                if s.open_n >= 2 && s.last_t >= mint && s.last_t <= maxt {
+                if s.open_n() >= 2 && s.last_t >= mint && s.last_t <= maxt {
                     let last = split.last().expect("the last sample");
                     assert_eq!((last.mint_ms, last.maxt_ms, tessera_encoding::chunk_sample_count(last)), (s.last_t, s.last_t, Some(1)));
                 }
@@ -1511,10 +1524,11 @@ mod tests {
     }
 
     #[test]
-    fn a_series_costs_the_head_at_most_136_bytes_of_its_own() {
-        // Every series pays this (plus its labels, chunks and open buffer): the rare parts stay boxed, and
-        // 136 bytes is what fits glibc's 144-byte chunks (152 would take 160).
-        assert!(std::mem::size_of::<MemSeries>() <= 136, "{}", std::mem::size_of::<MemSeries>());
+    fn a_series_costs_the_head_at_most_120_bytes_of_its_own() {
+        // Every series pays this (plus its labels, closed-chunk list and open buffer): the rare parts stay
+        // boxed, the closed chunks are packed behind one pointer, the open chunk counts its own samples,
+        // and 120 bytes is what fits glibc's 128-byte chunks (128 would take 144).
+        assert!(std::mem::size_of::<MemSeries>() <= 120, "{}", std::mem::size_of::<MemSeries>());
     }
 
     #[test]
@@ -1527,14 +1541,14 @@ mod tests {
         }
         let s = h.series(0).expect("exists");
         assert_eq!(s.chunks.len(), 2);
-        assert_eq!((s.chunks[0].mint, s.chunks[0].maxt), (0, 119));
-        assert_eq!(s.open_n, 10);
+        assert_eq!((s.chunks.to_vec()[0].mint, s.chunks.to_vec()[0].maxt), (0, 119));
+        assert_eq!(s.open_n(), 10);
         for t in [990, 995, 1001] {
             h.apply_st(0, Sample::new(t, 1.0), 0, Verdict::InOrder);
         }
         let s = h.series(0).expect("exists");
         // 240..249 + 990 + 995 closed at the 1000 boundary; 1001 opens a new chunk.
-        assert_eq!(s.chunks.last().map(|c| (c.mint, c.maxt)), Some((240, 995)));
+        assert_eq!(s.chunks.newest().map(|c| (c.mint, c.maxt)), Some((240, 995)));
         assert_eq!(s.open_mint, 1001);
         assert_eq!(h.get(l.hash(), &l), Some(0));
         assert_eq!(h.num_samples, 253);
@@ -1548,18 +1562,18 @@ mod tests {
         // 130 samples without ST: one closed XOR chunk (120) and 10 in the open one.
         h.apply_batch_st(0, &(0..130).map(|t| Sample::new(t, 1.0)).collect::<Vec<_>>(), &[], &[Verdict::InOrder; 130]);
         let s = h.series(0).expect("exists");
-        assert_eq!((s.chunks[0].encoding, s.open.encoding()), (ChunkEncoding::Xor, ChunkEncoding::Xor));
+        assert_eq!((s.chunks.to_vec()[0].encoding, s.open.encoding()), (ChunkEncoding::Xor, ChunkEncoding::Xor));
         // The 11th sample of the open chunk carries an ST: the open chunk becomes XorSt, nothing is cut.
         let more: Vec<Sample> = (130..400).map(|t| Sample::new(t, 2.0)).collect();
         let sts: Vec<i64> = (130..400).map(|t| if t == 130 { 77 } else { 0 }).collect();
         h.apply_batch_st(0, &more, &sts, &[Verdict::InOrder; 270]);
         let s = h.series(0).expect("exists");
-        let encs: Vec<ChunkEncoding> = s.chunks.iter().map(|c| c.encoding).collect();
+        let encs: Vec<ChunkEncoding> = s.chunks.to_vec().iter().map(|c| c.encoding).collect();
         assert_eq!(encs, [ChunkEncoding::Xor, ChunkEncoding::XorSt, ChunkEncoding::XorSt]);
-        assert_eq!((s.chunks[1].mint, s.chunks[1].maxt), (120, 239));
+        assert_eq!((s.chunks.to_vec()[1].mint, s.chunks.to_vec()[1].maxt), (120, 239));
         assert_eq!(s.open.encoding(), ChunkEncoding::XorSt);
         let (mut v, mut got) = (Vec::new(), Vec::new());
-        tessera_encoding::decode_chunk_range_st_into(&s.chunks[1].to_ref(&h.files), 0, 1000, &mut v, &mut got).expect("decodes");
+        tessera_encoding::decode_chunk_range_st_into(&s.chunks.to_vec()[1].to_ref(&h.files), 0, 1000, &mut v, &mut got).expect("decodes");
         assert_eq!(v.len(), 120);
         assert!(got.iter().enumerate().all(|(i, &st)| st == if i == 10 { 77 } else { 0 }), "{got:?}");
         assert_eq!(h.num_samples, 400);
@@ -1586,13 +1600,16 @@ mod tests {
             .collect();
         h.apply_histograms(0, &samples, &vec![Verdict::InOrder; samples.len()]);
         let s = h.series(0).expect("exists");
-        let counts: Vec<u16> = s.chunks.iter().map(|c| c.samples).collect();
-        let headers: Vec<u16> = s.chunks.iter().map(|c| {
+        let counts: Vec<u16> = s.chunks.to_vec().iter().map(|c| c.samples).collect();
+        let headers: Vec<u16> = s.chunks.to_vec().iter().map(|c| {
             let d = c.to_ref(&h.files).data;
             u16::from_be_bytes([d[0], d[1]])
         }).collect();
         assert_eq!(counts, headers, "the sample counts kept are the chunks'");
         assert!(counts.len() >= 3, "{counts:?}");
+        // The head's accounting follows each close (the newest chunks' bytes, not the oldest's).
+        assert_eq!(h.chunk_bytes, s.chunks.iter().map(|c| u64::from(c.loc.len)).sum::<u64>());
+        assert_eq!(h.num_chunks, counts.len() as u64 + 1, "closed chunks and the open one");
         assert!(counts.iter().all(|&n| n >= MIN_SAMPLES_PER_HISTOGRAM_CHUNK as u16), "{counts:?}");
         // The predicted chunks are about evenly sized (within a tenth of each other).
         let (lo, hi) = (counts.iter().min().copied().unwrap_or(0), counts.iter().max().copied().unwrap_or(0));
@@ -1668,7 +1685,7 @@ mod tests {
         for t in (150..270).chain([400]) {
             h.apply_st(1, Sample::new(t, 1.0), 0, Verdict::InOrder);
         }
-        let spans = |r: u32| h.series(r).expect("present").chunks.iter().map(|c| (c.mint, c.maxt)).collect::<Vec<_>>();
+        let spans = |r: u32| h.series(r).expect("present").chunks.to_vec().iter().map(|c| (c.mint, c.maxt)).collect::<Vec<_>>();
         assert_eq!(spans(0), vec![(0, 178), (200, 319)]);
         assert_eq!(spans(1), vec![(150, 269)]);
         assert_eq!(h.chunk_boundary_at_or_before(300), 0);

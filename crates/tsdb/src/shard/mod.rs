@@ -667,8 +667,9 @@ impl Shard {
             for r in head.refs() {
                 let ms = head.series(r).expect("listed");
                 let mut chunks: Vec<ChunkRef> =
-                    ms.chunks.iter().take_while(|c| c.maxt < w_end).map(|c| c.to_ref(&head.files)).collect();
-                if open && ms.open_n > 0 && ms.last_t < w_end {
+                    ms.chunks.iter().skip_while(|c| c.maxt >= w_end).map(|c| c.to_ref(&head.files)).collect();
+                chunks.reverse();
+                if open && ms.open_n() > 0 && ms.last_t < w_end {
                     chunks.push(ChunkRef {
                         mint_ms: ms.open_mint,
                         maxt_ms: ms.last_t,
