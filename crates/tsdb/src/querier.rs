@@ -134,7 +134,7 @@ impl HeadCursor {
                     let p = (far as *const crate::head::MemSeries).cast::<u8>();
                     crate::block::mmap::prefetch(p);
                     crate::block::mmap::prefetch(p.wrapping_add(64));
-                    crate::block::mmap::prefetch(p.wrapping_add(128));
+                    crate::block::mmap::prefetch(p.wrapping_add(std::mem::size_of::<crate::head::MemSeries>() - 1));
                 }
                 if let Some(mid) = self.refs.get(self.pos + PREFETCH_MID).and_then(|&r| st.head.series(r)) {
                     crate::block::mmap::prefetch(mid.labels.as_ptr());

@@ -145,6 +145,7 @@ impl ExactSizeIterator for Iter<'_> {}
 
 impl ClosedChunks {
     /// Number of closed chunks (read from the allocation: the hot paths learn of closes otherwise).
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         if self.0.is_empty() {
             return 0;
@@ -179,6 +180,7 @@ impl ClosedChunks {
         self.iter().next()
     }
 
+    #[cfg(test)]
     pub(crate) fn oldest(&self) -> Option<HeadChunk> {
         self.iter().last()
     }
@@ -226,31 +228,35 @@ impl ClosedChunks {
         self.0 = packed;
     }
 
-    /// Drops the chunks ending before `t` (the oldest ones) and returns them, newest first.
-    pub(crate) fn drop_before(&mut self, t: i64) -> Vec<HeadChunk> {
+    /// Drops the chunks ending before `t` (the oldest ones): one pass over the list, which also finds
+    /// the oldest chunk kept.
+    pub(crate) fn drop_before(&mut self, t: i64) -> Dropped {
         let mut it = self.iter();
         let n = it.left;
         let (mut keep, mut cut) = (0, it.pos);
-        let mut dropped = Vec::new();
+        let mut d = Dropped::default();
         loop {
             let at = it.pos;
             let Some(c) = it.next() else { break };
             if c.maxt < t {
-                if dropped.is_empty() {
+                if d.chunks == 0 {
                     cut = at;
                 }
-                dropped.push(c);
+                d.chunks += 1;
+                d.samples += u64::from(c.samples);
+                d.bytes += u64::from(c.loc.len);
             } else {
                 keep += 1;
+                d.oldest_kept = Some(c.mint);
             }
         }
-        if dropped.is_empty() {
-            return dropped;
+        if d.chunks == 0 {
+            return d;
         }
-        debug_assert_eq!(keep + dropped.len(), n);
+        debug_assert_eq!(keep + d.chunks as usize, n);
         if keep == 0 {
             self.0 = Box::default();
-            return dropped;
+            return d;
         }
         let mut pos = 0;
         get(&self.0, &mut pos);
@@ -261,8 +267,17 @@ impl ClosedChunks {
             Box::<[u8]>::from(&buf[..])
         });
         self.0 = packed;
-        dropped
+        d
     }
+}
+
+/// What [`ClosedChunks::drop_before`] dropped, and the start of the oldest chunk it kept.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Dropped {
+    pub chunks: u64,
+    pub samples: u64,
+    pub bytes: u64,
+    pub oldest_kept: Option<i64>,
 }
 
 #[cfg(test)]
@@ -344,9 +359,13 @@ mod tests {
             // A cut at some chunk's end (or past them all).
             let t = if v.is_empty() { 0 } else { v[cut.index(v.len())].maxt + 1 };
             let k = v.iter().take_while(|c| c.maxt < t).count();
-            let mut dropped = l.drop_before(t);
-            dropped.reverse();
-            prop_assert!(same(&dropped, &v[..k]));
+            let d = l.drop_before(t);
+            prop_assert_eq!(d, Dropped {
+                chunks: k as u64,
+                samples: v[..k].iter().map(|c| u64::from(c.samples)).sum(),
+                bytes: v[..k].iter().map(|c| u64::from(c.loc.len)).sum(),
+                oldest_kept: v.get(k).map(|c| c.mint),
+            });
             prop_assert!(same(&l.to_vec(), &v[k..]));
             prop_assert_eq!(l.is_empty(), k == v.len());
         }

@@ -13,7 +13,7 @@
 //!   be cut into blocks by moving whole chunks (no re-encoding unless out-of-order samples or tombstones
 //!   touch the window).
 //! - Closed chunks are written to the shard's head chunk files and read through their mapping
-//!   ([`chunk_files`]): the head keeps a 32-byte [`HeadChunk`] per closed chunk, a reader gets a slice of
+//!   ([`chunk_files`]): the head keeps ~13 bytes per closed chunk ([`closed`]), a reader gets a slice of
 //!   the mapping (no copy); only the open chunk is copied for a reader. With a cold codec other than XOR
 //!   (the default) a closed float chunk whose values are all exact short decimals is stored as a Decimal
 //!   chunk when that is at least 1/16 smaller ([`recode_decimal`]), and runs of closed Decimal chunks are
@@ -57,8 +57,8 @@ pub const TARGET_BYTES_PER_HISTOGRAM_CHUNK: usize = 1024;
 /// …and at least this many samples (upstream `MinSamplesPerHistogramChunk`).
 pub const MIN_SAMPLES_PER_HISTOGRAM_CHUNK: usize = 10;
 
-/// A closed head chunk: its time range and where its bytes are in the head chunk files. 32 bytes, held
-/// for every closed chunk of every series (a test keeps it so).
+/// A closed head chunk: its time range and where its bytes are in the head chunk files. 32 bytes as a
+/// value; a series' list holds its chunks packed ([`closed::ClosedChunks`], ~13 bytes each).
 #[derive(Debug, Clone)]
 pub(crate) struct HeadChunk {
     pub mint: i64,
@@ -107,8 +107,8 @@ thread_local! {
 }
 
 /// Most samples a closed head chunk merged from Decimal chunks holds (four of 120: 80 minutes at a 10 s
-/// scrape). Each closed chunk costs the head's RAM its 32-byte [`HeadChunk`] and the chunk files its
-/// header; merged, a block cut also has fewer chunks to join.
+/// scrape). Each closed chunk costs the head's RAM its entry in the series' list ([`closed`]) and the
+/// chunk files its header; merged, a block cut also has fewer chunks to join.
 pub const MERGED_CHUNK_SAMPLES: u64 = 480;
 /// How many closed Decimal chunks are merged at once (see [`MemSeries::merge_closed`]).
 pub const MERGE_RUN: usize = 4;
@@ -325,8 +325,10 @@ impl MemSeries {
     }
 
     /// Earliest sample time held, if any.
-    pub(crate) fn min_t(&self) -> Option<i64> {
-        let a = self.chunks.oldest().map(|c| c.mint).or((self.open_n() > 0).then_some(self.open_mint));
+    /// `closed_mint` is the oldest closed chunk's start (`None` without closed chunks), which a caller
+    /// walking the list has at hand ([`ClosedChunks::drop_before`]).
+    fn min_t_with(&self, closed_mint: Option<i64>) -> Option<i64> {
+        let a = closed_mint.or((self.open_n() > 0).then_some(self.open_mint));
         let ooo_first = match (self.ooo().first().map(|s| s.t), self.ooo_hists().first().map(|s| s.t)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -490,16 +492,18 @@ impl MemSeries {
         self.open.append(t, st, v);
         self.last_t = t;
         self.last_bits = v.to_bits();
-        // The sample that takes an open XOR chunk past its byte cap closes it (at most one close per
-        // sample: a chunk just cut holds one sample, far below the cap).
+        // The sample that takes an open XOR chunk past its byte cap closes it, or the one that brings it
+        // to the minimum samples if it passed the cap before: one attempt per chunk. (At most one close
+        // per sample: a chunk just cut holds one sample, far below the cap.)
         if recode
-            && len < OPEN_CHUNK_BYTES
             && let OpenChunk::Xor(e) = &self.open
             && e.bytes().len() >= OPEN_CHUNK_BYTES
-            && usize::from(e.num_samples()) >= OPEN_CHUNK_MIN_SAMPLES
         {
-            debug_assert!(!closed, "one close per sample");
-            closed = self.close_at_cap(files);
+            let n = usize::from(e.num_samples());
+            if n == OPEN_CHUNK_MIN_SAMPLES || (n > OPEN_CHUNK_MIN_SAMPLES && len < OPEN_CHUNK_BYTES) {
+                debug_assert!(!closed, "one close per sample");
+                closed = self.close_at_cap(files);
+            }
         }
         (created, closed)
     }
@@ -526,6 +530,7 @@ impl MemSeries {
         h: &HistogramValue,
         chunk_range: i64,
         files: &mut ChunkFiles,
+        closed: &mut usize,
     ) -> Result<bool, HistogramAppendError> {
         if st != 0 && matches!(self.open, OpenChunk::Histogram(_) | OpenChunk::FloatHistogram(_)) {
             self.open.make_histogram_st();
@@ -544,6 +549,7 @@ impl MemSeries {
         if n == 0 || !same_kind {
             if n > 0 {
                 prev = Some(self.close_into_chunks(OpenChunk::for_histogram(h, st_kind), files));
+                *closed += 1;
             } else if !same_kind {
                 self.open = OpenChunk::for_histogram(h, st_kind);
             }
@@ -567,6 +573,7 @@ impl MemSeries {
                 || n >= usize::from(u16::MAX) - 1)
         {
             prev = Some(self.close_into_chunks(OpenChunk::for_histogram(h, st_kind), files));
+            *closed += 1;
             self.open_mint = t;
             // Upstream's `cutNewHeadChunk`: the new chunk's window ends with its block range.
             next_at = range_for_timestamp(t, chunk_range);
@@ -600,6 +607,7 @@ impl MemSeries {
             // Counter reset or layout change: the encoder started a new chunk holding the sample (its
             // window's end is the next cut point; the computed-end flag stays, as upstream's does).
             self.close_into_chunks(next, files);
+            *closed += 1;
             self.open_mint = t;
             next_at = range_for_timestamp(t, chunk_range);
             created = true;
@@ -1217,16 +1225,19 @@ impl Head {
             if *v != Verdict::InOrder {
                 continue;
             }
-            let before = ms.chunks.len();
-            match ms.append_histogram(s.t, s.st, &s.h, range, files) {
+            // The chunks this sample closed (the newest ones), counted even when the append then fails.
+            let mut closed = 0;
+            let res = ms.append_histogram(s.t, s.st, &s.h, range, files, &mut closed);
+            if closed > 0 {
+                closed_bytes += ms.chunks.iter().take(closed).map(|c| u64::from(c.loc.len)).sum::<u64>();
+            }
+            match res {
                 Ok(c) => created += u64::from(c),
                 Err(e) => {
                     tracing::warn!(series = %ms.labels, t = s.t, error = %e, "histogram sample not stored");
                     continue;
                 }
             }
-            let now = ms.chunks.len();
-            closed_bytes += ms.chunks.iter().take(now.saturating_sub(before)).map(|c| u64::from(c.loc.len)).sum::<u64>();
             stored += 1;
             lo = lo.min(s.t);
             hi = hi.max(s.t);
@@ -1304,15 +1315,14 @@ impl Head {
         let mut min_t = i64::MAX;
         for (i, slot) in self.series.iter_mut().enumerate() {
             let Some(s) = slot.as_deref_mut() else { continue };
-            for c in s.chunks.drop_before(t) {
-                samples_dropped += u64::from(c.samples);
-                bytes_dropped += u64::from(c.loc.len);
-                chunks_dropped += 1;
-            }
+            let d = s.chunks.drop_before(t);
+            samples_dropped += d.samples;
+            bytes_dropped += d.bytes;
+            chunks_dropped += d.chunks;
             samples_dropped += s.drop_ooo_before(t) as u64;
             if s.is_empty() {
                 removed.push(i as u32);
-            } else if let Some(m) = s.min_t() {
+            } else if let Some(m) = s.min_t_with(d.oldest_kept) {
                 min_t = min_t.min(m);
             }
         }
@@ -1516,11 +1526,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn a_closed_chunk_costs_the_head_32_bytes() {
-        assert_eq!(std::mem::size_of::<HeadChunk>(), 32);
     }
 
     #[test]
