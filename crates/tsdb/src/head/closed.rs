@@ -55,6 +55,13 @@ fn put(buf: &mut Vec<u8>, mut v: u64) {
 /// than a panic, and a debug assertion).
 #[inline(always)]
 fn get(b: &[u8], pos: &mut usize) -> u64 {
+    // Most fields take one byte (flags, lengths, sample counts, a segment delta).
+    if let Some(&byte) = b.get(*pos)
+        && byte < 0x80
+    {
+        *pos += 1;
+        return u64::from(byte);
+    }
     let (mut x, mut shift) = (0u64, 0u32);
     while let Some(&byte) = b.get(*pos) {
         *pos += 1;
@@ -88,21 +95,21 @@ fn put_entry(buf: &mut Vec<u8>, c: &HeadChunk, newer: Option<&HeadChunk>) {
     put(buf, u64::from(c.samples));
 }
 
-/// Reads the entry at `*pos`, the one after `newer`.
-#[inline]
-fn get_entry(b: &[u8], pos: &mut usize, newer: Option<&HeadChunk>) -> HeadChunk {
+/// Reads the entry at `*pos`, the one after an entry starting at `newer.0` in segment `newer.1`.
+#[inline(always)]
+fn get_entry(b: &[u8], pos: &mut usize, newer: Option<(i64, u32)>) -> HeadChunk {
     let flag = b.get(*pos).copied().unwrap_or(0);
     *pos += 1;
     let anchor = zigzag_decode(get(b, pos));
     let maxt = match newer {
         None => anchor,
-        Some(n) => n.mint.wrapping_sub(anchor),
+        Some((mint, _)) => mint.wrapping_sub(anchor),
     };
     let mint = maxt.wrapping_sub(zigzag_decode(get(b, pos)));
     let seg = match newer {
-        Some(n) if flag & SAME_SEG != 0 => n.loc.seg,
+        Some((_, seg)) if flag & SAME_SEG != 0 => seg,
         None => get(b, pos) as u32,
-        Some(n) => (i64::from(n.loc.seg) + zigzag_decode(get(b, pos))) as u32,
+        Some((_, seg)) => (i64::from(seg) + zigzag_decode(get(b, pos))) as u32,
     };
     let off = get(b, pos) as u32;
     let len = get(b, pos) as u32;
@@ -119,7 +126,8 @@ pub(crate) struct Iter<'a> {
     b: &'a [u8],
     pos: usize,
     left: usize,
-    prev: Option<HeadChunk>,
+    /// The last entry read: its start and segment.
+    prev: Option<(i64, u32)>,
 }
 
 impl Iterator for Iter<'_> {
@@ -131,8 +139,8 @@ impl Iterator for Iter<'_> {
             return None;
         }
         self.left -= 1;
-        let c = get_entry(self.b, &mut self.pos, self.prev.as_ref());
-        self.prev = Some(c.clone());
+        let c = get_entry(self.b, &mut self.pos, self.prev);
+        self.prev = Some((c.mint, c.loc.seg));
         Some(c)
     }
 
