@@ -1,6 +1,7 @@
 //! Closed head chunks on disk, memory-mapped (DESIGN.md's "closed chunks on disk and memory-mapped";
 //! Prometheus keeps them in `chunks_head` for the same reason): the head's RAM holds the open chunks and a
-//! 32-byte [`Loc`]ation per closed chunk, not the closed chunks' bytes.
+//! [`Loc`]ation per closed chunk (packed into the series' list, `super::closed`), not the closed chunks'
+//! bytes.
 //!
 //! ```text
 //! <shard dir>/chunks_head/00000001 …   closed chunks' bytes, back to back, ≤ SEGMENT_BYTES per file
