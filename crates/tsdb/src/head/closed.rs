@@ -24,7 +24,7 @@
 //! wrapping, so any `i64` times and `u32` locations round-trip. Writes (a close, a merge, a cut) build a
 //! new allocation; they happen once per chunk, not per sample.
 
-use tessera_encoding::varint::{zigzag_decode, zigzag_encode};
+use tessera_encoding::varint::{put_uvarint as put, zigzag_decode, zigzag_encode};
 use tessera_model::ChunkEncoding;
 
 use super::chunk_files::Loc;
@@ -42,17 +42,9 @@ thread_local! {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct ClosedChunks(Box<[u8]>);
 
-#[inline(always)]
-fn put(buf: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        buf.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    buf.push(v as u8);
-}
-
-/// Reads a uvarint written by [`put`] (the bytes are this module's own: a short read yields zeros rather
-/// than a panic, and a debug assertion).
+/// Reads a uvarint written by [`put`] (`tessera_encoding`'s `put_uvarint`). Not its `read_uvarint`: the
+/// bytes are this module's own, so there is no error to return (a short read yields zeros and a debug
+/// assertion, never a panic), and one-byte values take a short path.
 #[inline(always)]
 fn get(b: &[u8], pos: &mut usize) -> u64 {
     // Most fields take one byte (flags, lengths, sample counts, a segment delta).
@@ -155,10 +147,7 @@ impl ClosedChunks {
     /// Number of closed chunks (read from the allocation: the hot paths learn of closes otherwise).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        if self.0.is_empty() {
-            return 0;
-        }
-        get(&self.0, &mut 0) as usize
+        self.iter().len()
     }
 
     pub(crate) fn is_empty(&self) -> bool {

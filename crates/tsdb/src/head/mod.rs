@@ -350,7 +350,7 @@ impl MemSeries {
                 HeadChunk { mint: self.open_mint, maxt: self.last_t, loc: files.write(data, self.last_t), samples, encoding }
             }
         };
-        self.list_closed(chunk);
+        self.chunks.push(chunk);
     }
 
     /// The open chunk written to the chunk files as a Decimal chunk, when it is XOR and
@@ -364,11 +364,6 @@ impl MemSeries {
                 HeadChunk { mint, maxt, loc: files.write(buf, maxt), samples, encoding: ChunkEncoding::Decimal }
             })
         })
-    }
-
-    /// Adds a closed chunk to the list (packed anew: [`closed`]).
-    fn list_closed(&mut self, chunk: HeadChunk) {
-        self.chunks.push(chunk);
     }
 
     /// Empties the open chunk after it was closed.
@@ -393,16 +388,17 @@ impl MemSeries {
 
     /// Closes an open XOR chunk that has just reached [`OPEN_CHUNK_BYTES`] as a Decimal chunk, when its
     /// values are exact short decimals (see [`recode_decimal`]); otherwise it stays open (to
-    /// [`SAMPLES_PER_CHUNK`]): the byte count passes the cap once per chunk, so it is not tried again. The open chunk is the one part of a series the head holds in RAM bytes for,
-    /// and XOR takes 2–6 bytes a sample of scraped counters and gauges where Decimal takes about one: a
-    /// head of such series held ~290 bytes of open chunk per series, at most [`OPEN_CHUNK_BYTES`] and
-    /// an eighth now. The short closed chunks are merged as the others ([`MemSeries::merge_closed`]).
-    /// Returns true when it closed the chunk.
+    /// [`SAMPLES_PER_CHUNK`]): the byte count passes the cap once per chunk, so it is not tried again.
+    /// The open chunk is the one part of a series the head holds in RAM bytes for, and XOR takes 2–6
+    /// bytes a sample of scraped counters and gauges where Decimal takes about one: a head of such series
+    /// held ~290 bytes of open chunk per series, at most [`OPEN_CHUNK_BYTES`] and an eighth now. The short
+    /// closed chunks are merged as the others ([`MemSeries::merge_closed`]). Returns true when it closed
+    /// the chunk.
     #[cold]
     fn close_at_cap(&mut self, files: &mut ChunkFiles) -> bool {
         match self.recoded_open(files) {
             Some(chunk) => {
-                self.list_closed(chunk);
+                self.chunks.push(chunk);
                 self.reset_open();
                 true
             }
