@@ -61,10 +61,29 @@ impl Server {
         s
     }
 
+    /// Waits until `/-/ready` answers 200 (the default store is open) and then until every store the
+    /// config file names (`[stores.<name>]`) is open too: stores open in the background, each on its own,
+    /// and a write to one still opening answers 503 (a test that wrote at once raced that).
     pub fn wait_ready(&self) {
+        self.wait_ready_at("");
+        for name in self.configured_stores() {
+            self.wait_ready_at(&format!("/store/{name}"));
+        }
+    }
+
+    /// The store names of the `--config.file` this server was started with (table headers only).
+    fn configured_stores(&self) -> Vec<String> {
+        let Some(path) = self.extra.iter().find_map(|f| f.strip_prefix("--config.file=")) else {
+            return Vec::new();
+        };
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines().filter_map(|l| l.trim().strip_prefix("[stores.")?.strip_suffix(']')).map(|n| n.trim_matches('"').to_string()).collect()
+    }
+
+    fn wait_ready_at(&self, prefix: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let mut req = self.http.get(format!("{}/-/ready", self.base));
+            let mut req = self.http.get(format!("{}{prefix}/-/ready", self.base));
             if let Some(a) = &self.auth {
                 req = req.header("Authorization", a);
             }
@@ -73,7 +92,7 @@ impl Server {
             {
                 return;
             }
-            assert!(Instant::now() < deadline, "server at {} did not become ready", self.base);
+            assert!(Instant::now() < deadline, "server at {}{prefix} did not become ready", self.base);
             std::thread::sleep(Duration::from_millis(50));
         }
     }
