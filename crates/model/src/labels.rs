@@ -61,13 +61,15 @@ impl PartialEq<Label> for LabelRef<'_> {
 ///
 /// Shared: a clone is a reference count, not a copy (a query hands the same series' labels from storage
 /// to its result several times). Equal sets have equal packed strings (the encoding is canonical), so
-/// equality and hashing work on the string.
+/// equality and hashing work on the string. The handle is one pointer (`arcstr::ArcStr` keeps the
+/// length beside the count in the allocation, where `Arc<str>` keeps a weak count there and the length
+/// in a second word of every handle): 8 bytes in each head series and each result series.
 #[derive(Clone, Eq)]
-pub struct Labels(std::sync::Arc<str>);
+pub struct Labels(arcstr::ArcStr);
 
 impl Default for Labels {
     fn default() -> Self {
-        Labels(std::sync::Arc::from("\0"))
+        Labels(arcstr::literal!("\0"))
     }
 }
 
@@ -170,7 +172,7 @@ impl PartialEq for Labels {
     /// Two handles of one shared set are equal without comparing a byte (storage merges and result
     /// assembly compare the same series' labels with themselves all the time); otherwise one `memcmp`.
     fn eq(&self, other: &Self) -> bool {
-        std::sync::Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
+        arcstr::ArcStr::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
     }
 }
 
@@ -183,7 +185,7 @@ impl PartialOrd for Labels {
 impl Ord for Labels {
     /// Mirrors Prometheus' `labels.Compare`: pairwise by name, then value; the shorter set first on a tie.
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        if std::sync::Arc::ptr_eq(&self.0, &other.0) {
+        if arcstr::ArcStr::ptr_eq(&self.0, &other.0) {
             return std::cmp::Ordering::Equal;
         }
         let (sa, sb) = (self.0.as_bytes(), other.0.as_bytes());
@@ -381,8 +383,8 @@ impl Labels {
         Self::from_refs(self.iter().filter(|l| !names.iter().any(|n| n.as_ref() == l.name)))
     }
 
-    /// Approximate heap bytes held, for memory accounting: the shared allocation (two reference counts
-    /// and the packed string).
+    /// Approximate heap bytes held, for memory accounting: the shared allocation (its length and
+    /// reference count, and the packed string).
     pub fn heap_bytes(&self) -> usize {
         16 + self.0.len()
     }
@@ -588,7 +590,9 @@ mod tests {
         // One allocation for the whole set: the count, then each name and value after a one-byte length.
         let text = "__name__node_cpu_seconds_totalcpu0instancehost-17:9100modeidle".len();
         assert_eq!(l.heap_bytes(), 16 + 1 + 8 + text);
-        assert_eq!(std::mem::size_of::<Labels>(), 16);
+        // The handle is one pointer (the length lives in the allocation).
+        assert_eq!(std::mem::size_of::<Labels>(), 8);
+        assert_eq!(std::mem::size_of::<Option<Labels>>(), 8);
         let long = "x".repeat(25);
         assert_eq!(labels!("a" => long.as_str()).heap_bytes(), 16 + 1 + 2 + 1 + 25);
         assert_eq!(l.metric_name(), "node_cpu_seconds_total");

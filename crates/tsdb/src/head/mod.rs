@@ -248,7 +248,6 @@ pub(crate) struct MemSeries {
     pub chunks: ClosedChunks,
     /// The open chunk (may hold zero samples; its encoder counts them: [`MemSeries::open_n`]).
     pub open: OpenChunk,
-    pub open_mint: i64,
     /// Last in-order sample (`i64::MIN` when the series has none in the head).
     pub last_t: i64,
     pub last_bits: u64,
@@ -282,6 +281,8 @@ impl Rare {
 pub(crate) struct HistCut {
     next_at: i64,
     computed: bool,
+    /// The open histogram chunk's first timestamp (see [`MemSeries::open_mint`]).
+    mint: i64,
 }
 
 /// The end of the block-range window holding `t` (upstream `rangeForTimestamp`, Go's truncating
@@ -306,7 +307,6 @@ impl MemSeries {
             labels,
             chunks: ClosedChunks::default(),
             open: OpenChunk::Xor(XorEncoder::new()),
-            open_mint: i64::MIN,
             last_t: i64::MIN,
             last_bits: 0,
             rare: None,
@@ -319,6 +319,19 @@ impl MemSeries {
         self.open.num_samples() as u32
     }
 
+    /// The open chunk's first timestamp (meaningful while it holds samples; `i64::MIN` otherwise). Not a
+    /// field (8 bytes of every series): XOR chunks begin with it (a varint read), XorSt encoders keep it,
+    /// histogram series keep it with their cutting state ([`HistCut::mint`]).
+    #[inline]
+    pub(crate) fn open_mint(&self) -> i64 {
+        match &self.open {
+            OpenChunk::Xor(e) => e.first_t(),
+            OpenChunk::XorSt(e) => e.first_t(),
+            _ => self.rare.as_deref().and_then(|r| r.hist_cut).map(|c| c.mint),
+        }
+        .unwrap_or(i64::MIN)
+    }
+
     /// True when the series holds no sample at all.
     pub(crate) fn is_empty(&self) -> bool {
         self.chunks.is_empty() && self.open_n() == 0 && self.ooo().is_empty() && self.ooo_hists().is_empty()
@@ -328,7 +341,7 @@ impl MemSeries {
     /// `closed_mint` is the oldest closed chunk's start (`None` without closed chunks), which a caller
     /// walking the list has at hand ([`ClosedChunks::drop_before`]).
     fn min_t_with(&self, closed_mint: Option<i64>) -> Option<i64> {
-        let a = closed_mint.or((self.open_n() > 0).then_some(self.open_mint));
+        let a = closed_mint.or((self.open_n() > 0).then(|| self.open_mint()));
         let ooo_first = match (self.ooo().first().map(|s| s.t), self.ooo_hists().first().map(|s| s.t)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -347,7 +360,7 @@ impl MemSeries {
             None => {
                 let (data, encoding) = (self.open.bytes(), self.open.encoding());
                 let samples = u16::try_from(crate::block::writer::chunk_samples(encoding, data)).unwrap_or(u16::MAX);
-                HeadChunk { mint: self.open_mint, maxt: self.last_t, loc: files.write(data, self.last_t), samples, encoding }
+                HeadChunk { mint: self.open_mint(), maxt: self.last_t, loc: files.write(data, self.last_t), samples, encoding }
             }
         };
         self.chunks.push(chunk);
@@ -357,7 +370,7 @@ impl MemSeries {
     /// [`recode_decimal`] says so.
     fn recoded_open(&self, files: &mut ChunkFiles) -> Option<HeadChunk> {
         let OpenChunk::Xor(e) = &self.open else { return None };
-        let (mint, maxt) = (self.open_mint, self.last_t);
+        let (mint, maxt) = (e.first_t().unwrap_or(i64::MIN), self.last_t);
         SCRATCH.with_borrow_mut(|Scratch { samples: smp, enc, buf, .. }| {
             recode_decimal(e.bytes(), smp, enc, buf).then(|| {
                 let samples = u16::try_from(crate::block::writer::chunk_samples(ChunkEncoding::Decimal, buf)).unwrap_or(u16::MAX);
@@ -477,11 +490,12 @@ impl MemSeries {
         }
         let mut created = false;
         let n = self.open.num_samples();
-        if n > 0 && (n >= SAMPLES_PER_CHUNK || t.div_euclid(chunk_range) != self.open_mint.div_euclid(chunk_range)) {
+        // An open chunk's samples all lie in its first one's block-range window (a sample in the next
+        // window cuts it), so the last sample's window is the chunk's.
+        if n > 0 && (n >= SAMPLES_PER_CHUNK || t.div_euclid(chunk_range) != self.last_t.div_euclid(chunk_range)) {
             closed = self.close_open(files, recode);
         }
         if self.open.num_samples() == 0 {
-            self.open_mint = t;
             created = true;
         }
         let len = self.open.bytes().len();
@@ -536,8 +550,8 @@ impl MemSeries {
         // Upstream's `histogramsAppendPreprocessor`: a chunk of the other kind (or none) is replaced by a
         // fresh one; the open chunk is cut once the sample passes its predicted end (or the chunk holds
         // twice the target bytes) and it holds the minimum samples, or when the block range ends.
-        let HistCut { mut next_at, mut computed } =
-            self.rare.as_deref().and_then(|r| r.hist_cut).unwrap_or(HistCut { next_at: i64::MIN, computed: false });
+        let HistCut { mut next_at, mut computed, mut mint } =
+            self.rare.as_deref().and_then(|r| r.hist_cut).unwrap_or(HistCut { next_at: i64::MIN, computed: false, mint: i64::MIN });
         // The chunk before the sample's, when it is cut here: it decides the new chunk's header.
         let mut prev: Option<OpenChunk> = None;
         let mut created = false;
@@ -554,13 +568,13 @@ impl MemSeries {
         let n = self.open.num_samples();
         let num_bytes = self.open.bytes().len();
         if n == 0 {
-            self.open_mint = t;
+            mint = t;
             next_at = range_for_timestamp(t, chunk_range);
         }
-        let next_range_start = if computed { range_for_timestamp(self.open_mint, chunk_range) } else { next_at };
+        let next_range_start = if computed { range_for_timestamp(mint, chunk_range) } else { next_at };
         if !computed && num_bytes >= TARGET_BYTES_PER_HISTOGRAM_CHUNK / 4 {
             let ratio = TARGET_BYTES_PER_HISTOGRAM_CHUNK as f64 / num_bytes as f64;
-            next_at = compute_chunk_end_time(self.open_mint, self.last_t, next_at, ratio);
+            next_at = compute_chunk_end_time(mint, self.last_t, next_at, ratio);
             computed = true;
         }
         if n > 0
@@ -570,7 +584,7 @@ impl MemSeries {
         {
             prev = Some(self.close_into_chunks(OpenChunk::for_histogram(h, st_kind), files));
             *closed += 1;
-            self.open_mint = t;
+            mint = t;
             // Upstream's `cutNewHeadChunk`: the new chunk's window ends with its block range.
             next_at = range_for_timestamp(t, chunk_range);
             created = true;
@@ -601,14 +615,16 @@ impl MemSeries {
         };
         if let Some(next) = appended {
             // Counter reset or layout change: the encoder started a new chunk holding the sample (its
-            // window's end is the next cut point; the computed-end flag stays, as upstream's does).
+            // window's end is the next cut point; the computed-end flag stays, as upstream's does). The
+            // chunk closed here began at `mint`, which the close reads from the cutting state.
+            self.rare.get_or_insert_with(Default::default).hist_cut = Some(HistCut { next_at, computed, mint });
             self.close_into_chunks(next, files);
             *closed += 1;
-            self.open_mint = t;
+            mint = t;
             next_at = range_for_timestamp(t, chunk_range);
             created = true;
         }
-        self.rare.get_or_insert_with(Default::default).hist_cut = Some(HistCut { next_at, computed });
+        self.rare.get_or_insert_with(Default::default).hist_cut = Some(HistCut { next_at, computed, mint });
         self.last_t = t;
         self.last_bits = h.fingerprint();
         Ok(created)
@@ -775,14 +791,14 @@ impl MemSeries {
             buf.extend_from_slice(last.bytes());
             let data = Bytes::from(buf);
             if split > 0 {
-                chunks.push(ChunkRef { mint_ms: self.open_mint, maxt_ms: prev_t, encoding: ChunkEncoding::Xor, data: data.slice(..split) });
+                chunks.push(ChunkRef { mint_ms: self.open_mint(), maxt_ms: prev_t, encoding: ChunkEncoding::Xor, data: data.slice(..split) });
             }
             chunks.push(ChunkRef { mint_ms: self.last_t, maxt_ms: self.last_t, encoding: ChunkEncoding::Xor, data: data.slice(split..) });
             return;
         }
-        if self.open_n() > 0 && self.last_t >= mint && self.open_mint <= maxt {
+        if self.open_n() > 0 && self.last_t >= mint && self.open_mint() <= maxt {
             chunks.push(ChunkRef {
-                mint_ms: self.open_mint,
+                mint_ms: self.open_mint(),
                 maxt_ms: self.last_t,
                 encoding: self.open.encoding(),
                 data: Bytes::copy_from_slice(self.open.bytes()),
@@ -1289,8 +1305,8 @@ impl Head {
                         t = c.mint;
                     }
                 }
-                if s.open_n() > 0 && s.open_mint < t && s.last_t >= t {
-                    t = s.open_mint;
+                if s.open_n() > 0 && s.open_mint() < t && s.last_t >= t {
+                    t = s.open_mint();
                 }
             }
             if t == before {
@@ -1525,11 +1541,12 @@ mod tests {
     }
 
     #[test]
-    fn a_series_costs_the_head_at_most_120_bytes_of_its_own() {
+    fn a_series_costs_the_head_at_most_104_bytes_of_its_own() {
         // Every series pays this (plus its labels, closed-chunk list and open buffer): the rare parts stay
-        // boxed, the closed chunks are packed behind one pointer, the open chunk counts its own samples,
-        // and 120 bytes is what fits glibc's 128-byte chunks (128 would take 144).
-        assert!(std::mem::size_of::<MemSeries>() <= 120, "{}", std::mem::size_of::<MemSeries>());
+        // boxed, the closed chunks are packed behind one pointer, the open chunk counts its own samples
+        // and knows its first timestamp, the labels are one pointer, and 104 bytes is what fits glibc's
+        // 112-byte chunks (120 took 128).
+        assert!(std::mem::size_of::<MemSeries>() <= 104, "{}", std::mem::size_of::<MemSeries>());
     }
 
     #[test]
@@ -1550,7 +1567,7 @@ mod tests {
         let s = h.series(0).expect("exists");
         // 240..249 + 990 + 995 closed at the 1000 boundary; 1001 opens a new chunk.
         assert_eq!(s.chunks.newest().map(|c| (c.mint, c.maxt)), Some((240, 995)));
-        assert_eq!(s.open_mint, 1001);
+        assert_eq!(s.open_mint(), 1001);
         assert_eq!(h.get(l.hash(), &l), Some(0));
         assert_eq!(h.num_samples, 253);
     }

@@ -671,7 +671,7 @@ impl Shard {
                 chunks.reverse();
                 if open && ms.open_n() > 0 && ms.last_t < w_end {
                     chunks.push(ChunkRef {
-                        mint_ms: ms.open_mint,
+                        mint_ms: ms.open_mint(),
                         maxt_ms: ms.last_t,
                         encoding: ms.open.encoding(),
                         data: bytes::Bytes::copy_from_slice(ms.open.bytes()),
