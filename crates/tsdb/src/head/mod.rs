@@ -319,8 +319,9 @@ impl MemSeries {
         self.open.num_samples() as u32
     }
 
-    /// The open chunk's first timestamp (meaningful while it holds samples; `i64::MIN` otherwise). Not a
-    /// field (8 bytes of every series): XOR chunks begin with it (a varint read), XorSt encoders keep it,
+    /// The open chunk's first timestamp, only meaningful while it holds samples (callers check
+    /// [`MemSeries::open_n`] first: an empty histogram chunk answers its predecessor's). Not a field (8
+    /// bytes of every series): XOR chunks begin with it (a varint read), XorSt encoders keep it,
     /// histogram series keep it with their cutting state ([`HistCut::mint`]).
     #[inline]
     pub(crate) fn open_mint(&self) -> i64 {
@@ -341,7 +342,7 @@ impl MemSeries {
     /// `closed_mint` is the oldest closed chunk's start (`None` without closed chunks), which a caller
     /// walking the list has at hand ([`ClosedChunks::drop_before`]).
     fn min_t_with(&self, closed_mint: Option<i64>) -> Option<i64> {
-        let a = closed_mint.or((self.open_n() > 0).then(|| self.open_mint()));
+        let a = closed_mint.or_else(|| (self.open_n() > 0).then(|| self.open_mint()));
         let ooo_first = match (self.ooo().first().map(|s| s.t), self.ooo_hists().first().map(|s| s.t)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -502,6 +503,7 @@ impl MemSeries {
         self.open.append(t, st, v);
         self.last_t = t;
         self.last_bits = v.to_bits();
+        debug_assert!(self.open_mint().div_euclid(chunk_range) == t.div_euclid(chunk_range), "an open chunk spans one window");
         // The sample that takes an open XOR chunk past its byte cap closes it, or the one that brings it
         // to the minimum samples if it passed the cap before: one attempt per chunk. (At most one close
         // per sample: a chunk just cut holds one sample, far below the cap.)
@@ -796,9 +798,13 @@ impl MemSeries {
             chunks.push(ChunkRef { mint_ms: self.last_t, maxt_ms: self.last_t, encoding: ChunkEncoding::Xor, data: data.slice(split..) });
             return;
         }
-        if self.open_n() > 0 && self.last_t >= mint && self.open_mint() <= maxt {
+        if self.open_n() > 0
+            && self.last_t >= mint
+            && let open_mint = self.open_mint()
+            && open_mint <= maxt
+        {
             chunks.push(ChunkRef {
-                mint_ms: self.open_mint(),
+                mint_ms: open_mint,
                 maxt_ms: self.last_t,
                 encoding: self.open.encoding(),
                 data: Bytes::copy_from_slice(self.open.bytes()),
@@ -1305,8 +1311,8 @@ impl Head {
                         t = c.mint;
                     }
                 }
-                if s.open_n() > 0 && s.open_mint() < t && s.last_t >= t {
-                    t = s.open_mint();
+                if s.open_n() > 0 && s.last_t >= t {
+                    t = t.min(s.open_mint());
                 }
             }
             if t == before {
