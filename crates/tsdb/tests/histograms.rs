@@ -251,6 +251,33 @@ fn a_series_switching_between_floats_and_histograms_gets_chunks_of_each_kind() {
 }
 
 #[test]
+fn one_commit_naming_a_series_twice_stores_its_floats_and_histograms_in_time_order() {
+    // Histograms at 30 in one batch, then a float at 20 and a histogram at 40 in another, one commit:
+    // floats are judged before histograms, so all three are in order only if they are stored in that
+    // order too (storing batch by batch put the histogram chunk at 30 before the float chunk at 20).
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = Db::open(dir.path(), opts(1)).expect("open");
+    let l = labels!("__name__" => "twice");
+    let mut app = db.appender();
+    app.add_histograms(l.clone(), hs([30].into_iter(), |i| HistogramValue::Int(ih(i))));
+    app.add(l.clone(), &[Sample::new(20, 2.0)]);
+    app.add_histograms(l.clone(), hs([40].into_iter(), |i| HistogramValue::Int(ih(i + 1))));
+    let rep = app.commit().expect("commit");
+    assert!(rep.rejected.is_empty(), "{:?}", rep.rejected);
+    for what in ["head", "replayed"] {
+        let db = if what == "head" { db.clone() } else { Db::open(dir.path(), opts(1)).expect("reopen") };
+        // `read` asserts that the chunks do not overlap (in list order).
+        let (got, encs) = read(&db, &l, 0, 100);
+        assert_eq!(encs, [ChunkEncoding::Xor, ChunkEncoding::Histogram], "{what}");
+        let ts: Vec<i64> = got.iter().map(|g| match g {
+            Got::F(t, _) | Got::H(t, _) | Got::FH(t, _) => *t,
+        }).collect();
+        assert_eq!(ts, [20, 30, 40], "{what}: {got:?}");
+        drop(db);
+    }
+}
+
+#[test]
 fn deleting_part_of_a_histogram_series_reencodes_its_chunks() {
     let dir = tempfile::tempdir().expect("tmp");
     let db = Db::open(dir.path(), opts(1)).expect("open");

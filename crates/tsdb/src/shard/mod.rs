@@ -479,21 +479,25 @@ impl Shard {
             for (r, hash, labels) in new_series {
                 head.create(r, hash, labels);
             }
-            let (mut vi, mut hi) = (0, 0);
+            // Floats of every batch, then histograms of every batch: the order they were judged in (a
+            // series named by two batches of this commit gets its samples in that order: applied batch
+            // by batch, a histogram of the first batch could precede an older float of the second and
+            // leave its chunks out of order) and the order a WAL replay applies the record in.
+            let mut vi = 0;
             for (bi, b) in batches.iter().enumerate() {
                 let n = b.samples.len();
                 vi += n;
-                let nh = b.hists.len();
-                hi += nh;
-                if refs[bi].0 == NO_SERIES {
-                    continue;
-                }
-                if n > 0 {
+                if refs[bi].0 != NO_SERIES && n > 0 {
                     let (stored, o) = head.apply_batch_st(refs[bi].0, &b.samples, &b.sts, &w.verdicts[vi - n..vi]);
                     appended += stored;
                     ooo += o;
                 }
-                if nh > 0 {
+            }
+            let mut hi = 0;
+            for (bi, b) in batches.iter().enumerate() {
+                let nh = b.hists.len();
+                hi += nh;
+                if refs[bi].0 != NO_SERIES && nh > 0 {
                     appended += head.apply_histograms(refs[bi].0, &b.hists, &w.hverdicts[hi - nh..hi]);
                 }
             }
