@@ -371,7 +371,7 @@ impl MemSeries {
     /// [`recode_decimal`] says so.
     fn recoded_open(&self, files: &mut ChunkFiles) -> Option<HeadChunk> {
         let OpenChunk::Xor(e) = &self.open else { return None };
-        let (mint, maxt) = (e.first_t().unwrap_or(i64::MIN), self.last_t);
+        let (mint, maxt) = (self.open_mint(), self.last_t);
         SCRATCH.with_borrow_mut(|Scratch { samples: smp, enc, buf, .. }| {
             recode_decimal(e.bytes(), smp, enc, buf).then(|| {
                 let samples = u16::try_from(crate::block::writer::chunk_samples(ChunkEncoding::Decimal, buf)).unwrap_or(u16::MAX);
