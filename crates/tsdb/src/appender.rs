@@ -183,6 +183,14 @@ impl BatchLabels<'_> {
         }
     }
 
+    /// Whether these are exactly the pairs of a head series (read in place).
+    pub(crate) fn matches_pairs(&self, p: crate::head::symbols::Pairs<'_>) -> bool {
+        match self {
+            BatchLabels::Owned(o) => crate::head::symbols::pairs_eq(p, o.iter().map(|l| (l.name, l.value))),
+            BatchLabels::Borrowed(b) => crate::head::symbols::pairs_eq(p, b.iter().copied()),
+        }
+    }
+
     /// Whether two batches name the same series.
     pub(crate) fn same_series(&self, o: &BatchLabels<'_>) -> bool {
         match (self, o) {
@@ -559,7 +567,7 @@ mod tests {
         assert_eq!(rep.samples_written, 4, "the repeats are exact duplicates");
         let shard = &db.shards[0];
         let st = shard.state.read();
-        let r = st.head.get_with(l.hash(), |x| x == &l).expect("present");
-        assert_eq!(st.head.series(r).expect("live").labels, l);
+        let r = st.head.get(l.hash(), &l).expect("present");
+        assert_eq!(st.head.series_labels(r).expect("live"), l);
     }
 }

@@ -137,7 +137,7 @@ impl HeadCursor {
                     crate::block::mmap::prefetch(p.wrapping_add(std::mem::size_of::<crate::head::MemSeries>() - 1));
                 }
                 if let Some(mid) = self.refs.get(self.pos + PREFETCH_MID).and_then(|&r| st.head.series(r)) {
-                    crate::block::mmap::prefetch(mid.labels.as_ptr());
+                    crate::block::mmap::prefetch(st.head.label_sets.addr(mid.labels_at));
                     crate::block::mmap::prefetch(mid.chunks.as_ptr());
                     crate::block::mmap::prefetch(mid.open.bytes().as_ptr());
                 }
@@ -152,7 +152,7 @@ impl HeadCursor {
                         }
                     }
                 }
-                self.cur = Some(ms.labels.clone());
+                self.cur = Some(st.head.labels_of(ms));
                 return;
             }
             self.pos += 1;
@@ -178,10 +178,10 @@ impl View {
             if h.num_series() > 0 && (series_only || (h.min_t <= maxt && h.max_t >= mint)) {
                 let mut refs = postings_for_matchers(&h.index, matchers)?;
                 refs.retain(|&r| h.series(r).is_some());
-                let labels_of = |r: u32| &h.series(r).expect("retained live refs only").labels;
                 h.sort_by_labels(&mut refs);
                 if let Some(after) = after {
-                    let k = refs.partition_point(|&r| labels_of(r) <= after);
+                    let at = |r: u32| h.series(r).expect("retained live refs only").labels_at;
+                    let k = refs.partition_point(|&r| h.label_sets.cmp_labels(at(r), after).is_le());
                     refs.drain(..k);
                 }
                 head.refs = refs;

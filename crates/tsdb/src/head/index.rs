@@ -35,19 +35,19 @@ impl HeadIndex {
     }
 
     /// Removes a series (garbage collection after head truncation).
-    pub(crate) fn remove(&mut self, r: SeriesRef, labels: &Labels) {
-        for l in labels.iter() {
-            if let Some(vals) = self.postings.get_mut(l.name) {
-                if let Some(list) = vals.get_mut(l.value) {
+    pub(crate) fn remove<'a>(&mut self, r: SeriesRef, pairs: impl Iterator<Item = (&'a str, &'a str)>) {
+        for (name, value) in pairs {
+            if let Some(vals) = self.postings.get_mut(name) {
+                if let Some(list) = vals.get_mut(value) {
                     if let Ok(i) = list.binary_search(&r) {
                         list.remove(i);
                     }
                     if list.is_empty() {
-                        vals.remove(l.value);
+                        vals.remove(value);
                     }
                 }
                 if vals.is_empty() {
-                    self.postings.remove(l.name);
+                    self.postings.remove(name);
                 }
             }
         }
@@ -113,7 +113,7 @@ mod tests {
         ix.add(2, &labels!("__name__" => "up", "job" => "b"));
         assert_eq!(ix.label_values("job", "ap").expect("ok"), vec!["api", "apx"]);
         assert_eq!(ix.postings("__name__", "up").expect("ok"), vec![0, 1, 2]);
-        ix.remove(1, &labels!("__name__" => "up", "job" => "apx"));
+        ix.remove(1, labels!("__name__" => "up", "job" => "apx").iter().map(|l| (l.name, l.value)));
         assert_eq!(ix.label_values("job", "").expect("ok"), vec!["api", "b"]);
         assert_eq!(ix.all_postings().expect("ok"), vec![0, 2]);
         assert_eq!(ix.label_names().expect("ok"), vec!["__name__", "job"]);

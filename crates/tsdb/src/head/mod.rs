@@ -34,6 +34,7 @@
 pub(crate) mod chunk_files;
 pub(crate) mod closed;
 pub(crate) mod index;
+pub(crate) mod symbols;
 
 use std::collections::HashMap;
 use std::hash::Hasher;
@@ -49,6 +50,7 @@ use crate::appender::RejectReason;
 use chunk_files::{ChunkFiles, Loc};
 use closed::ClosedChunks;
 use index::HeadIndex;
+use symbols::{HeadLabels, LabelsAt};
 
 /// Samples per chunk before a new one is cut (Prometheus' `samplesPerChunk` default).
 pub const SAMPLES_PER_CHUNK: usize = 120;
@@ -241,9 +243,9 @@ impl OpenChunk {
 
 /// One series in the head.
 pub(crate) struct MemSeries {
-    /// The series' labels; their hash (`Labels::hash`, the head's lookup key) is not kept but computed
-    /// again when the series is dropped.
-    pub labels: Labels,
+    /// Where the series' labels are in the head's [`HeadLabels`] (symbol ids); their hash
+    /// (`Labels::hash`, the head's lookup key) is not kept but computed again when the series is dropped.
+    pub labels_at: LabelsAt,
     /// Closed chunks, sorted by time, non-overlapping (packed, newest first: [`closed`]).
     pub chunks: ClosedChunks,
     /// The open chunk (may hold zero samples; its encoder counts them: [`MemSeries::open_n`]).
@@ -302,9 +304,9 @@ fn compute_chunk_end_time(start: i64, cur: i64, max_t: i64, ratio_to_full: f64) 
 }
 
 impl MemSeries {
-    fn new(labels: Labels) -> Self {
+    fn new(labels_at: LabelsAt) -> Self {
         MemSeries {
-            labels,
+            labels_at,
             chunks: ClosedChunks::default(),
             open: OpenChunk::Xor(XorEncoder::new()),
             last_t: i64::MIN,
@@ -927,6 +929,8 @@ pub(crate) struct Head {
     /// Refs by labels hash ([`SeriesTable`]).
     by_hash: SeriesTable,
     pub index: HeadIndex,
+    /// The series' label sets, interned ([`symbols`]).
+    pub label_sets: HeadLabels,
     /// Time bounds of the samples in the head (`i64::MAX`/`i64::MIN` when empty).
     pub min_t: i64,
     pub max_t: i64,
@@ -965,6 +969,7 @@ impl Head {
             series: Vec::new(),
             by_hash: SeriesTable::new(),
             index: HeadIndex::default(),
+            label_sets: HeadLabels::default(),
             min_t: i64::MAX,
             max_t: i64::MIN,
             min_valid_t,
@@ -1001,7 +1006,7 @@ impl Head {
     /// The live series' label order now (O(n log n) label comparisons: built off the query path).
     pub(crate) fn build_label_order(&self) -> LabelOrder {
         let mut refs: Vec<u32> = self.refs().collect();
-        refs.sort_unstable_by(|&a, &b| self.series[a as usize].as_ref().map(|s| &s.labels).cmp(&self.series[b as usize].as_ref().map(|s| &s.labels)));
+        refs.sort_unstable_by(|&a, &b| self.cmp_series(a, b));
         let upto = self.next_ref();
         let mut rank = vec![u32::MAX; upto as usize];
         for (i, &r) in refs.iter().enumerate() {
@@ -1014,7 +1019,6 @@ impl Head {
     /// for the newer ones, then one merge.
     pub(crate) fn sort_by_labels(&self, refs: &mut Vec<u32>) {
         let order = &self.label_order;
-        let labels_of = |r: u32| &self.series[r as usize].as_ref().expect("live refs only").labels;
         let ranked = |r: u32| (r < order.upto).then(|| order.rank[r as usize]).filter(|&k| k != u32::MAX);
         let mut fresh: Vec<u32> = Vec::new();
         refs.retain(|&r| {
@@ -1028,7 +1032,7 @@ impl Head {
         if fresh.is_empty() {
             return;
         }
-        fresh.sort_unstable_by(|&a, &b| labels_of(a).cmp(labels_of(b)));
+        fresh.sort_unstable_by(|&a, &b| self.cmp_series(a, b));
         let known = std::mem::take(refs);
         refs.reserve(known.len() + fresh.len());
         if fresh.len() * 16 < known.len() {
@@ -1036,7 +1040,7 @@ impl Head {
             // known label comparisons) instead of walking every ranked series.
             let mut from = 0;
             for &f in &fresh {
-                let at = from + known[from..].partition_point(|&k| labels_of(k) < labels_of(f));
+                let at = from + known[from..].partition_point(|&k| self.cmp_series(k, f).is_lt());
                 refs.extend_from_slice(&known[from..at]);
                 refs.push(f);
                 from = at;
@@ -1046,7 +1050,7 @@ impl Head {
         }
         let (mut i, mut j) = (0, 0);
         while i < known.len() && j < fresh.len() {
-            if labels_of(fresh[j]) < labels_of(known[i]) {
+            if self.cmp_series(fresh[j], known[i]).is_lt() {
                 refs.push(fresh[j]);
                 j += 1;
             } else {
@@ -1058,19 +1062,38 @@ impl Head {
         refs.extend_from_slice(&fresh[j..]);
     }
 
-    /// The ref of the series with these labels, if it is in the head (hash lookup + collision check).
-    #[cfg(test)]
-    pub(crate) fn get(&self, hash: u64, labels: &Labels) -> Option<u32> {
-        self.get_with(hash, |l| l == labels)
+    /// The order of two live series' label sets (as their [`Labels`] would order).
+    fn cmp_series(&self, a: u32, b: u32) -> std::cmp::Ordering {
+        let at = |r: u32| self.series[r as usize].as_ref().expect("live refs only").labels_at;
+        self.label_sets.cmp(at(a), at(b))
     }
 
-    /// The ref of the series with this labels hash for which `is(labels)` holds: how a commit finds a
-    /// series from borrowed labels without building a [`Labels`] (`is` is the collision check).
+    /// The labels of a series of this head.
     #[inline]
-    pub(crate) fn get_with(&self, hash: u64, is: impl Fn(&Labels) -> bool) -> Option<u32> {
+    pub(crate) fn labels_of(&self, ms: &MemSeries) -> Labels {
+        self.label_sets.labels(ms.labels_at)
+    }
+
+    /// The labels of series `r`, if it is live.
+    pub(crate) fn series_labels(&self, r: u32) -> Option<Labels> {
+        self.series(r).map(|s| self.labels_of(s))
+    }
+
+    /// The ref of the series with these labels, if it is in the head (hash lookup + collision check).
+    pub(crate) fn get(&self, hash: u64, labels: &Labels) -> Option<u32> {
+        self.get_with(hash, |p| symbols::pairs_eq(p, labels.iter().map(|l| (l.name, l.value))))
+    }
+
+    /// The ref of the series with this labels hash for which `is(pairs)` holds: how a commit finds a
+    /// series from borrowed labels without building a [`Labels`] (`is` is the collision check, given the
+    /// candidate's pairs read in place).
+    #[inline]
+    pub(crate) fn get_with(&self, hash: u64, is: impl Fn(symbols::Pairs<'_>) -> bool) -> Option<u32> {
         let lo = hash as u32;
         self.by_hash
-            .find(lookup_hash(lo), |&(r, h)| h == lo && self.series[r as usize].as_ref().is_some_and(|s| is(&s.labels)))
+            .find(lookup_hash(lo), |&(r, h)| {
+                h == lo && self.series[r as usize].as_ref().is_some_and(|s| is(self.label_sets.pairs(s.labels_at)))
+            })
             .map(|&(r, _)| r)
     }
 
@@ -1101,7 +1124,7 @@ impl Head {
     pub(crate) fn create(&mut self, r: u32, hash: u64, labels: Labels) -> bool {
         debug_assert_eq!(hash, labels.hash(), "a series is found and dropped by its labels' hash");
         if let Some(Some(s)) = self.series.get(r as usize) {
-            debug_assert!(s.labels == labels, "ref reused for other labels");
+            debug_assert!(self.label_sets.eq_labels(s.labels_at, &labels), "ref reused for other labels");
             return false;
         }
         if (r as usize) >= self.series.len() {
@@ -1110,7 +1133,8 @@ impl Head {
         self.index.add(r, &labels);
         let lo = hash as u32;
         self.by_hash.insert_unique(lookup_hash(lo), (r, lo), |&(_, h)| lookup_hash(h));
-        self.series[r as usize] = Some(Box::new(MemSeries::new(labels)));
+        let at = self.label_sets.add(labels.iter().map(|l| (l.name, l.value)));
+        self.series[r as usize] = Some(Box::new(MemSeries::new(at)));
         true
     }
 
@@ -1229,6 +1253,7 @@ impl Head {
         let range = self.chunk_range;
         let Some(ms) = self.series.get_mut(r as usize).and_then(|s| s.as_deref_mut()) else { return 0 };
         let files = &mut self.files;
+        let label_sets = &self.label_sets;
         let (mut stored, mut created, mut closed_bytes) = (0u64, 0u64, 0u64);
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         for (s, v) in samples.iter().zip(verdicts) {
@@ -1252,7 +1277,7 @@ impl Head {
             match res {
                 Ok(c) => created += u64::from(c),
                 Err(e) => {
-                    tracing::warn!(series = %ms.labels, t = s.t, error = %e, "histogram sample not stored");
+                    tracing::warn!(series = %label_sets.labels(ms.labels_at), t = s.t, error = %e, "histogram sample not stored");
                     continue;
                 }
             }
@@ -1346,12 +1371,16 @@ impl Head {
         }
         for &r in &removed {
             let s = self.series[r as usize].take().expect("listed as present");
-            self.index.remove(r, &s.labels);
-            let lo = s.labels.hash() as u32;
+            self.index.remove(r, self.label_sets.pairs(s.labels_at));
+            let lo = self.label_sets.hash(s.labels_at) as u32;
+            self.label_sets.remove(s.labels_at);
             if let Ok(e) = self.by_hash.find_entry(lookup_hash(lo), |&(x, _)| x == r) {
                 e.remove();
             }
             self.tombstones.remove(&r);
+        }
+        if self.label_sets.wants_compaction() {
+            self.label_sets.compact(self.series.iter_mut().flatten().map(|s| &mut s.labels_at));
         }
         for iv in self.tombstones.values_mut() {
             iv.retain(|&(_, maxt)| maxt >= t);
@@ -1662,6 +1691,43 @@ mod tests {
     }
 
     #[test]
+    fn churned_series_leave_no_labels_behind_and_the_live_ones_keep_theirs() {
+        // 20,000 pods come and go; every tenth stays. The head's label arena is rewritten once the gone
+        // series' records are half of it: lookups, label reads, index and sort order stay right.
+        let mut h = Head::new(1000, i64::MIN);
+        let pod = |i: u32| Labels::from_pairs([("__name__", "kube_pod_info".to_string()), ("job", "ksm".to_string()), ("pod", format!("pod-{i}"))]);
+        for i in 0..20_000u32 {
+            let l = pod(i);
+            assert!(h.create(i, l.hash(), l));
+            h.apply_st(i, Sample::new(if i % 10 == 0 { 1500 } else { 10 }, 1.0), 0, Verdict::InOrder);
+        }
+        let before = h.label_sets.arena_len();
+        h.close_open_chunks_before(1000);
+        assert_eq!(h.truncate_before(1000), 18_000);
+        assert!(h.label_sets.arena_len() * 5 < before, "{} of {before} arena bytes left", h.label_sets.arena_len());
+        for i in 0..20_000u32 {
+            let l = pod(i);
+            let want = (i % 10 == 0).then_some(i);
+            assert_eq!(h.get(l.hash(), &l), want, "{l}");
+            if want.is_some() {
+                assert_eq!(h.series_labels(i), Some(l));
+            }
+        }
+        let got = crate::index::IndexReader::label_values(&h.index, "pod", "").expect("values");
+        assert_eq!(got.len(), 2_000);
+        let mut refs: Vec<u32> = h.refs().collect();
+        refs.reverse();
+        h.sort_by_labels(&mut refs);
+        let sorted: Vec<Labels> = refs.iter().map(|&r| h.series_labels(r).expect("live")).collect();
+        assert!(sorted.windows(2).all(|w| w[0] < w[1]));
+        // A pod seen again gets a new series with its labels.
+        let l = pod(1);
+        assert!(h.create(20_000, l.hash(), l.clone()));
+        assert_eq!(h.series_labels(20_000), Some(l.clone()));
+        assert_eq!(h.get(l.hash(), &l), Some(20_000));
+    }
+
+    #[test]
     fn series_whose_hashes_share_their_low_32_bits_are_told_apart() {
         // The table keeps 32 bits of each hash: find two label sets that share them (a birthday search,
         // ~80 k sets), then look both up, drop one, and look again.
@@ -1736,7 +1802,7 @@ mod tests {
         };
         let check = |h: &Head| {
             let mut want: Vec<u32> = h.refs().collect();
-            want.sort_by(|&a, &b| h.series(a).expect("live").labels.cmp(&h.series(b).expect("live").labels));
+            want.sort_by_key(|&a| h.series_labels(a).expect("live"));
             let mut got: Vec<u32> = h.refs().collect();
             got.reverse();
             h.sort_by_labels(&mut got);

@@ -186,11 +186,12 @@ impl Shard {
                     self.metrics.exemplars_refused.fetch_add(b.exemplars.len() as u64, std::sync::atomic::Ordering::Relaxed);
                     continue;
                 };
+                let labels = st.head.labels_of(series);
                 for e in b.exemplars.iter() {
-                    match store.add(&series.labels, e.clone()) {
+                    match store.add(&labels, e.clone()) {
                         Ok(()) => {
                             written += 1;
-                            logged.push((series.labels.clone(), e.clone()));
+                            logged.push((labels.clone(), e.clone()));
                         }
                         Err(ExemplarRefusal::Duplicate) => written += 1,
                         Err(_) => {

@@ -269,7 +269,7 @@ impl Shard {
             let mut new_by_hash: HashMap<u64, Vec<(u32, usize)>, std::hash::BuildHasherDefault<IdHasher>> =
                 HashMap::default();
             for (bi, b) in batches.iter().enumerate() {
-                let found = head.get_with(b.hash, |l| b.labels.matches(l)).or_else(|| {
+                let found = head.get_with(b.hash, |p| b.labels.matches_pairs(p)).or_else(|| {
                     new_by_hash.get(&b.hash).and_then(|v| {
                         v.iter().find(|(_, pos)| batches[*pos].labels.same_series(&b.labels)).map(|(r, _)| *r)
                     })
@@ -698,7 +698,7 @@ impl Shard {
                     chunks = finalize_chunks_st(chunks, &extra, &extra_sts, extra_hists, &dels)?;
                 }
                 if !chunks.is_empty() {
-                    series.push((ms.labels.clone(), chunks));
+                    series.push((head.labels_of(ms), chunks));
                 }
             }
         }
@@ -805,10 +805,8 @@ impl Shard {
             {
                 let st = self.state.read();
                 let head = &st.head;
-                wal_records::encode_series(
-                    &mut buf,
-                    group.iter().filter_map(|&r| head.series(r).map(|s| (r, &s.labels))).collect::<Vec<_>>().into_iter(),
-                );
+                let defs: Vec<(u32, Labels)> = group.iter().filter_map(|&r| head.series_labels(r).map(|l| (r, l))).collect();
+                wal_records::encode_series(&mut buf, defs.iter().map(|(r, l)| (*r, l)));
             }
             records.push(buf);
         }
@@ -1093,7 +1091,7 @@ fn replay_record(
                 continue;
             }
             let hash = d.labels.hash();
-            match head.get_with(hash, |l| *l == d.labels) {
+            match head.get(hash, &d.labels) {
                 Some(existing) => {
                     alias.insert(d.series_ref, existing);
                     // Never hand this ref out again: later records may still name it.
