@@ -1,8 +1,9 @@
 //! The head: a shard's in-memory, writable time range.
 //!
-//! Main types: [`Head`] (series table, hash lookup, inverted index, time bounds, tombstones) and
-//! [`MemSeries`] (one series: where its closed chunks are, the open chunk being appended to, and a small
-//! sorted buffer of out-of-order samples); the closed chunks' bytes are in [`chunk_files::ChunkFiles`].
+//! Main types: [`Head`] (series table, hash lookup, inverted index, interned label sets, time bounds,
+//! tombstones) and [`MemSeries`] (one series: where its labels and closed chunks are, the open chunk being
+//! appended to, and a small sorted buffer of out-of-order samples); the closed chunks' bytes are in
+//! [`chunk_files::ChunkFiles`].
 //!
 //! Key decisions:
 //! - Series refs are dense `u32`s handed out in increasing order and never reused within a process, so the
@@ -18,6 +19,8 @@
 //!   (the default) a closed float chunk whose values are all exact short decimals is stored as a Decimal
 //!   chunk when that is at least 1/16 smaller ([`recode_decimal`]), and runs of closed Decimal chunks are
 //!   merged ([`MemSeries::merge_closed`]); the block writer merges such chunks into one per block range.
+//! - A series' labels are symbol ids into the head's [`symbols::HeadLabels`] (each distinct name and
+//!   value stored once); readers get a [`Labels`] built from them, comparisons read them in place.
 //! - Append rules follow Prometheus' `memSeries.appendable` (tsdb/head_append.go); see [`appendable`].
 //! - Start timestamps (ST, Prometheus 3.14): a series' chunks are XOR until its first sample with an
 //!   ST ≠ 0; that sample converts the open chunk to XorSt (its samples re-encoded with ST 0, no extra

@@ -355,7 +355,7 @@ mod tests {
     fn removed_series_free_their_symbols_and_compaction_keeps_the_live_ones() {
         let mut h = HeadLabels::default();
         let keep = labels!("__name__" => "kept", "job" => "j");
-        let mut live = vec![h.add(pairs_of(&keep).into_iter())];
+        let mut live = [h.add(pairs_of(&keep).into_iter())];
         let mut gone = Vec::new();
         for i in 0..20_000 {
             let l = labels!("__name__" => "churn", "job" => "j", "pod" => format!("pod-{i}").as_str());
