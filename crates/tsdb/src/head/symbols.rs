@@ -1,5 +1,6 @@
 //! A head's label sets as symbol ids: every distinct label name and value of the head's series is stored
-//! once (issue 15: "label strings interned once").
+//! once here instead of once per series (issue 15: "label strings interned once"; the head's inverted
+//! index keeps its own copy of each name and value as its keys, as before).
 //!
 //! A [`HeadLabels`] holds a table of symbols, each with the number of series pairs using it, and an arena
 //! of records, one per series: the number of pairs, then each pair's name id and value id, all as varints
@@ -176,8 +177,13 @@ impl HeadLabels {
     /// Counts one use of `id` less, dropping its symbol when no series uses it any more.
     fn release(&mut self, id: u32) {
         let u = &mut self.uses[id as usize];
-        debug_assert!(*u > 0, "symbol {id} released more often than used");
-        *u = u.saturating_sub(1);
+        if *u == 0 {
+            // Never happens (every record's ids were counted once); dropping the symbol again could
+            // drop another one that reuses the id, so it is left alone.
+            debug_assert!(false, "symbol {id} released more often than used");
+            return;
+        }
+        *u -= 1;
         if *u > 0 {
             return;
         }
@@ -192,16 +198,14 @@ impl HeadLabels {
     /// Stores a series' label set (pairs sorted by name, unique names, no empty values, as a [`Labels`]
     /// holds them); returns where its record is.
     pub(crate) fn add<'a>(&mut self, pairs: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> LabelsAt {
-        let mut rec = Vec::with_capacity(1 + 4 * pairs.len());
-        put_varint(&mut rec, pairs.len() as u32);
+        let at = self.arena.len();
+        put_varint(&mut self.arena, pairs.len() as u32);
         for (n, v) in pairs {
             let n = self.intern(n);
-            put_varint(&mut rec, n);
+            put_varint(&mut self.arena, n);
             let v = self.intern(v);
-            put_varint(&mut rec, v);
+            put_varint(&mut self.arena, v);
         }
-        let at = self.arena.len();
-        self.arena.extend_from_slice(&rec);
         at
     }
 

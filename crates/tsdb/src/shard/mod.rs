@@ -659,16 +659,20 @@ impl Shard {
     }
 
     /// The head's series with their data before `w_end` as block chunks (out-of-order samples merged in,
-    /// deleted samples dropped), sorted by labels; with `open`, the open chunks copied too (a cut closes
-    /// those before its window's end first).
-    fn head_series_before(&self, w_end: i64, open: bool) -> Result<Vec<(Labels, Vec<ChunkRef>)>> {
-        let mut series: Vec<(Labels, Vec<ChunkRef>)> = Vec::new();
+    /// deleted samples dropped), by ref, sorted by labels; with `open`, the open chunks copied too (a cut
+    /// closes those before its window's end first). The labels are read as the block is written
+    /// ([`Shard::with_head_labels`]): the head holds them as symbol ids, and a copy of every series'
+    /// labels at once would add ~100 bytes a series to the cut's peak.
+    fn head_series_before(&self, w_end: i64, open: bool) -> Result<Vec<(u32, Vec<ChunkRef>)>> {
+        let mut series: Vec<(u32, Vec<ChunkRef>)> = Vec::new();
         {
             let st = self.state.read();
             let head = &st.head;
             let mut extra = Vec::new();
             let mut extra_sts = Vec::new();
-            for r in head.refs() {
+            let mut refs: Vec<u32> = head.refs().collect();
+            head.sort_by_labels(&mut refs);
+            for r in refs {
                 let ms = head.series(r).expect("listed");
                 let mut chunks: Vec<ChunkRef> =
                     ms.chunks.iter().skip_while(|c| c.maxt >= w_end).map(|c| c.to_ref(&head.files)).collect();
@@ -698,12 +702,31 @@ impl Shard {
                     chunks = finalize_chunks_st(chunks, &extra, &extra_sts, extra_hists, &dels)?;
                 }
                 if !chunks.is_empty() {
-                    series.push((head.labels_of(ms), chunks));
+                    series.push((r, chunks));
                 }
             }
         }
-        series.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(series)
+    }
+
+    /// [`Shard::head_series_before`]'s series with their labels, read from the head 4,096 series at a
+    /// time under its read lock. The caller holds the cut lock, so none of them is dropped meanwhile (a
+    /// series that were would end the block write with an error, not leave it out).
+    fn with_head_labels(&self, series: Vec<(u32, Vec<ChunkRef>)>) -> impl Iterator<Item = Result<(Labels, Vec<ChunkRef>)>> + '_ {
+        let mut it = series.into_iter();
+        let mut ready: std::collections::VecDeque<Result<(Labels, Vec<ChunkRef>)>> = Default::default();
+        std::iter::from_fn(move || {
+            if ready.is_empty() {
+                let st = self.state.read();
+                for (r, chunks) in it.by_ref().take(4096) {
+                    ready.push_back(match st.head.series_labels(r) {
+                        Some(l) => Ok((l, chunks)),
+                        None => Err(Error::Other(format!("head series {r} dropped while its block was written"))),
+                    });
+                }
+            }
+            ready.pop_front()
+        })
     }
 
     /// A snapshot of this shard under `dst` (Prometheus' `DB.Snapshot`): hard links of its blocks and,
@@ -727,7 +750,7 @@ impl Shard {
                     dst,
                     min,
                     max.saturating_add(1),
-                    series.into_iter().map(Ok),
+                    self.with_head_labels(series),
                     block::CompactionMeta { level: 1, ..Default::default() },
                     &block::WriteOptions::from_db_options(&self.opts),
                 )?;
@@ -743,7 +766,7 @@ impl Shard {
             &self.dir,
             w_start,
             w_end,
-            series.into_iter().map(Ok),
+            self.with_head_labels(series),
             block::CompactionMeta { level: 1, ..Default::default() },
             &block::WriteOptions::from_db_options(&self.opts),
         )?;
