@@ -141,23 +141,12 @@ impl XorEncoder {
 
     /// Empties the chunk, keeping a buffer of about its size (an eighth and [`SAMPLE_BYTES_MAX`] more) for
     /// the next chunk: the head reuses one encoder per series, and a series' chunks are mostly of one size.
-    /// The size is rounded up to 8 more than a multiple of 16, what fills one of glibc's malloc chunks.
     pub fn clear_fitted(&mut self) {
-        let fit = (self.buf.len() + self.buf.len() / 8 + SAMPLE_BYTES_MAX + 7) / 16 * 16 + 8;
+        let fit = self.buf.len() + self.buf.len() / 8 + SAMPLE_BYTES_MAX;
         if self.buf.capacity() > fit {
             self.buf.shrink_to(fit);
         }
         self.clear();
-    }
-
-    /// Empties the chunk and cuts its buffer down to `bytes` (the header included) when it is larger: the
-    /// head starts each series' next chunk small and lets it grow in [`XorEncoder::grow`]'s steps, so that
-    /// a series' buffer follows what its open chunk holds.
-    pub fn clear_to(&mut self, bytes: usize) {
-        self.clear();
-        if self.buf.capacity() > bytes {
-            self.buf.shrink_to(bytes);
-        }
     }
 
     /// Empties the chunk, keeping the buffer's capacity for reuse.
@@ -224,13 +213,8 @@ impl XorEncoder {
     /// doubling it: a head holds one open chunk per series, and doubling left up to half of every
     /// series' buffer unused.
     #[cold]
-    /// The step is a multiple of 16 bytes, so a capacity that fits a malloc size class exactly (glibc's
-    /// chunks hold 8 bytes less than a multiple of 16) keeps fitting one as it grows.
     fn grow(&mut self) {
-        const { assert!(SAMPLE_BYTES_MAX <= 32) };
-        let cap = self.buf.capacity();
-        let step = (cap / 8).max(32) & !15;
-        self.buf.reserve_exact(cap + step - self.buf.len());
+        self.buf.reserve_exact((self.buf.len() / 8).max(32).max(SAMPLE_BYTES_MAX));
     }
 
     /// Reopens an existing XOR chunk to append more samples (WAL replay, out-of-order merging).
@@ -929,33 +913,8 @@ mod tests {
             }
             let len = if n > 0 { e.bytes().len() } else { len };
             e.clear_fitted();
-            assert!(e.size_bytes() <= len + len / 8 + super::SAMPLE_BYTES_MAX + 16, "{} for {len}", e.size_bytes());
+            assert!(e.size_bytes() <= len + len / 8 + super::SAMPLE_BYTES_MAX, "{} for {len}", e.size_bytes());
             assert_eq!(e.bytes(), [0, 0]);
-        }
-    }
-
-    #[test]
-    fn a_buffer_cleared_small_grows_in_steps_that_fill_malloc_chunks() {
-        // The head's open chunks: 40 bytes, then 72, 104, 136… (8 more than a multiple of 16 each, what a
-        // glibc chunk holds), never more than a step and one sample's room above the bytes in use.
-        let mut e = super::XorEncoder::new();
-        for round in 0..3 {
-            e.clear_to(40);
-            assert_eq!(e.size_bytes(), 40);
-            let mut sizes = vec![40];
-            for t in 0..120i64 {
-                e.append(t * 15_000, (t * t + round) as f64);
-                let (len, cap) = (e.bytes().len(), e.size_bytes());
-                assert_eq!(cap % 16, 8, "{cap}");
-                assert!(cap - len <= 32 + super::SAMPLE_BYTES_MAX, "{len} bytes in {cap}");
-                if sizes.last() != Some(&cap) {
-                    sizes.push(cap);
-                }
-            }
-            assert_eq!(&sizes[..4], [40, 72, 104, 136]);
-            let mut back = Vec::new();
-            super::decode_xor_into(e.bytes(), &mut back).expect("decodes");
-            assert!(back.iter().enumerate().all(|(t, s)| s.t == t as i64 * 15_000 && s.v == (t as i64 * t as i64 + round) as f64));
         }
     }
 

@@ -122,11 +122,6 @@ pub const MERGE_RUN: usize = 4;
 pub const OPEN_CHUNK_BYTES: usize = 96;
 /// …and holds at least this many samples.
 pub const OPEN_CHUNK_MIN_SAMPLES: usize = 8;
-/// The buffer a new series' open XOR chunk starts in, and the one a chunk closed at [`OPEN_CHUNK_BYTES`]
-/// leaves its successor: it grows in steps of 32 bytes (40, 72, 104, 136), each filling one of glibc's
-/// malloc chunks exactly (those hold 8 bytes less than a multiple of 16), so a series' buffer follows
-/// what its open chunk holds instead of staying at the size of a full one.
-pub const OPEN_START_BYTES: usize = 40;
 
 /// A series' open chunk: XOR, or XorSt once the series has carried a start timestamp, or a native
 /// histogram chunk (integer or float) while the series receives histograms.
@@ -316,7 +311,7 @@ impl MemSeries {
         MemSeries {
             labels_at,
             chunks: ClosedChunks::default(),
-            open: OpenChunk::Xor(XorEncoder::with_capacity(OPEN_START_BYTES)),
+            open: OpenChunk::Xor(XorEncoder::new()),
             last_t: i64::MIN,
             last_bits: 0,
             rare: None,
@@ -423,12 +418,7 @@ impl MemSeries {
         match self.recoded_open(files) {
             Some(chunk) => {
                 self.chunks.push(chunk);
-                // The next chunk starts small again (a chunk closed at its cap, not at 120 samples: the
-                // series' buffer need not keep room for a long one).
-                match &mut self.open {
-                    OpenChunk::Xor(e) => e.clear_to(OPEN_START_BYTES),
-                    o => o.clear(),
-                }
+                self.reset_open();
                 true
             }
             None => false,
@@ -499,7 +489,7 @@ impl MemSeries {
         if self.open.is_histogram() {
             // A float after histograms starts a float chunk (upstream cuts a chunk of the other encoding).
             closed = self.close_open(files, false);
-            self.open = OpenChunk::Xor(XorEncoder::with_capacity(OPEN_START_BYTES));
+            self.open = OpenChunk::Xor(XorEncoder::new());
         }
         if st != 0 && matches!(self.open, OpenChunk::Xor(_)) {
             self.open.make_st();
@@ -1513,7 +1503,7 @@ mod tests {
         // random mantissas, which are no short decimals.
         let dec = |t: i64| (t * 37 % 101 + t * 50) as f64 / 100.0;
         let rnd = |t: i64| f64::from_bits(0x3ff0_0000_0000_0000 | ((t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 12));
-        let (mut max_open, mut max_cap, mut max_slack) = (0, 0, 0);
+        let (mut max_open, mut max_cap) = (0, 0);
         for t in 0..720i64 {
             h.apply_st(0, Sample::new(t * 10_000, dec(t)), 0, Verdict::InOrder);
             h.apply_st(1, Sample::new(t * 10_000, rnd(t)), 0, Verdict::InOrder);
@@ -1523,12 +1513,7 @@ mod tests {
             if t >= 120 {
                 max_cap = max_cap.max(e.size_bytes());
             }
-            // The buffer follows the chunk: at most a growth step and one sample's room above what it
-            // holds, in sizes that fill malloc chunks exactly.
-            max_slack = max_slack.max(e.size_bytes() - e.bytes().len());
-            assert_eq!(e.size_bytes() % 16, 8, "{} bytes", e.size_bytes());
         }
-        assert!(max_slack <= 32 + tessera_encoding::xor::SAMPLE_BYTES_MAX, "{max_slack}");
         assert!(max_open < OPEN_CHUNK_BYTES + tessera_encoding::xor::SAMPLE_BYTES_MAX, "{max_open}");
         assert!(max_cap <= 2 * OPEN_CHUNK_BYTES, "the open buffer stays near the cap: {max_cap}");
         let read = |h: &Head, r: u32| {
