@@ -65,6 +65,6 @@ pub use histogram_st::{
     decode_histogram_st_into, prometheus_histogram_chunk, split_st_chunk,
 };
 pub use xor::{
-    XOR_HEADER_BYTES, XorEncoder, XorIter, decode_xor_into, decode_xor_range_into, encode_xor, for_each_xor_sample,
+    XOR_HEADER_BYTES, XorAppender, XorEncoder, XorIter, decode_xor_into, decode_xor_range_into, encode_xor, for_each_xor_sample,
 };
 pub use xor_st::{XorStEncoder, XorStIter, decode_xor_st_range_into, decode_xor_st_samples_range_into, encode_xor_st};

@@ -43,28 +43,29 @@ pub const SAMPLE_BYTES_MAX: usize = 24;
 /// Sentinel for "no leading/trailing window chosen yet" (Prometheus uses 0xff too).
 pub(crate) const NO_WINDOW: u8 = 0xff;
 
-/// Appends float samples to one XOR chunk. See the module docs for the format.
+/// Appends float samples to one XOR chunk, given the chunk's last sample by its holder: the encoder's
+/// state but the last sample's time and value (16 bytes), for a holder that keeps those anyway (a head
+/// series keeps its last sample to judge the next one, and holds one open chunk). [`XorEncoder`] is this
+/// with the last sample kept inside. See the module docs for the format.
 #[derive(Debug, Clone)]
-pub struct XorEncoder {
+pub struct XorAppender {
     /// Complete chunk bytes: header then bit stream, last byte zero-padded.
     buf: Vec<u8>,
     /// Unused low bits in the last byte of `buf`.
     free_bits: u32,
     num: u16,
-    t: i64,
-    v_bits: u64,
     t_delta: u64,
     leading: u8,
     trailing: u8,
 }
 
-impl Default for XorEncoder {
+impl Default for XorAppender {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl XorEncoder {
+impl XorAppender {
     /// An empty chunk (2 header bytes saying 0 samples).
     pub fn new() -> Self {
         Self::with_capacity(128)
@@ -74,7 +75,7 @@ impl XorEncoder {
     pub fn with_capacity(bytes: usize) -> Self {
         let mut buf = Vec::with_capacity(bytes.max(XOR_HEADER_BYTES));
         buf.extend_from_slice(&[0, 0]);
-        Self { buf, free_bits: 0, num: 0, t: 0, v_bits: 0, t_delta: 0, leading: NO_WINDOW, trailing: 0 }
+        Self { buf, free_bits: 0, num: 0, t_delta: 0, leading: NO_WINDOW, trailing: 0 }
     }
 
     /// Number of samples appended (what the header says).
@@ -101,11 +102,6 @@ impl XorEncoder {
         self.buf.len() * 8 - self.free_bits as usize
     }
 
-    /// Gives up the chunk bytes (e.g. to freeze them into a `bytes::Bytes`).
-    pub fn into_bytes(self) -> Vec<u8> {
-        self.buf
-    }
-
     /// The first sample's timestamp, read from the chunk's header (not kept in a field: the head holds
     /// one encoder per series and knows its chunk's start anyway).
     pub fn first_t(&self) -> Option<i64> {
@@ -115,28 +111,15 @@ impl XorEncoder {
         varint::read_varint(&self.buf[XOR_HEADER_BYTES..]).ok().map(|(t, _)| t)
     }
 
-    pub fn last_t(&self) -> Option<i64> {
-        (self.num > 0).then_some(self.t)
-    }
-
-    /// The timestamp of the sample before the last one (from the last delta), when there are two.
-    pub fn prev_t(&self) -> Option<i64> {
-        (self.num >= 2).then(|| self.t.wrapping_sub(self.t_delta as i64))
-    }
-
-    pub fn last_v(&self) -> Option<f64> {
-        (self.num > 0).then_some(f64::from_bits(self.v_bits))
+    /// The timestamp of the sample before the last one (`last_t`, the holder's), when there are two.
+    pub fn prev_t(&self, last_t: i64) -> Option<i64> {
+        (self.num >= 2).then(|| last_t.wrapping_sub(self.t_delta as i64))
     }
 
     /// Heap bytes held (the buffer's capacity), for memory accounting.
     #[inline]
     pub fn size_bytes(&self) -> usize {
         self.buf.capacity()
-    }
-
-    /// Drops excess buffer capacity (for chunks that will not grow any more).
-    pub fn shrink_to_fit(&mut self) {
-        self.buf.shrink_to_fit();
     }
 
     /// Empties the chunk, keeping a buffer of about its size (an eighth and [`SAMPLE_BYTES_MAX`] more) for
@@ -155,21 +138,20 @@ impl XorEncoder {
         self.buf.extend_from_slice(&[0, 0]);
         self.free_bits = 0;
         self.num = 0;
-        self.t = 0;
-        self.v_bits = 0;
         self.t_delta = 0;
         self.leading = NO_WINDOW;
         self.trailing = 0;
     }
 
-    /// Appends one sample. The caller guarantees `t` is greater than the previous sample's timestamp
+    /// Appends one sample after the chunk's last one, `(last_t, last_bits)` (its time and value bits as
+    /// appended; ignored while the chunk is empty). The caller guarantees `t` is greater than `last_t`
     /// (the format itself survives any order, but readers rely on it).
     ///
     /// # Panics
-    /// If the chunk already holds `u16::MAX` samples ([`XorEncoder::is_full`]); callers cut chunks long
+    /// If the chunk already holds `u16::MAX` samples ([`XorAppender::is_full`]); callers cut chunks long
     /// before that (Prometheus at 120 samples).
     #[inline]
-    pub fn append(&mut self, t: i64, v: f64) {
+    pub fn append(&mut self, last_t: i64, last_bits: u64, t: i64, v: f64) {
         assert!(self.num < u16::MAX, "XOR chunk full: the sample count header is a u16");
         if self.buf.capacity() - self.buf.len() < SAMPLE_BYTES_MAX {
             self.grow();
@@ -185,26 +167,24 @@ impl XorEncoder {
             }
             1 => {
                 // Still byte aligned: the first sample is whole bytes.
-                let t_delta = t.wrapping_sub(self.t) as u64;
+                let t_delta = t.wrapping_sub(last_t) as u64;
                 varint::put_uvarint(&mut self.buf, t_delta);
                 self.free_bits = 0;
                 self.t_delta = t_delta;
                 let mut w = BitWriter::resume(&mut self.buf, 0);
-                write_value(&mut w, &mut self.leading, &mut self.trailing, self.v_bits, v_bits);
+                write_value(&mut w, &mut self.leading, &mut self.trailing, last_bits, v_bits);
                 self.free_bits = w.free_bits();
             }
             _ => {
-                let t_delta = t.wrapping_sub(self.t) as u64;
+                let t_delta = t.wrapping_sub(last_t) as u64;
                 let dod = t_delta.wrapping_sub(self.t_delta) as i64;
                 let mut w = BitWriter::resume(&mut self.buf, self.free_bits);
                 write_dod(&mut w, dod);
-                write_value(&mut w, &mut self.leading, &mut self.trailing, self.v_bits, v_bits);
+                write_value(&mut w, &mut self.leading, &mut self.trailing, last_bits, v_bits);
                 self.free_bits = w.free_bits();
                 self.t_delta = t_delta;
             }
         }
-        self.t = t;
-        self.v_bits = v_bits;
         self.num += 1;
         self.buf[..XOR_HEADER_BYTES].copy_from_slice(&self.num.to_be_bytes());
     }
@@ -215,6 +195,118 @@ impl XorEncoder {
     #[cold]
     fn grow(&mut self) {
         self.buf.reserve_exact((self.buf.len() / 8).max(32).max(SAMPLE_BYTES_MAX));
+    }
+}
+
+/// Appends float samples to one XOR chunk: an [`XorAppender`] that keeps the last sample itself. See
+/// the module docs for the format.
+#[derive(Debug, Clone)]
+pub struct XorEncoder {
+    a: XorAppender,
+    t: i64,
+    v_bits: u64,
+}
+
+impl Default for XorEncoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl XorEncoder {
+    /// An empty chunk (2 header bytes saying 0 samples).
+    pub fn new() -> Self {
+        Self::with_capacity(128)
+    }
+
+    /// An empty chunk whose buffer can hold `bytes` bytes before growing (the header included).
+    pub fn with_capacity(bytes: usize) -> Self {
+        Self { a: XorAppender::with_capacity(bytes), t: 0, v_bits: 0 }
+    }
+
+    /// Number of samples appended (what the header says).
+    #[inline]
+    pub fn num_samples(&self) -> u16 {
+        self.a.num
+    }
+
+    /// True when no more samples fit (the header count is a u16).
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.a.is_full()
+    }
+
+    /// The complete chunk bytes, count header included; valid after every append.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        &self.a.buf
+    }
+
+    /// Bits used, header included (the last byte's zero padding excluded).
+    #[inline]
+    pub fn bit_len(&self) -> usize {
+        self.a.bit_len()
+    }
+
+    /// Gives up the chunk bytes (e.g. to freeze them into a `bytes::Bytes`).
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.a.buf
+    }
+
+    /// The first sample's timestamp, read from the chunk's header.
+    pub fn first_t(&self) -> Option<i64> {
+        self.a.first_t()
+    }
+
+    pub fn last_t(&self) -> Option<i64> {
+        (self.a.num > 0).then_some(self.t)
+    }
+
+    /// The timestamp of the sample before the last one (from the last delta), when there are two.
+    pub fn prev_t(&self) -> Option<i64> {
+        self.a.prev_t(self.t)
+    }
+
+    pub fn last_v(&self) -> Option<f64> {
+        (self.a.num > 0).then_some(f64::from_bits(self.v_bits))
+    }
+
+    /// Heap bytes held (the buffer's capacity), for memory accounting.
+    #[inline]
+    pub fn size_bytes(&self) -> usize {
+        self.a.size_bytes()
+    }
+
+    /// Drops excess buffer capacity (for chunks that will not grow any more).
+    pub fn shrink_to_fit(&mut self) {
+        self.a.buf.shrink_to_fit();
+    }
+
+    /// [`XorAppender::clear_fitted`].
+    pub fn clear_fitted(&mut self) {
+        self.a.clear_fitted();
+        self.t = 0;
+        self.v_bits = 0;
+    }
+
+    /// Empties the chunk, keeping the buffer's capacity for reuse.
+    pub fn clear(&mut self) {
+        self.a.clear();
+        self.t = 0;
+        self.v_bits = 0;
+    }
+
+    /// Appends one sample. The caller guarantees `t` is greater than the previous sample's timestamp
+    /// (the format itself survives any order, but readers rely on it).
+    ///
+    /// # Panics
+    /// If the chunk already holds `u16::MAX` samples ([`XorEncoder::is_full`]); callers cut chunks long
+    /// before that (Prometheus at 120 samples).
+    #[inline]
+    pub fn append(&mut self, t: i64, v: f64) {
+        self.a.append(self.t, self.v_bits, t, v);
+        self.t = t;
+        self.v_bits = v.to_bits();
     }
 
     /// Reopens an existing XOR chunk to append more samples (WAL replay, out-of-order merging).
@@ -234,21 +326,22 @@ impl XorEncoder {
         }
         let bit_len = it.bit_end();
         let byte_len = bit_len.div_ceil(8);
-        enc.buf.clear();
-        enc.buf.extend_from_slice(&data[..byte_len]);
-        enc.free_bits = (byte_len * 8 - bit_len) as u32;
-        if enc.free_bits > 0 {
-            let last = enc.buf.last_mut().expect("byte_len >= 2");
-            *last &= !((1u8 << enc.free_bits) - 1);
+        let a = &mut enc.a;
+        a.buf.clear();
+        a.buf.extend_from_slice(&data[..byte_len]);
+        a.free_bits = (byte_len * 8 - bit_len) as u32;
+        if a.free_bits > 0 {
+            let last = a.buf.last_mut().expect("byte_len >= 2");
+            *last &= !((1u8 << a.free_bits) - 1);
         }
-        enc.num = it.num_read;
+        a.num = it.num_read;
+        a.t_delta = it.t_delta;
+        if it.window_seen {
+            a.leading = (64 - it.trailing - it.sig) as u8;
+            a.trailing = it.trailing as u8;
+        }
         enc.t = it.t;
         enc.v_bits = it.v_bits;
-        enc.t_delta = it.t_delta;
-        if it.window_seen {
-            enc.leading = (64 - it.trailing - it.sig) as u8;
-            enc.trailing = it.trailing as u8;
-        }
         Ok(enc)
     }
 }
