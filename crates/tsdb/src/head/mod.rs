@@ -257,7 +257,9 @@ pub(crate) struct MemSeries {
     pub chunks: ClosedChunks,
     /// The open chunk (may hold zero samples; its encoder counts them: [`MemSeries::open_n`]).
     pub open: OpenChunk,
-    /// Last in-order sample (`i64::MIN` when the series has none in the head).
+    /// Last in-order sample (`i64::MIN` when the series has none in the head): its time and value bits
+    /// (a histogram's fingerprint). A plain XOR open chunk continues from it ([`XorAppender`] does not
+    /// keep it: 16 bytes of every series).
     pub last_t: i64,
     pub last_bits: u64,
     /// Out-of-order samples and histogram cutting state: `None` (8 bytes, nothing allocated) for the
