@@ -511,6 +511,14 @@ impl MemSeries {
             created = true;
         }
         let len = self.open.bytes().len();
+        // The plain XOR chunk continues from the series' last sample: it must be the chunk's last one.
+        #[cfg(debug_assertions)]
+        if let OpenChunk::Xor(e) = &self.open
+            && e.num_samples() > 0
+        {
+            let last = tessera_encoding::XorIter::new(e.bytes()).flatten().last().map(|(t, v)| (t, v.to_bits()));
+            debug_assert_eq!(last, Some((self.last_t, self.last_bits)), "the series' last sample is its open XOR chunk's");
+        }
         self.open.append(self.last_t, self.last_bits, t, st, v);
         self.last_t = t;
         self.last_bits = v.to_bits();
