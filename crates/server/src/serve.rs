@@ -8,6 +8,7 @@
 
 use crate::config::{LogFormat, Settings};
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use parking_lot::RwLock;
 use std::sync::Arc;
 use std::time::Duration;
@@ -251,7 +252,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     let app = tessera_api::router(state.clone());
     match tls {
         Some(cfg) => serve_until(crate::tls::TlsListener::new(listener, cfg).context("TLS listener")?, app, stop_rx).await?,
-        None => serve_until(listener, app, stop_rx).await?,
+        None => serve_until(plain_listener(listener), app, stop_rx).await?,
     }
 
     if let Some(err) = fatal_rx.borrow_and_update().clone() {
@@ -430,6 +431,22 @@ fn spawn_open(store: Arc<tessera_api::stores::Store>, opts: Options, fatal: Opti
     });
 }
 
+/// Turns Nagle's algorithm off on an accepted connection, as Go's net/http (Prometheus) does for every TCP
+/// connection. With it on, a response written in pieces (headers, then the body's chunks) held its last small
+/// piece until the client acknowledged the one before, and clients delay that acknowledgement by up to 40 ms:
+/// a range query answered in 1.6 ms took ~43 ms in roughly one request of three on a kept-alive connection.
+/// A connection whose option cannot be set is served anyway (a latency defect, not a reason to refuse it).
+pub(crate) fn set_nodelay(tcp: &mut tokio::net::TcpStream) {
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(error = %e, "could not set TCP_NODELAY on an accepted connection");
+    }
+}
+
+/// The plain-HTTP listener: `tcp` with [`set_nodelay`] applied to every accepted connection.
+fn plain_listener(tcp: tokio::net::TcpListener) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
+    tcp.tap_io(set_nodelay as fn(&mut tokio::net::TcpStream))
+}
+
 /// Serves `app` on `listener` until `stop`, then lets in-flight requests finish for [`DRAIN_TIMEOUT`].
 async fn serve_until<L>(listener: L, app: axum::Router, stop: watch::Receiver<bool>) -> anyhow::Result<()>
 where
@@ -527,3 +544,23 @@ mod open_files_tests {
     }
 }
 
+
+#[cfg(test)]
+mod nodelay_tests {
+    use axum::serve::Listener;
+
+    #[tokio::test]
+    async fn plain_connections_are_accepted_with_nagle_off() {
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = tcp.local_addr().expect("addr");
+        // Tokio's default, which the listener must change: without it this test would pass vacuously.
+        let _c = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (raw, _) = tcp.accept().await.expect("accept");
+        assert!(!raw.nodelay().expect("nodelay"), "accepted sockets start with Nagle on");
+
+        let mut l = super::plain_listener(tcp);
+        let _c = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (io, _) = l.accept().await;
+        assert!(io.nodelay().expect("nodelay"), "the plain listener must turn Nagle off");
+    }
+}

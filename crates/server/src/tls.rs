@@ -158,7 +158,7 @@ impl TlsListener {
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         tokio::spawn(async move {
             loop {
-                let (stream, addr) = match tcp.accept().await {
+                let (mut stream, addr) = match tcp.accept().await {
                     Ok(c) => c,
                     Err(e) => {
                         // Out of file descriptors and the like: wait rather than spin.
@@ -170,6 +170,7 @@ impl TlsListener {
                 if tx.is_closed() {
                     return;
                 }
+                crate::serve::set_nodelay(&mut stream);
                 let acceptor = TlsAcceptor::from(cfg.read().clone());
                 let tx = tx.clone();
                 tokio::spawn(async move {
@@ -201,5 +202,43 @@ impl axum::serve::Listener for TlsListener {
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         Ok(self.local)
+    }
+}
+
+#[cfg(test)]
+mod nodelay_tests {
+    use super::*;
+    use axum::serve::Listener;
+
+    #[tokio::test]
+    async fn tls_connections_are_accepted_with_nagle_off() {
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("cert");
+        let der = ck.cert.der().clone();
+        let key = PrivateKeyDer::try_from(ck.signing_key.serialize_der()).expect("key");
+        let server = ServerConfig::builder_with_provider(Arc::new(provider::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![der.clone()], key)
+            .expect("server config");
+        let tcp = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = tcp.local_addr().expect("addr");
+        let mut l = TlsListener::new(tcp, Arc::new(RwLock::new(Arc::new(server)))).expect("listener");
+
+        let mut roots = RootCertStore::empty();
+        roots.add(der).expect("root");
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(provider::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+        let c = tokio::spawn(async move {
+            let s = TcpStream::connect(addr).await.expect("connect");
+            connector.connect("localhost".try_into().expect("name"), s).await.expect("handshake")
+        });
+        let (io, _) = tokio::time::timeout(Duration::from_secs(10), l.accept()).await.expect("accepted in time");
+        assert!(io.get_ref().0.nodelay().expect("nodelay"), "the TLS listener must turn Nagle off");
+        drop(c.await.expect("client"));
     }
 }
