@@ -732,13 +732,76 @@ fn ordered_selector(
 
 /// The groups of an ordered fold: accumulators per group and step, filled series by series in the order
 /// the central path would see them, finished as the central path finishes them.
+///
+/// Only avg, stddev and stdvar are folded here ([`super::plan`]), and each needs three numbers a step (and
+/// avg a flag), not all of an [`AggAcc`]: a group's steps are a [`FoldAcc`] slice of their own (32 bytes a
+/// step against 80), so a fold of `avg by (instance, mode)` over 944 groups and 720 steps holds 22 MB instead
+/// of 54 MB (which grew by copying as groups appeared), and each series streams through 40% of the memory.
 struct OrderedGroups<'a> {
     a: &'a AggregateExpr,
     n: usize,
     idx: HashMap<u64, usize>,
     labels: Vec<Labels>,
-    accs: Vec<AggAcc>,
+    accs: Vec<Box<[FoldAcc]>>,
     drop: Vec<bool>,
+}
+
+/// One step of an ordered avg, stddev or stdvar: [`AggAcc::add`]'s arithmetic for those three on the
+/// fields they use. avg: `a` the Kahan sum (or, once `incremental`, the running mean), `b` its
+/// compensation; stddev and stdvar: `a` Welford's mean, `b` the sum of squared deviations.
+#[derive(Debug, Clone, Copy, Default)]
+struct FoldAcc {
+    count: f64,
+    a: f64,
+    b: f64,
+    incremental: bool,
+}
+
+impl FoldAcc {
+    /// [`AggAcc::add`] for avg, stddev and stdvar, operation for operation.
+    #[inline]
+    fn add(&mut self, op: AggregateOp, v: f64) {
+        self.count += 1.0;
+        if op == AggregateOp::Avg {
+            if self.count == 1.0 {
+                (self.a, self.b) = (v, 0.0);
+                return;
+            }
+            if !self.incremental {
+                let (ns, nc) = kahan_inc(v, self.a, self.b);
+                if !ns.is_infinite() {
+                    (self.a, self.b) = (ns, nc);
+                    return;
+                }
+                self.incremental = true;
+                self.a /= self.count - 1.0;
+                self.b /= self.count - 1.0;
+            }
+            let q = (self.count - 1.0) / self.count;
+            (self.a, self.b) = kahan_inc(v / self.count, q * self.a, q * self.b);
+        } else {
+            debug_assert!(matches!(op, AggregateOp::Stddev | AggregateOp::Stdvar), "{op:?} is not folded in order");
+            if self.count == 1.0 {
+                self.a = v;
+                self.b = if v.is_finite() { 0.0 } else { f64::NAN };
+                return;
+            }
+            let delta = v - self.a;
+            self.a += delta / self.count;
+            self.b += delta * (v - self.a);
+        }
+    }
+
+    /// The [`AggAcc`] that the same additions would have left, for [`finish_group`].
+    fn to_agg(self, op: AggregateOp) -> AggAcc {
+        let mut acc = AggAcc { count: self.count, incremental: self.incremental, ..AggAcc::default() };
+        match op {
+            AggregateOp::Avg if self.incremental => (acc.mean, acc.c) = (self.a, self.b),
+            AggregateOp::Avg => (acc.sum, acc.c) = (self.a, self.b),
+            _ => (acc.m, acc.aux) = (self.a, self.b),
+        }
+        acc
+    }
 }
 
 impl<'a> OrderedGroups<'a> {
@@ -751,12 +814,12 @@ impl<'a> OrderedGroups<'a> {
         let (gl, accs, gdrop) = (&mut self.labels, &mut self.accs, &mut self.drop);
         let g = *self.idx.entry(group_hash(labels, a)).or_insert_with(|| {
             gl.push(group_labels(labels, a));
-            accs.resize(accs.len() + n, AggAcc::default());
+            accs.push(vec![FoldAcc::default(); n].into_boxed_slice());
             gdrop.push(false);
             gl.len() - 1
         });
         self.drop[g] |= drop;
-        for (acc, x) in self.accs[g * n..(g + 1) * n].iter_mut().zip(vals) {
+        for (acc, x) in self.accs[g].iter_mut().zip(vals) {
             if let Some(x) = x {
                 acc.add(a.op, *x);
             }
@@ -769,12 +832,18 @@ impl<'a> OrderedGroups<'a> {
             ctx.samples.store(base, std::sync::atomic::Ordering::Relaxed);
             return None;
         }
-        let (op, n) = (self.a.op, self.n);
+        let op = self.a.op;
+        let mut agg = Vec::with_capacity(self.n);
         let out = self
             .labels
             .into_iter()
-            .enumerate()
-            .filter_map(|(g, labels)| finish_group(ctx, op, labels, &self.accs[g * n..(g + 1) * n], None, self.drop[g]))
+            .zip(self.accs)
+            .zip(self.drop)
+            .filter_map(|((labels, accs), drop)| {
+                agg.clear();
+                agg.extend(accs.iter().map(|f| f.to_agg(op)));
+                finish_group(ctx, op, labels, &agg, None, drop)
+            })
             .collect();
         Some(Val::Vector(out))
     }
@@ -1465,4 +1534,55 @@ pub fn histogram_quantiles(ctx: &QueryCtx<'_>, c: &Call, grid: &Grid) -> Result<
         }
     }
     Ok(Val::Vector(super::eval::merge_same_labels(out)?))
+}
+
+#[cfg(test)]
+mod fold_acc_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn values() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            -1e6..1e6f64,
+            Just(f64::MAX),
+            Just(-f64::MAX),
+            Just(f64::MAX / 3.0),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            Just(f64::NAN),
+            Just(0.0),
+            Just(-0.0),
+            Just(1e-300),
+            any::<f64>(),
+        ]
+    }
+
+    proptest! {
+        /// The compact accumulator of the ordered fold finishes to the same bits as [`AggAcc`] after
+        /// the same additions, overflows into the incremental mean and non-finite values included.
+        #[test]
+        fn fold_acc_finishes_as_agg_acc(vs in proptest::collection::vec(values(), 1..40)) {
+            for op in [AggregateOp::Avg, AggregateOp::Stddev, AggregateOp::Stdvar] {
+                let (mut full, mut compact) = (AggAcc::default(), FoldAcc::default());
+                for &v in &vs {
+                    full.add(op, v);
+                    compact.add(op, v);
+                    let (x, y) = (full.finish(op), compact.to_agg(op).finish(op));
+                    prop_assert!(x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()), "{op:?} {vs:?}: {x} vs {y}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_overflowing_avg_switches_to_the_incremental_mean_in_both() {
+        let (mut full, mut compact) = (AggAcc::default(), FoldAcc::default());
+        for v in [f64::MAX, f64::MAX, 1.0, -f64::MAX] {
+            full.add(AggregateOp::Avg, v);
+            compact.add(AggregateOp::Avg, v);
+        }
+        assert!(full.incremental && compact.incremental);
+        assert_eq!(full.finish(AggregateOp::Avg).to_bits(), compact.to_agg(AggregateOp::Avg).finish(AggregateOp::Avg).to_bits());
+        assert!(full.finish(AggregateOp::Avg).is_finite());
+    }
 }
