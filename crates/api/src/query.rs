@@ -341,7 +341,10 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
     let build = move || -> (Vec<Bytes>, usize) {
         let mut frames = Frames::default();
         // A large matrix goes out in frames (below): the body holds only what is written between them.
-        let framed = matches!(value, Value::Matrix(_)) && (rendered >= FRAMES_MIN_RENDERED || weight >= PARALLEL_JSON_POINTS);
+        // (Only a matrix that the parallel writer splits: one series, or one thread, is written into the body
+        // sized below.)
+        let split = matches!(&value, Value::Matrix(m) if m.len() >= 2) && rayon::current_num_threads() >= 2;
+        let framed = matches!(value, Value::Matrix(_)) && (rendered >= FRAMES_MIN_RENDERED || (split && weight >= PARALLEL_JSON_POINTS));
         let mut body = Vec::with_capacity(256 + if framed { 0 } else { size.min(1 << 30) });
         body.extend_from_slice(br#"{"status":"success","data":"#);
         match value {
@@ -573,6 +576,7 @@ fn write_in_groups(out: &mut Vec<u8>, series: &[tessera_promql::engine::MatrixSe
 /// 340,000 points, 10 MB). The bytes are [`write_series_run`]'s.
 fn write_matrix_in_frames(out: &mut Frames, series: &[tessera_promql::engine::MatrixSeries]) {
     if rayon::current_num_threads() < 2 || series.len() < 2 {
+        out.cur.reserve(series.iter().map(json_size).sum());
         write_series_run(&mut out.cur, series, true);
         return;
     }
