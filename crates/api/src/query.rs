@@ -343,7 +343,7 @@ async fn query_inner(st: Arc<AppState>, req: Request, range: bool) -> Result<Res
         // A large matrix goes out in frames (below): the body holds only what is written between them.
         // (Only a matrix that the parallel writer splits: one series, or one thread, is written into the body
         // sized below.)
-        let split = matches!(&value, Value::Matrix(m) if m.len() >= 2) && rayon::current_num_threads() >= 2;
+        let split = matches!(&value, Value::Matrix(m) if splits_in_parallel(m));
         let framed = matches!(value, Value::Matrix(_)) && (rendered >= FRAMES_MIN_RENDERED || (split && weight >= PARALLEL_JSON_POINTS));
         let mut body = Vec::with_capacity(256 + if framed { 0 } else { size.min(1 << 30) });
         body.extend_from_slice(br#"{"status":"success","data":"#);
@@ -529,13 +529,22 @@ pub const PARALLEL_JSON_POINTS: usize = 1 << 16;
 /// costs — takes both cores. The bytes are the same either way.
 fn write_matrix_series(out: &mut Vec<u8>, series: &[tessera_promql::engine::MatrixSeries]) {
     let total: usize = series.iter().map(json_weight).sum();
-    let threads = rayon::current_num_threads();
-    if total < PARALLEL_JSON_POINTS || threads < 2 || series.len() < 2 {
+    if total < PARALLEL_JSON_POINTS || !splits_in_parallel(series) {
         write_series_run(out, series, true);
         return;
     }
-    // A few groups per thread, so that one group of long series does not leave the others idle.
-    write_in_groups(out, series, threads * 4);
+    write_in_groups(out, series, parallel_groups());
+}
+
+/// Whether the parallel writer splits `series` at all: there are two threads and two series to share out.
+fn splits_in_parallel(series: &[tessera_promql::engine::MatrixSeries]) -> bool {
+    series.len() >= 2 && rayon::current_num_threads() >= 2
+}
+
+/// How many groups the parallel writer makes: a few per thread, so that one group of long series does not
+/// leave the others idle.
+fn parallel_groups() -> usize {
+    rayon::current_num_threads() * 4
 }
 
 /// A series' share of the work of writing a matrix's JSON, in points to format (a histogram counts as
@@ -573,14 +582,10 @@ fn write_in_groups(out: &mut Vec<u8>, series: &[tessera_promql::engine::MatrixSe
 /// as they are, instead of being joined into one buffer first (a copy of the whole answer, into a buffer
 /// that was sized by estimate and, when the estimate fell short, grown by copying again: with the page
 /// faults of the fresh memory, ~40% of the CPU of `rate(node_disk_io_time_seconds_total[5m])` over 3 h,
-/// 340,000 points, 10 MB). The bytes are [`write_series_run`]'s.
+/// 340,000 points, 10 MB). The bytes are [`write_series_run`]'s. Answers frame only a matrix that
+/// [`splits_in_parallel`]; any other is written whole into the body, sized up front.
 fn write_matrix_in_frames(out: &mut Frames, series: &[tessera_promql::engine::MatrixSeries]) {
-    if rayon::current_num_threads() < 2 || series.len() < 2 {
-        out.cur.reserve(series.iter().map(json_size).sum());
-        write_series_run(&mut out.cur, series, true);
-        return;
-    }
-    for part in written_in_groups(series, rayon::current_num_threads() * 4) {
+    for part in written_in_groups(series, parallel_groups()) {
         out.push(Bytes::from(part));
     }
 }
