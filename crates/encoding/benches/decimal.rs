@@ -8,12 +8,15 @@
 //! `decimal_last_5m`: the last five minutes of each 720-sample chunk, as a rule over block data reads it;
 //! `decimal_head_last_5m`: of each 120-sample chunk, as a dashboard's newest step reads the head's.
 //!
+//! `decimal_open`: the head's open chunks (16 samples each, about what one holds before it closes):
+//! appending sample by sample and decoding, XOR (`xor_*`) against open decimal chunks (`open_*`).
+//!
 //! Run: `cargo bench -p tessera-encoding --bench decimal`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
-use tessera_encoding::{XorEncoder, decode_decimal_into, decode_decimal_range_into, decode_xor_into, encode_decimal};
+use tessera_encoding::{DecimalAppender, XorEncoder, decode_decimal_into, decode_decimal_open_into, decode_decimal_range_into, decode_xor_into, encode_decimal};
 use tessera_model::Sample;
 
 const N: usize = 1_000_000;
@@ -100,6 +103,56 @@ fn bench(c: &mut Criterion) {
     // The head's closed chunks (120 samples at 10 s, recoded to Decimal at close): the last five minutes
     // of each, as a refresh's newest step reads the newest closed chunk.
     last_5m(c, "decimal_head_last_5m", 120, ["cpu_counter", "small_steps", "gauge_2dec"]);
+    open_chunks(c);
+}
+
+/// The head's open chunks: 16-sample pieces appended one sample at a time and decoded, XOR against open
+/// decimal chunks. Elements/s = samples/s.
+fn open_chunks(c: &mut Criterion) {
+    const OPEN: usize = 16;
+    let mut g = c.benchmark_group("decimal_open");
+    g.sample_size(20);
+    g.measurement_time(std::time::Duration::from_secs(3));
+    g.throughput(Throughput::Elements(N as u64));
+    for name in ["cpu_counter", "gauge_2dec", "page_bytes", "small_steps"] {
+        let samples = shape(name);
+        let xor = |s: &[Sample]| {
+            let mut e = XorEncoder::with_capacity(128);
+            for x in s {
+                e.append(x.t, x.v);
+            }
+            e.into_bytes()
+        };
+        let open = |s: &[Sample]| {
+            let mut a = DecimalAppender::with_capacity(56);
+            let mut last = (i64::MIN, 0u64);
+            for x in s {
+                assert!(a.append(last.0, last.1, x.t, x.v), "exact decimals");
+                last = (x.t, x.v.to_bits());
+            }
+            a.bytes().to_vec()
+        };
+        let xs: Vec<Vec<u8>> = samples.chunks(OPEN).map(xor).collect();
+        let os: Vec<Vec<u8>> = samples.chunks(OPEN).map(open).collect();
+        let size = |cs: &[Vec<u8>]| cs.iter().map(Vec::len).sum::<usize>() as f64 / N as f64;
+        eprintln!("{name}, {OPEN}-sample open chunks: xor {:.3} bytes/sample, open decimal {:.3}", size(&xs), size(&os));
+        g.bench_with_input(BenchmarkId::new("xor_append", name), &samples, |b, s| b.iter(|| s.chunks(OPEN).map(|c| xor(c).len()).sum::<usize>()));
+        g.bench_with_input(BenchmarkId::new("open_append", name), &samples, |b, s| b.iter(|| s.chunks(OPEN).map(|c| open(c).len()).sum::<usize>()));
+        type Decode = fn(&[u8], &mut Vec<Sample>) -> Result<(), tessera_encoding::ChunkError>;
+        for (id, chunks, decode) in [("xor_decode", &xs, decode_xor_into as Decode), ("open_decode", &os, decode_decimal_open_into)] {
+            g.bench_with_input(BenchmarkId::new(id, name), chunks, |b, cs| {
+                let mut out = Vec::with_capacity(N);
+                b.iter(|| {
+                    out.clear();
+                    for c in cs {
+                        decode(c, &mut out).expect("valid");
+                    }
+                    black_box(out.len())
+                })
+            });
+        }
+    }
+    g.finish();
 }
 
 /// The last five minutes of each `len`-sample Decimal chunk of each shape, as a range read takes them.

@@ -27,6 +27,7 @@ pub fn decode_chunk_range_into(
         ChunkEncoding::Xor => decode_xor_range_into(&c.data, mint_ms, maxt_ms, out),
         ChunkEncoding::Dense => decode_dense_range_into(&c.data, mint_ms, maxt_ms, out),
         ChunkEncoding::Decimal => crate::decimal::decode_decimal_range_into(&c.data, mint_ms, maxt_ms, out),
+        ChunkEncoding::DecimalOpen => crate::decimal_open::decode_decimal_open_range_into(&c.data, mint_ms, maxt_ms, out),
         ChunkEncoding::XorSt => decode_xor_st_samples_range_into(&c.data, mint_ms, maxt_ms, out),
         other => Err(ChunkError::UnsupportedEncoding(other as u8)),
     }
@@ -57,6 +58,7 @@ pub fn chunk_sample_count(c: &ChunkRef) -> Option<usize> {
         ChunkEncoding::Xor => c.data.get(..2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]]))),
         ChunkEncoding::Dense => crate::dense::dense_sample_count(&c.data).map(|n| n as usize),
         ChunkEncoding::Decimal => crate::decimal::decimal_sample_count(&c.data).map(|n| n as usize),
+        ChunkEncoding::DecimalOpen => crate::decimal_open::decimal_open_sample_count(&c.data).map(|n| n as usize),
         ChunkEncoding::XorSt => Some(usize::from(crate::xor_st::XorStIter::new(&c.data).num_samples())),
         _ => None,
     }
@@ -91,7 +93,7 @@ pub fn decode_chunk_range_st_into(
 pub fn to_xor_chunks(c: &ChunkRef, max_samples: usize) -> Result<Vec<ChunkRef>, ChunkError> {
     match c.encoding {
         ChunkEncoding::Xor => Ok(vec![c.clone()]),
-        ChunkEncoding::Dense | ChunkEncoding::Decimal | ChunkEncoding::XorSt => {
+        ChunkEncoding::Dense | ChunkEncoding::Decimal | ChunkEncoding::DecimalOpen | ChunkEncoding::XorSt => {
             let mut samples = Vec::new();
             // XorSt's start timestamps are dropped (the XOR wire chunk cannot carry them).
             decode_chunk_range_into(c, i64::MIN, i64::MAX, &mut samples)?;

@@ -36,7 +36,7 @@ const VERSION: u8 = 1;
 /// Most samples one decimal chunk may hold; bounds what a corrupt count can make a decoder produce.
 pub const MAX_DECIMAL_SAMPLES: usize = 1 << 20;
 /// Largest decimal exponent tried (`10^15` is exact in a double, and so is every smaller power).
-const MAX_K: u8 = 15;
+pub(crate) const MAX_K: u8 = 15;
 /// Value layouts: runs of zero differences (`(uvarint zero-run, varint delta)…`), every difference
 /// (`varint delta`…), every difference of differences (`varint dod`…, the first against 0).
 const MODE_RUNS: u8 = 0;
@@ -48,21 +48,21 @@ const MODE_PACKED_DODS: u8 = 4;
 /// Set in the mode byte when a list of stale-marker positions follows it.
 const MODE_STALE: u8 = 0x80;
 /// Largest `|m|`: every integer up to 2^53 is exact in a double.
-const MAX_M: f64 = 9_007_199_254_740_992.0;
+pub(crate) const MAX_M: f64 = 9_007_199_254_740_992.0;
 
-fn pow10(k: u8) -> f64 {
+pub(crate) fn pow10(k: u8) -> f64 {
     10f64.powi(i32::from(k))
 }
 
 /// The value `m / 10^k` decodes to.
 #[inline]
-fn value(m: i64, k: u8, p: f64) -> f64 {
+pub(crate) fn value(m: i64, k: u8, p: f64) -> f64 {
     if k == 0 { m as f64 } else { m as f64 / p }
 }
 
 /// `v`'s integer at exponent `k` when it reads back bit for bit.
 #[inline]
-fn integer_at(v: f64, k: u8, p: f64) -> Option<i64> {
+pub(crate) fn integer_at(v: f64, k: u8, p: f64) -> Option<i64> {
     let m = if k == 0 { v } else { (v * p).round() };
     if !m.is_finite() || m.abs() > MAX_M || m.fract() != 0.0 {
         return None;

@@ -39,6 +39,7 @@ pub mod float_histogram;
 pub mod hbuckets;
 pub mod histogram;
 pub mod decimal;
+pub mod decimal_open;
 pub mod histogram_meta;
 pub mod histogram_st;
 mod varbit;
@@ -48,6 +49,10 @@ pub mod xor_st;
 
 pub use chunk::{
     chunk_sample_count, decode_chunk_range_into, decode_chunk_range_into_slice, decode_chunk_range_st_into, to_xor_chunks,
+};
+pub use decimal_open::{
+    DECIMAL_OPEN_HEADER_BYTES, DecimalAppender, decimal_exponent_of, decimal_open_sample_count, decode_decimal_open_into,
+    decode_decimal_open_range_into,
 };
 pub use decimal::{DecimalEncoder, decode_decimal_into, decode_decimal_range_into, decimal_sample_count, encode_decimal};
 pub use dense::{

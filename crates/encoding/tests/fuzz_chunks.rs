@@ -27,6 +27,7 @@ const ENCODINGS: &[ChunkEncoding] = &[
     ChunkEncoding::FloatHistogram,
     ChunkEncoding::Dense,
     ChunkEncoding::Decimal,
+    ChunkEncoding::DecimalOpen,
     ChunkEncoding::XorSt,
     ChunkEncoding::HistogramSt,
     ChunkEncoding::FloatHistogramSt,
@@ -101,6 +102,25 @@ fn chunk(enc: ChunkEncoding, s: &[Sample], st_seed: i64) -> ChunkRef {
             let q: Vec<Sample> = s.iter().enumerate().map(|(i, x)| Sample::new(x.t, i as f64 / 4.0)).collect();
             tessera_encoding::encode_decimal(&q).expect("quarters are exact decimals")
         }),
+        // The same for the appendable form: the samples appended one by one (quarters when some value is
+        // refused).
+        ChunkEncoding::DecimalOpen => {
+            let append = |s: &[Sample]| {
+                let mut a = tessera_encoding::DecimalAppender::with_capacity(16);
+                let mut last = (i64::MIN, 0u64);
+                for x in s {
+                    if !a.append(last.0, last.1, x.t, x.v) {
+                        return None;
+                    }
+                    last = (x.t, x.v.to_bits());
+                }
+                Some(a.bytes().to_vec())
+            };
+            append(s).unwrap_or_else(|| {
+                let q: Vec<Sample> = s.iter().enumerate().map(|(i, x)| Sample::new(x.t, i as f64 / 4.0)).collect();
+                append(&q).expect("quarters are exact decimals")
+            })
+        }
         ChunkEncoding::XorSt => {
             let sts: Vec<i64> = s.iter().enumerate().map(|(i, x)| if i % 3 == 0 { 0 } else { x.t - st_seed.rem_euclid(1 << 20) }).collect();
             encode_xor_st(s, &sts)
@@ -170,7 +190,7 @@ proptest! {
     ) {
         let c = chunk(enc, &s, st_seed);
         // A valid float chunk decodes to what was encoded (NaN payloads aside).
-        if edits.is_empty() && label.is_none() && matches!(enc, ChunkEncoding::Xor | ChunkEncoding::Dense | ChunkEncoding::Decimal | ChunkEncoding::XorSt) {
+        if edits.is_empty() && label.is_none() && matches!(enc, ChunkEncoding::Xor | ChunkEncoding::Dense | ChunkEncoding::Decimal | ChunkEncoding::DecimalOpen | ChunkEncoding::XorSt) {
             let mut out = Vec::new();
             decode_chunk_range_into(&c, i64::MIN, i64::MAX, &mut out).expect("a valid chunk decodes");
             prop_assert_eq!(out.len(), s.len());

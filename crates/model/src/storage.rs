@@ -41,6 +41,10 @@ pub enum ChunkEncoding {
     /// Tessera's decimal codec for cold float chunks whose values are all exact decimals of a few digits
     /// (`tessera_encoding::decimal`). Not a Prometheus encoding: remote read converts it to XOR.
     Decimal = 0x44,
+    /// The head's open chunk of a series of exact short decimals (`tessera_encoding::decimal_open`):
+    /// appendable, about a third of XOR's bytes; a closing chunk becomes `Decimal`. Not a Prometheus
+    /// encoding: remote read converts it to XOR.
+    DecimalOpen = 0x45,
     /// A downsampling tier's buckets of one series (`tessera_encoding::buckets`): aggregates, not samples.
     /// Only tier blocks hold them; they never leave through remote read.
     Buckets = 0x50,
@@ -59,6 +63,7 @@ impl ChunkEncoding {
             0x42 => Some(Self::HistogramSt),
             0x43 => Some(Self::FloatHistogramSt),
             0x44 => Some(Self::Decimal),
+            0x45 => Some(Self::DecimalOpen),
             0x50 => Some(Self::Buckets),
             0x51 => Some(Self::HistBuckets),
             _ => None,

@@ -272,13 +272,13 @@ fn the_head_keeps_closed_decimal_chunks_and_cuts_merge_them() {
         let (cx, cd) = (chunks_of(&x, i), chunks_of(&d, i));
         assert!(cx.iter().all(|c| c.0 == ChunkEncoding::Xor), "{cx:?}");
         // Every closed chunk Decimal, older ones merged up to 480 samples, the newest closed one as it
-        // was cut (at the open chunk's byte cap, ~25 samples of these); the open one (the last, XOR)
-        // within its cap, unless the last sample took it to the cap and closed it.
+        // was cut (at the open decimal chunk's byte cap, ~13 samples of these); the open one (the last,
+        // an open decimal chunk) within its cap, unless the last sample took it to the cap and closed it.
         let n = cd.len();
-        let closed = n - usize::from(cd[n - 1].0 == ChunkEncoding::Xor);
+        let closed = n - usize::from(cd[n - 1].0 == ChunkEncoding::DecimalOpen);
         assert!(cd[..closed].iter().all(|c| c.0 == ChunkEncoding::Decimal && c.1 <= 480), "{cd:?}");
         assert!((8..=120).contains(&cd[closed - 1].1), "{cd:?}");
-        assert!(cd[closed..].iter().all(|c| c.2 < tessera_tsdb::head::OPEN_CHUNK_BYTES), "{cd:?}");
+        assert!(cd[closed..].iter().all(|c| c.2 < tessera_tsdb::head::OPEN_DECIMAL_BYTES), "{cd:?}");
         assert!(cd[..closed - 1].iter().any(|c| c.1 > 120) && n < cx.len(), "{cd:?}");
         assert_eq!(cd.iter().map(|c| c.1).sum::<usize>(), 1000);
         let bytes = |c: &[(ChunkEncoding, usize, usize)], k: usize| c[..k].iter().map(|c| c.2).sum::<usize>();

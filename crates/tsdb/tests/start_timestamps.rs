@@ -83,8 +83,12 @@ fn check(db: &std::sync::Arc<Db>, what: &str) {
         assert_eq!(gl, wl, "{what}");
         assert_eq!(gs, &triples(ws, wsts), "{what}: {wl}");
         match wl.get("k") {
-            // Blocks may store runs of XOR chunks as Dense or Decimal (`Options::cold_codec`).
-            "none" => assert!(encs.iter().all(|&e| matches!(e, ChunkEncoding::Xor | ChunkEncoding::Dense | ChunkEncoding::Decimal)), "{what}: {encs:?}"),
+            // Blocks may store runs of XOR chunks as Dense or Decimal (`Options::cold_codec`), and the head
+            // its chunks of short decimals as Decimal (open: DecimalOpen).
+            "none" => assert!(
+                encs.iter().all(|&e| matches!(e, ChunkEncoding::Xor | ChunkEncoding::Dense | ChunkEncoding::Decimal | ChunkEncoding::DecimalOpen)),
+                "{what}: {encs:?}"
+            ),
             "late" => assert!(encs.contains(&ChunkEncoding::XorSt), "{what}: {encs:?}"),
             _ => assert!(encs.iter().all(|&e| e == ChunkEncoding::XorSt), "{what}: {encs:?}"),
         }
@@ -207,8 +211,9 @@ fn partly_rejected_batches_keep_sts_aligned_and_bad_lengths_drop_them() {
         let got = query_st(db, &[m(tessera_model::MatchOp::Regex, "__name__", "x|y|z")], i64::MIN, i64::MAX);
         assert_eq!(got[0].1, want_x, "{round}");
         assert_eq!(got[1].1, vec![(10, 0, 1f64.to_bits()), (20, 0, 2f64.to_bits())], "{round}");
-        assert_eq!(got[1].2, vec![ChunkEncoding::Xor], "{round}");
-        assert_eq!(got[2].2, vec![ChunkEncoding::Xor], "{round}");
+        // Plain float chunks (the head's open chunk of short decimals is an open decimal chunk).
+        assert_eq!(got[1].2, vec![ChunkEncoding::DecimalOpen], "{round}");
+        assert_eq!(got[2].2, vec![ChunkEncoding::DecimalOpen], "{round}");
     };
     check(&db, "head");
     drop(db);

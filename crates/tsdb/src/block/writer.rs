@@ -227,6 +227,14 @@ impl BlockWriter {
                 c.mint_ms, c.maxt_ms, self.mint_ms, self.maxt_ms
             )));
         }
+        if c.encoding == ChunkEncoding::DecimalOpen {
+            // The head's open decimal chunks never go into blocks as such (a head hands them out as XOR
+            // for a block): as XOR, which runs join and recode.
+            for x in tessera_encoding::to_xor_chunks(c, usize::from(u16::MAX)).map_err(|e| Error::Other(format!("write_block: {e}")))? {
+                self.add_chunk(&x)?;
+            }
+            return Ok(());
+        }
         self.last_mint = c.mint_ms;
         let n = chunk_samples(c.encoding, &c.data) as usize;
         // XOR chunks, and the small Decimal chunks a head stores its closed chunks as, join runs.

@@ -45,7 +45,7 @@ use std::hash::Hasher;
 use bytes::Bytes;
 use tessera_encoding::{
     Appended, FloatHistogramEncoder, FloatHistogramStEncoder, HistogramAppendError, HistogramEncoder, HistogramStEncoder,
-    XorAppender, XorEncoder, XorStEncoder,
+    DecimalAppender, XorAppender, XorEncoder, XorStEncoder,
 };
 use tessera_model::{ChunkEncoding, ChunkRef, HistogramSample, HistogramValue, Labels, Sample};
 
@@ -122,6 +122,13 @@ pub const MERGE_RUN: usize = 4;
 pub const OPEN_CHUNK_BYTES: usize = 96;
 /// …and holds at least this many samples.
 pub const OPEN_CHUNK_MIN_SAMPLES: usize = 8;
+/// An open decimal chunk ([`OpenChunk::Decimal`]) is closed as a Decimal chunk by the sample that takes
+/// it to this many bytes (with [`OPEN_CHUNK_MIN_SAMPLES`]): ~14 samples of a noisy counter, what an XOR
+/// chunk holds at [`OPEN_CHUNK_BYTES`]…
+pub const OPEN_DECIMAL_BYTES: usize = 40;
+/// …in a buffer of this many bytes (glibc's 64-byte chunk; an XOR chunk's took 144), which one more sample
+/// of up to 16 bytes does not outgrow.
+pub const OPEN_DECIMAL_CAPACITY: usize = 56;
 
 /// A series' open chunk: XOR, or XorSt once the series has carried a start timestamp, or a native
 /// histogram chunk (integer or float) while the series receives histograms.
@@ -130,6 +137,11 @@ pub(crate) enum OpenChunk {
     /// Plain XOR: the series keeps the last sample ([`MemSeries::last_t`], [`MemSeries::last_bits`]),
     /// so the encoder does not (40 bytes instead of 56).
     Xor(XorAppender),
+    /// A series of exact short decimals ([`tessera_encoding::decimal_open`]): the same samples in about a
+    /// third of XOR's bytes; the series keeps the last sample as for `Xor`. Only with
+    /// [`Head::recode_closed`]; a value that is no such decimal turns the chunk into `Xor`
+    /// ([`OpenChunk::make_xor`]), and a closing chunk is always written as Decimal.
+    Decimal(DecimalAppender),
     XorSt(Box<XorStEncoder>),
     Histogram(Box<HistogramEncoder>),
     FloatHistogram(Box<FloatHistogramEncoder>),
@@ -144,6 +156,7 @@ impl OpenChunk {
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             OpenChunk::Xor(e) => e.bytes(),
+            OpenChunk::Decimal(e) => e.bytes(),
             OpenChunk::XorSt(e) => e.bytes(),
             OpenChunk::Histogram(e) => e.bytes(),
             OpenChunk::FloatHistogram(e) => e.bytes(),
@@ -157,6 +170,7 @@ impl OpenChunk {
     pub(crate) fn num_samples(&self) -> usize {
         match self {
             OpenChunk::Xor(e) => usize::from(e.num_samples()),
+            OpenChunk::Decimal(e) => usize::from(e.num_samples()),
             OpenChunk::XorSt(e) => e.num_samples(),
             OpenChunk::Histogram(e) => usize::from(e.num_samples()),
             OpenChunk::FloatHistogram(e) => usize::from(e.num_samples()),
@@ -169,6 +183,7 @@ impl OpenChunk {
     pub(crate) fn encoding(&self) -> ChunkEncoding {
         match self {
             OpenChunk::Xor(_) => ChunkEncoding::Xor,
+            OpenChunk::Decimal(_) => ChunkEncoding::DecimalOpen,
             OpenChunk::XorSt(_) => ChunkEncoding::XorSt,
             OpenChunk::Histogram(_) => ChunkEncoding::Histogram,
             OpenChunk::FloatHistogram(_) => ChunkEncoding::FloatHistogram,
@@ -186,6 +201,7 @@ impl OpenChunk {
     pub(crate) fn clear(&mut self) {
         match self {
             OpenChunk::Xor(e) => e.clear(),
+            OpenChunk::Decimal(e) => e.clear_to(OPEN_DECIMAL_CAPACITY),
             OpenChunk::XorSt(e) => e.clear(),
             OpenChunk::Histogram(e) => **e = HistogramEncoder::new(),
             OpenChunk::FloatHistogram(e) => **e = FloatHistogramEncoder::new(),
@@ -195,6 +211,11 @@ impl OpenChunk {
     }
 
     /// An empty chunk of the kind `h` goes into (with an ST column when `st`).
+    /// An empty float chunk: open decimal or XOR.
+    fn new_float(decimal: bool) -> Self {
+        if decimal { OpenChunk::Decimal(DecimalAppender::with_capacity(OPEN_DECIMAL_CAPACITY)) } else { OpenChunk::Xor(XorAppender::new()) }
+    }
+
     fn for_histogram(h: &HistogramValue, st: bool) -> Self {
         match (h, st) {
             (HistogramValue::Int(_), false) => OpenChunk::Histogram(Box::default()),
@@ -229,15 +250,47 @@ impl OpenChunk {
     fn append(&mut self, last_t: i64, last_bits: u64, t: i64, st: i64, v: f64) {
         match self {
             OpenChunk::Xor(e) => e.append(last_t, last_bits, t, v),
+            OpenChunk::Decimal(e) => {
+                if !e.append(last_t, last_bits, t, v) {
+                    self.make_xor();
+                    self.append(last_t, last_bits, t, st, v);
+                }
+            }
             OpenChunk::XorSt(e) => e.append(t, st, v),
             // `append_st` switches a histogram chunk to XOR before appending a float.
             _ => debug_assert!(false, "float appended to a histogram chunk"),
         }
     }
 
-    /// Turns an XOR chunk into a XorSt one with the same samples (ST 0). No-op when already XorSt.
+    /// The samples of an open decimal chunk.
+    fn decimal_samples(e: &DecimalAppender) -> Vec<Sample> {
+        let mut samples = Vec::with_capacity(usize::from(e.num_samples()));
+        // The appender wrote every byte: it decodes.
+        let decoded = tessera_encoding::decode_decimal_open_into(e.bytes(), &mut samples);
+        debug_assert!(decoded.is_ok(), "an open decimal chunk decodes: {decoded:?}");
+        samples
+    }
+
+    /// Turns an open decimal chunk into an XOR one with the same samples (a value that is no short
+    /// decimal arrived). No-op for other chunks.
+    #[cold]
+    fn make_xor(&mut self) {
+        if let OpenChunk::Decimal(e) = self {
+            let mut x = XorAppender::new();
+            let mut last: Option<Sample> = None;
+            for s in Self::decimal_samples(e) {
+                x.append(last.map_or(i64::MIN, |l| l.t), last.map_or(0, |l| l.v.to_bits()), s.t, s.v);
+                last = Some(s);
+            }
+            *self = OpenChunk::Xor(x);
+        }
+    }
+
+    /// Turns an XOR (or open decimal) chunk into a XorSt one with the same samples (ST 0). No-op when
+    /// already XorSt.
     #[cold]
     fn make_st(&mut self) {
+        self.make_xor();
         if let OpenChunk::Xor(e) = self {
             let mut st = XorStEncoder::with_capacity(e.bytes().len() + e.bytes().len() / 4 + 16);
             for (t, v) in tessera_encoding::XorIter::new(e.bytes()).flatten() {
@@ -313,11 +366,13 @@ fn compute_chunk_end_time(start: i64, cur: i64, max_t: i64, ratio_to_full: f64) 
 }
 
 impl MemSeries {
-    fn new(labels_at: LabelsAt) -> Self {
+    /// A series without samples; its first chunk is an open decimal one when `decimal` (the head recodes
+    /// closed chunks), else XOR.
+    fn new(labels_at: LabelsAt, decimal: bool) -> Self {
         MemSeries {
             labels_at,
             chunks: ClosedChunks::default(),
-            open: OpenChunk::Xor(XorAppender::new()),
+            open: OpenChunk::new_float(decimal),
             last_t: i64::MIN,
             last_bits: 0,
             rare: None,
@@ -338,6 +393,7 @@ impl MemSeries {
     pub(crate) fn open_mint(&self) -> i64 {
         match &self.open {
             OpenChunk::Xor(e) => e.first_t(),
+            OpenChunk::Decimal(e) => e.first_t(),
             OpenChunk::XorSt(e) => e.first_t(),
             _ => self.rare.as_deref().and_then(|r| r.hist_cut).map(|c| c.mint),
         }
@@ -365,24 +421,37 @@ impl MemSeries {
     }
 
     /// Writes the open chunk (with samples) to the chunk files — as Decimal when `recode` and
-    /// [`recode_decimal`] say so — and lists it as closed. The open chunk is left as it was.
+    /// [`recode_decimal`] say so, and an open decimal chunk always — and lists it as closed. The open chunk
+    /// is left as it was (an open decimal chunk that would not recode, which cannot happen, as XOR).
     fn push_closed(&mut self, files: &mut ChunkFiles, recode: bool) {
-        let chunk = match recode.then(|| self.recoded_open(files)).flatten() {
-            Some(chunk) => chunk,
-            None => {
-                let (data, encoding) = (self.open.bytes(), self.open.encoding());
-                let samples = u16::try_from(crate::block::writer::chunk_samples(encoding, data)).unwrap_or(u16::MAX);
-                HeadChunk { mint: self.open_mint(), maxt: self.last_t, loc: files.write(data, self.last_t), samples, encoding }
-            }
-        };
+        let recode = recode || matches!(self.open, OpenChunk::Decimal(_));
+        if let Some(chunk) = recode.then(|| self.recoded_open(files)).flatten() {
+            self.chunks.push(chunk);
+            return;
+        }
+        self.open.make_xor();
+        let (data, encoding) = (self.open.bytes(), self.open.encoding());
+        let samples = u16::try_from(crate::block::writer::chunk_samples(encoding, data)).unwrap_or(u16::MAX);
+        let chunk = HeadChunk { mint: self.open_mint(), maxt: self.last_t, loc: files.write(data, self.last_t), samples, encoding };
         self.chunks.push(chunk);
     }
 
-    /// The open chunk written to the chunk files as a Decimal chunk, when it is XOR and
-    /// [`recode_decimal`] says so.
+    /// The open chunk written to the chunk files as a Decimal chunk: an open decimal chunk always, an XOR
+    /// one when [`recode_decimal`] says so.
     fn recoded_open(&self, files: &mut ChunkFiles) -> Option<HeadChunk> {
-        let OpenChunk::Xor(e) = &self.open else { return None };
         let (mint, maxt) = (self.open_mint(), self.last_t);
+        if let OpenChunk::Decimal(e) = &self.open {
+            // Always: its values are what a Decimal chunk holds.
+            return SCRATCH.with_borrow_mut(|Scratch { samples: smp, enc, buf, .. }| {
+                smp.clear();
+                buf.clear();
+                (tessera_encoding::decode_decimal_open_into(e.bytes(), smp).is_ok() && enc.encode_into(smp, buf)).then(|| {
+                    let samples = u16::try_from(smp.len()).unwrap_or(u16::MAX);
+                    HeadChunk { mint, maxt, loc: files.write(buf, maxt), samples, encoding: ChunkEncoding::Decimal }
+                })
+            });
+        }
+        let OpenChunk::Xor(e) = &self.open else { return None };
         SCRATCH.with_borrow_mut(|Scratch { samples: smp, enc, buf, .. }| {
             recode_decimal(e.bytes(), smp, enc, buf).then(|| {
                 let samples = u16::try_from(crate::block::writer::chunk_samples(ChunkEncoding::Decimal, buf)).unwrap_or(u16::MAX);
@@ -396,6 +465,7 @@ impl MemSeries {
         match &mut self.open {
             // The series' next chunk is likely about as long: its buffer is cut down to this one's size.
             OpenChunk::Xor(e) => e.clear_fitted(),
+            // Every chunk of exact short decimals closes at the same bytes: the buffer keeps its size.
             o => o.clear(),
         }
     }
@@ -495,9 +565,9 @@ impl MemSeries {
         if self.open.is_histogram() {
             // A float after histograms starts a float chunk (upstream cuts a chunk of the other encoding).
             closed = self.close_open(files, false);
-            self.open = OpenChunk::Xor(XorAppender::new());
+            self.open = OpenChunk::new_float(recode);
         }
-        if st != 0 && matches!(self.open, OpenChunk::Xor(_)) {
+        if st != 0 && matches!(self.open, OpenChunk::Xor(_) | OpenChunk::Decimal(_)) {
             self.open.make_st();
         }
         let mut created = false;
@@ -509,6 +579,14 @@ impl MemSeries {
         }
         if self.open.num_samples() == 0 {
             created = true;
+            // A chunk that begins with an exact short decimal is an open decimal chunk (one that begins
+            // otherwise, or meets another value, is XOR: `OpenChunk::append`).
+            if recode
+                && matches!(self.open, OpenChunk::Xor(_))
+                && (tessera_model::is_stale_nan(v) || tessera_encoding::decimal_exponent_of(v).is_some())
+            {
+                self.open = OpenChunk::new_float(true);
+            }
         }
         let len = self.open.bytes().len();
         // The plain XOR chunk continues from the series' last sample: it must be the chunk's last one.
@@ -518,6 +596,13 @@ impl MemSeries {
         {
             let last = tessera_encoding::XorIter::new(e.bytes()).flatten().last().map(|(t, v)| (t, v.to_bits()));
             debug_assert_eq!(last, Some((self.last_t, self.last_bits)), "the series' last sample is its open XOR chunk's");
+        }
+        #[cfg(debug_assertions)]
+        if let OpenChunk::Decimal(e) = &self.open
+            && e.num_samples() > 0
+        {
+            let last = OpenChunk::decimal_samples(e).last().map(|s| (s.t, s.v.to_bits()));
+            debug_assert_eq!(last, Some((self.last_t, self.last_bits)), "the series' last sample is its open decimal chunk's");
         }
         self.open.append(self.last_t, self.last_bits, t, st, v);
         self.last_t = t;
@@ -535,6 +620,14 @@ impl MemSeries {
                 debug_assert!(!closed, "one close per sample");
                 closed = self.close_at_cap(files);
             }
+        }
+        // An open decimal chunk always closes (as Decimal) once it holds enough bytes and samples.
+        if let OpenChunk::Decimal(e) = &self.open
+            && e.bytes().len() >= OPEN_DECIMAL_BYTES
+            && usize::from(e.num_samples()) >= OPEN_CHUNK_MIN_SAMPLES
+        {
+            debug_assert!(!closed, "one close per sample");
+            closed = self.close_at_cap(files);
         }
         (created, closed)
     }
@@ -772,7 +865,7 @@ impl MemSeries {
         }
     }
 
-    /// With `split_last`, an open XOR chunk of two or more samples is handed out as two chunks: its
+    /// With `split_last`, an open XOR or open decimal chunk of two or more samples is handed out as two chunks: its
     /// samples but the last (the same bytes, the header's count one less: a reader stops after the count)
     /// and the last sample alone, which the series keeps decoded (`last_t`, `last_bits`). A reader that
     /// needs only the latest sample (an instant query or a dashboard's newest step at "now") then decodes
@@ -795,10 +888,14 @@ impl MemSeries {
             && self.open_n() >= 2
             && self.last_t <= maxt
             && self.last_t >= mint
-            && let OpenChunk::Xor(e) = &self.open
-            && let Some(prev_t) = e.prev_t(self.last_t)
+            && let Some(prev_t) = match &self.open {
+                OpenChunk::Xor(e) => e.prev_t(self.last_t),
+                OpenChunk::Decimal(e) => e.prev_t(self.last_t),
+                _ => None,
+            }
         {
-            let head = e.bytes();
+            // Both encodings begin with XOR's 2-byte count.
+            let head = self.open.bytes();
             let mut last = XorEncoder::with_capacity(tessera_encoding::XOR_HEADER_BYTES + tessera_encoding::xor::SAMPLE_BYTES_MAX);
             last.append(self.last_t, f64::from_bits(self.last_bits));
             let mut buf = Vec::with_capacity(head.len() + last.bytes().len());
@@ -812,7 +909,7 @@ impl MemSeries {
             buf.extend_from_slice(last.bytes());
             let data = Bytes::from(buf);
             if split > 0 {
-                chunks.push(ChunkRef { mint_ms: self.open_mint(), maxt_ms: prev_t, encoding: ChunkEncoding::Xor, data: data.slice(..split) });
+                chunks.push(ChunkRef { mint_ms: self.open_mint(), maxt_ms: prev_t, encoding: self.open.encoding(), data: data.slice(..split) });
             }
             chunks.push(ChunkRef { mint_ms: self.last_t, maxt_ms: self.last_t, encoding: ChunkEncoding::Xor, data: data.slice(split..) });
             return;
@@ -1151,7 +1248,7 @@ impl Head {
         let lo = hash as u32;
         self.by_hash.insert_unique(lookup_hash(lo), (r, lo), |&(_, h)| lookup_hash(h));
         let at = self.label_sets.add(labels.iter().map(|l| (l.name, l.value)));
-        self.series[r as usize] = Some(Box::new(MemSeries::new(at)));
+        self.series[r as usize] = Some(Box::new(MemSeries::new(at, self.recode_closed)));
         true
     }
 
@@ -1488,13 +1585,13 @@ mod tests {
             spans
         };
         let merged = fill(i64::MIN);
-        // The open chunk closes at its byte cap (~14 samples of this counter, see
+        // The open decimal chunk closes at its byte cap (~18 samples of this counter, see
         // `open_chunks_of_short_decimals_close_at_their_byte_cap_and_others_at_120_samples`); runs of four
-        // merge into the chunk before them until it would pass 480 samples: [0, 4420) of 442, [4420,
-        // 9120) of 470, then one growing chunk, the newest closed one, and the open one (12 samples).
+        // merge into the chunk before them until it would pass 480 samples: [0, 4690) of 469, [4690,
+        // 9310) of 462, then one growing chunk, two closed since, and the open one (3 samples).
         assert_eq!(
             merged.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(),
-            vec![(0, 4410), (4420, 9110), (9120, 11740), (11750, 11880)]
+            vec![(0, 4680), (4690, 9300), (9310, 11600), (11610, 11780), (11790, 11960)]
         );
         assert!(merged.iter().all(|c| c.2 == ChunkEncoding::Decimal));
         // A cut in progress raised the minimum valid time to 2400 (inside the window): chunks starting
@@ -1513,8 +1610,8 @@ mod tests {
         let (a, b) = (labels!("__name__" => "a"), labels!("__name__" => "b"));
         h.create(0, a.hash(), a.clone());
         h.create(1, b.hash(), b.clone());
-        // A counter of centiseconds growing by random amounts (XOR: ~5 bytes a sample), and values with
-        // random mantissas, which are no short decimals.
+        // A counter of centiseconds growing by random amounts (XOR: ~5 bytes a sample, an open decimal
+        // chunk ~2), and values with random mantissas, which are no short decimals.
         let dec = |t: i64| (t * 37 % 101 + t * 50) as f64 / 100.0;
         let rnd = |t: i64| f64::from_bits(0x3ff0_0000_0000_0000 | ((t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 12));
         let (mut max_open, mut max_cap) = (0, 0);
@@ -1522,21 +1619,20 @@ mod tests {
             h.apply_st(0, Sample::new(t * 10_000, dec(t)), 0, Verdict::InOrder);
             h.apply_st(1, Sample::new(t * 10_000, rnd(t)), 0, Verdict::InOrder);
             let s = h.series(0).expect("exists");
-            let OpenChunk::Xor(e) = &s.open else { panic!("a float series' open chunk is XOR") };
+            let OpenChunk::Decimal(e) = &s.open else { panic!("a series of short decimals has an open decimal chunk") };
             max_open = max_open.max(e.bytes().len());
-            if t >= 120 {
-                max_cap = max_cap.max(e.size_bytes());
-            }
+            max_cap = max_cap.max(e.size_bytes());
         }
-        assert!(max_open < OPEN_CHUNK_BYTES + tessera_encoding::xor::SAMPLE_BYTES_MAX, "{max_open}");
-        assert!(max_cap <= 2 * OPEN_CHUNK_BYTES, "the open buffer stays near the cap: {max_cap}");
+        assert!(max_open < OPEN_DECIMAL_BYTES + 16, "{max_open}");
+        assert_eq!(max_cap, OPEN_DECIMAL_CAPACITY, "the open buffer never grows");
         let read = |h: &Head, r: u32| {
             let s = h.series(r).expect("exists");
             let mut v = Vec::new();
             for c in &s.chunks.to_vec() {
                 tessera_encoding::decode_chunk_range_into(&c.to_ref(&h.files), i64::MIN, i64::MAX, &mut v).expect("decodes");
             }
-            tessera_encoding::decode_xor_into(s.open.bytes(), &mut v).expect("decodes");
+            let open = ChunkRef { mint_ms: i64::MIN, maxt_ms: i64::MAX, encoding: s.open.encoding(), data: Bytes::copy_from_slice(s.open.bytes()) };
+            tessera_encoding::decode_chunk_range_into(&open, i64::MIN, i64::MAX, &mut v).expect("decodes");
             (v, s.chunks.to_vec().iter().map(|c| (c.samples, c.encoding)).collect::<Vec<_>>())
         };
         let (va, ca) = read(&h, 0);
@@ -1562,8 +1658,56 @@ mod tests {
     }
 
     #[test]
-    fn an_open_chunks_last_sample_read_on_its_own_gives_the_same_samples() {
+    fn an_open_decimal_chunk_rescales_keeps_stale_markers_and_turns_xor_at_other_values() {
         let mut h = Head::new(1 << 40, i64::MIN);
+        h.recode_closed = true;
+        let l = labels!("__name__" => "g");
+        h.create(0, l.hash(), l.clone());
+        // Integers, then more decimals (rescaled), a staleness marker and values after it, a value that
+        // is no short decimal (the chunk turns XOR), and on: every sample reads back bit for bit, and the
+        // chunk after the XOR one is an open decimal chunk again.
+        let v = |t: i64| match t {
+            0..=4 => t as f64 * 3.0,
+            5..=9 => t as f64 * 0.25,
+            10 => tessera_model::STALE_NAN,
+            11..=14 => 1e12 + t as f64,
+            15 => 0.1 + 0.2,
+            _ => (t % 7) as f64 * 0.5,
+        };
+        let mut kinds = Vec::new();
+        for t in 0..200i64 {
+            h.apply_st(0, Sample::new(t * 15_000, v(t)), 0, Verdict::InOrder);
+            kinds.push(h.series(0).expect("exists").open.encoding());
+        }
+        assert!(kinds[..15].iter().all(|&e| e == ChunkEncoding::DecimalOpen), "{kinds:?}");
+        assert_eq!(kinds[15], ChunkEncoding::Xor);
+        assert_eq!(*kinds.last().expect("200"), ChunkEncoding::DecimalOpen);
+        let s = h.series(0).expect("exists");
+        let mut back = Vec::new();
+        s.read_chunks(&h.files, i64::MIN, i64::MAX, &mut Vec::new(), false);
+        let mut cs = Vec::new();
+        s.read_chunks(&h.files, i64::MIN, i64::MAX, &mut cs, false);
+        for c in &cs {
+            tessera_encoding::decode_chunk_range_into(c, i64::MIN, i64::MAX, &mut back).expect("decodes");
+        }
+        let want: Vec<(i64, u64)> = (0..200).map(|t| (t * 15_000, v(t).to_bits())).collect();
+        assert_eq!(back.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>(), want);
+        // The closed ones: the XOR chunk (to 120 samples), then Decimal chunks.
+        let closed: Vec<ChunkEncoding> = s.chunks.to_vec().iter().map(|c| c.encoding).collect();
+        assert_eq!(closed[0], ChunkEncoding::Xor, "{closed:?}");
+        assert!(closed[1..].iter().all(|&e| e == ChunkEncoding::Decimal), "{closed:?}");
+    }
+
+    #[test]
+    fn an_open_chunks_last_sample_read_on_its_own_gives_the_same_samples() {
+        for decimal in [false, true] {
+            last_sample_on_its_own(decimal);
+        }
+    }
+
+    fn last_sample_on_its_own(decimal: bool) {
+        let mut h = Head::new(1 << 40, i64::MIN);
+        h.recode_closed = decimal;
         let l = labels!("__name__" => "x");
         h.create(0, l.hash(), l.clone());
         let decode = |cs: &[ChunkRef], mint: i64, maxt: i64| {
