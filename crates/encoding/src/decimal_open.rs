@@ -1,22 +1,30 @@
 //! Open decimal float chunks: `ChunkEncoding::DecimalOpen` (0x45, Tessera's own), the head's open chunk
 //! for a series whose values are exact short decimals (what scrapes mostly send: see [`crate::decimal`]).
 //! Appendable one sample at a time like XOR, but it stores each value as the difference of its decimal
-//! integer from the previous one's, in a few bits: a noisy CPU counter takes ~2 bytes a sample where XOR
-//! takes ~6, so a head holds the same samples of every series in a third of the RAM. A closing chunk is
+//! integer from the previous one's, in a few bits: a centisecond CPU counter takes under 2 bytes a sample
+//! where XOR takes ~6 (`cargo bench -p tessera-encoding --bench decimal -- decimal_open`), so a head holds
+//! its series' newest samples in less than half the RAM. A closing chunk is
 //! re-encoded as a [`crate::decimal`] chunk (smaller still, but not appendable); this encoding lives in
 //! the head's memory only, and remote read converts it to XOR like the others.
 //!
 //! ```text
-//! u16 BE count n │ u8 k │ varint t0 │ bit stream (MSB first, the last byte zero-padded):
-//!   sample 0:        value code of zigzag(m₀)
-//!   sample i ≥ 1:    time code of (tᵢ - tᵢ₋₁) - (tᵢ₋₁ - tᵢ₋₂)  (t₀ - t₋₁ taken as 0), XOR's buckets:
-//!                      0 '0' │ [-8191, 8192] '10' + 14 bits │ [-65535, 65536] '110' + 17 │
-//!                      [-524287, 524288] '1110' + 20 │ else '1111' + 64
-//!                    value code of zigzag(mᵢ - mᵢ₋₁)
-//! value code:        '0' 0 │ '10' + 6 bits │ '110' + 13 │ '1110' + 20 │ '11110' + 32 │ '111110' + 64 │
-//!                    '111111' a stale marker (Prometheus' staleness NaN), whose integer is its
-//!                    predecessor's (0 for a leading one)
+//! u16 BE count n │ u8 k │ varint t0 │ uvarint zigzag(m₀) << 1 | 1 if a stale marker │
+//! bit stream (MSB first, the last byte zero-padded):
+//!   sample i ≥ 1:    time code of (tᵢ - tᵢ₋₁) - (tᵢ₋₁ - tᵢ₋₂)  (t₀ - t₋₁ taken as 0):
+//!                      0 '0' │ [-63, 64] '10' + 7 bits │ [-8191, 8192] '110' + 14 │
+//!                      [-524287, 524288] '1110' + 20 │ else '1111' + 64   (two's complement)
+//!                    value code of z = zigzag(mᵢ - mᵢ₋₁)
+//! value code:        '0'  z = 0
+//!                    '10' + w bits b: z = b << s, in the current window (s, w)
+//!                    '11' + 6 bits s + 6 bits w (64 written as 0) + w bits b: z = b << s, and (s, w)
+//!                         is the window from here on (none before the first; s + w ≤ 64)
+//!                    '11' + twelve ones: a stale marker (Prometheus' staleness NaN), whose integer is
+//!                         its predecessor's (0 for a leading one); the window stays
 //! ```
+//! The window is the bits a chunk's differences use: a counter's increments keep to a few low bits (a
+//! CPU counter's centiseconds ~11, packets ~7), a byte counter's pages above twelve zero bits, so most
+//! samples take `2 + w` bits. The appender widens the window to take a difference that does not fit
+//! (keeping what it held), and narrows it when a difference would fit in 10 bits fewer.
 //! A value reads back as `m as f64 / 10^k` (`m as f64` for `k = 0`), the correctly rounded division
 //! [`crate::decimal`] uses, and the appender takes a value only when it reads back **bit for bit** so
 //! (the same test: `k ≤ 15`, `|m| ≤ 2^53`; NaN, infinities and `-0.0` never qualify). A value that needs
@@ -28,16 +36,17 @@ use crate::bstream::{BitReader, BitWriter};
 use crate::decimal::{MAX_K, MAX_M, integer_at, pow10, value};
 use crate::error::ChunkError;
 use crate::varint;
-use crate::xor::{read_dod_bits, write_dod};
 use tessera_model::{STALE_NAN, Sample, is_stale_nan};
 
 /// Bytes before the first timestamp: the sample count (u16, big endian) and the exponent `k`.
 pub const DECIMAL_OPEN_HEADER_BYTES: usize = 3;
 
-/// Payload bits of the value codes '0', '10', '110', '1110', '11110', '111110'.
-const VALUE_BITS: [u32; 6] = [0, 6, 13, 20, 32, 64];
-/// The stale marker's code: six ones.
-const STALE_CODE: u64 = 0b11_1111;
+/// The stale marker's code: '11' and twelve ones (a window of shift 63 and width 63, which no
+/// difference has).
+const STALE_CODE: u64 = (1 << 14) - 1;
+/// A window that wastes this many bits above a difference's highest is narrowed (a new window costs 12
+/// bits, paid back by the next sample).
+const NARROW_BITS: u32 = 10;
 
 /// The smallest decimal exponent at which `v` reads back bit for bit, or `None` (NaN, infinities, `-0.0`,
 /// more than 15 decimals or a 54-bit integer).
@@ -53,15 +62,17 @@ pub fn decimal_exponent_of(v: f64) -> Option<u8> {
 /// the format.
 #[derive(Debug, Clone)]
 pub struct DecimalAppender {
-    /// Complete chunk bytes: header, first time, bit stream (last byte zero-padded).
+    /// Complete chunk bytes: header, first time, bit stream (last byte zero-padded). The header is the
+    /// sample count and the exponent (not kept twice: 32 bytes fit a head series' open-chunk slot).
     buf: Vec<u8>,
     /// The last two samples' time difference (a chunk's samples are within one block range of the head,
     /// so a difference above `u32::MAX` ms, 49 days, is refused rather than stored).
     t_delta: u32,
-    num: u16,
-    k: u8,
     /// Unused low bits in the last byte of `buf`.
     free_bits: u8,
+    /// The value window: shift and width (0 before the first difference that needs one).
+    shift: u8,
+    width: u8,
 }
 
 impl DecimalAppender {
@@ -69,13 +80,13 @@ impl DecimalAppender {
     pub fn with_capacity(bytes: usize) -> Self {
         let mut buf = Vec::with_capacity(bytes.max(DECIMAL_OPEN_HEADER_BYTES));
         buf.extend_from_slice(&[0, 0, 0]);
-        Self { buf, t_delta: 0, num: 0, k: 0, free_bits: 0 }
+        Self { buf, t_delta: 0, free_bits: 0, shift: 0, width: 0 }
     }
 
     /// Number of samples appended (what the header says).
     #[inline]
     pub fn num_samples(&self) -> u16 {
-        self.num
+        u16::from_be_bytes([self.buf[0], self.buf[1]])
     }
 
     /// The complete chunk bytes; valid after every append.
@@ -87,7 +98,7 @@ impl DecimalAppender {
     /// The chunk's decimal exponent.
     #[inline]
     pub fn exponent(&self) -> u8 {
-        self.k
+        self.buf[2]
     }
 
     /// Heap bytes held (the buffer's capacity), for memory accounting.
@@ -98,7 +109,7 @@ impl DecimalAppender {
 
     /// The first sample's timestamp, read from the chunk.
     pub fn first_t(&self) -> Option<i64> {
-        if self.num == 0 {
+        if self.num_samples() == 0 {
             return None;
         }
         varint::read_varint(&self.buf[DECIMAL_OPEN_HEADER_BYTES..]).ok().map(|(t, _)| t)
@@ -106,7 +117,7 @@ impl DecimalAppender {
 
     /// The timestamp of the sample before the last one (`last_t`, the holder's), when there are two.
     pub fn prev_t(&self, last_t: i64) -> Option<i64> {
-        (self.num >= 2).then(|| last_t.wrapping_sub(i64::from(self.t_delta)))
+        (self.num_samples() >= 2).then(|| last_t.wrapping_sub(i64::from(self.t_delta)))
     }
 
     /// Empties the chunk; a buffer grown past `capacity` bytes is cut back to it.
@@ -117,29 +128,29 @@ impl DecimalAppender {
         }
         self.buf.extend_from_slice(&[0, 0, 0]);
         self.t_delta = 0;
-        self.num = 0;
-        self.k = 0;
         self.free_bits = 0;
+        self.shift = 0;
+        self.width = 0;
     }
 
     /// Appends `(t, v)` after the chunk's last sample `(last_t, last_bits)` (its time and value bits as
     /// appended; ignored while the chunk is empty) and returns true, or returns false and leaves the chunk
     /// as it was when `v` is not an exact short decimal (a stale marker is), when `t - last_t` is not in
-    /// `1..=u32::MAX`, when the chunk is full (`u16::MAX` samples) or when `(last_t, last_bits)` is not
-    /// the chunk's last sample. A value needing a larger exponent re-encodes the chunk at it first.
+    /// `1..=u32::MAX`, when the chunk is full (`u16::MAX` samples) or when `last_bits` is a stale marker
+    /// and the chunk's last sample is not. A value needing a larger exponent re-encodes the chunk at it
+    /// first. `(last_t, last_bits)` must be the chunk's last sample (as for [`crate::XorAppender`]).
     pub fn append(&mut self, last_t: i64, last_bits: u64, t: i64, v: f64) -> bool {
-        if self.num == u16::MAX {
+        if self.num_samples() == u16::MAX {
             return false;
         }
         let stale = is_stale_nan(v);
-        if self.num == 0 {
+        if self.num_samples() == 0 {
             let (k, m) = if stale {
                 (0, None)
             } else {
                 let Some(k) = decimal_exponent_of(v) else { return false };
                 (k, integer_at(v, k, pow10(k)))
             };
-            self.k = k;
             self.buf[2] = k;
             self.push(None, t, m);
             return true;
@@ -152,12 +163,12 @@ impl DecimalAppender {
         let m = if stale {
             None
         } else {
-            match integer_at(v, self.k, pow10(self.k)) {
+            match integer_at(v, self.exponent(), pow10(self.exponent())) {
                 Some(m) => Some(m),
                 None => {
                     // The next exponent at which it is one, as the Decimal encoder searches (so that a
                     // closing chunk always makes a Decimal chunk).
-                    let Some(k) = (self.k + 1..=MAX_K).find(|&k| integer_at(v, k, pow10(k)).is_some()) else { return false };
+                    let Some(k) = (self.exponent() + 1..=MAX_K).find(|&k| integer_at(v, k, pow10(k)).is_some()) else { return false };
                     if !self.rescale(k) {
                         return false;
                     }
@@ -174,11 +185,16 @@ impl DecimalAppender {
     }
 
     /// The chunk's last sample's integer: `last_bits`' at the chunk's exponent, or for a stale marker the
-    /// last integer written, read back from the chunk (a series resuming after staleness: rare).
+    /// last integer written, read back from the chunk (a series resuming after staleness: rare). The
+    /// value was checked when it was appended (or re-encoded) at this exponent, so rounding it again
+    /// finds the same integer without the check's division (the holder vouches that it is the chunk's
+    /// last sample, as for XOR; the head asserts it in debug builds).
     fn last_integer(&self, last_bits: u64) -> Option<i64> {
         let v = f64::from_bits(last_bits);
         if !is_stale_nan(v) {
-            return integer_at(v, self.k, pow10(self.k));
+            let k = self.exponent();
+            let m = if k == 0 { v } else { (v * pow10(k)).round() };
+            return (m.is_finite() && m.abs() <= MAX_M).then_some(m as i64);
         }
         let mut last = None;
         for_each_integer(&self.buf, |_, m| last = Some(m)).ok()?;
@@ -191,9 +207,10 @@ impl DecimalAppender {
     /// there.
     #[cold]
     fn rescale(&mut self, k: u8) -> bool {
-        let mut samples: Vec<(i64, i64, bool)> = Vec::with_capacity(usize::from(self.num));
-        let (p_old, p) = (pow10(self.k), pow10(k));
-        let (k_old, mut fits, mut m_last) = (self.k, true, 0i64);
+        let mut samples: Vec<(i64, i64, bool)> = Vec::with_capacity(usize::from(self.num_samples()));
+        let k_old = self.exponent();
+        let (p_old, p) = (pow10(k_old), pow10(k));
+        let (mut fits, mut m_last) = (true, 0i64);
         if for_each_integer(&self.buf, |t, (m, stale)| {
             if !stale {
                 match integer_at(value(m, k_old, p_old), k, p) {
@@ -210,7 +227,6 @@ impl DecimalAppender {
         }
         let cap = self.buf.capacity();
         self.clear_to(cap);
-        self.k = k;
         self.buf[2] = k;
         let mut prev: Option<(i64, i64)> = None;
         for (t, m, stale) in samples {
@@ -223,87 +239,165 @@ impl DecimalAppender {
     /// Writes one sample: `prev` = (time since the last sample, the last integer) unless it is the first,
     /// `m` = its integer or `None` for a stale marker.
     fn push(&mut self, prev: Option<(u32, i64)>, t: i64, m: Option<i64>) {
-        let m_prev = prev.map_or(0, |(_, m)| m);
-        // Exactly the room this sample takes, so that a buffer sized for a chunk's bytes never grows.
-        let z = m.map(|m| varint::zigzag_encode(m.wrapping_sub(m_prev)));
-        let bits = match prev {
-            None => 0,
-            Some((delta, _)) => dod_bits(i64::from(delta) - i64::from(self.t_delta)),
-        } + z.map_or(6, value_code_bits);
-        let bytes = match prev {
-            None => varint::varint_len(t) + (bits as usize).div_ceil(8),
-            Some(_) => (bits.saturating_sub(u32::from(self.free_bits)) as usize).div_ceil(8),
+        let Some((delta, m_prev)) = prev else {
+            // The first sample: whole bytes, its value outside the window (differences fill that).
+            let v0 = m.map_or(1, |m| varint::zigzag_encode(m) << 1);
+            self.buf.reserve_exact((varint::varint_len(t) + varint::uvarint_len(v0)).saturating_sub(self.buf.capacity() - self.buf.len()));
+            varint::put_varint(&mut self.buf, t);
+            varint::put_uvarint(&mut self.buf, v0);
+            self.free_bits = 0;
+            self.buf[..2].copy_from_slice(&1u16.to_be_bytes());
+            return;
         };
+        let code = match m {
+            None => ValueCode::Stale,
+            Some(m) => ValueCode::of(varint::zigzag_encode(m.wrapping_sub(m_prev)), self.shift, self.width),
+        };
+        // Exactly the room this sample takes, so that a buffer sized for a chunk's bytes never grows.
+        let bits = dod_bits(i64::from(delta) - i64::from(self.t_delta)) + code.bits(self.width);
+        let bytes = (bits.saturating_sub(u32::from(self.free_bits)) as usize).div_ceil(8);
         if self.buf.capacity() - self.buf.len() < bytes {
             self.buf.reserve_exact(bytes.max(self.buf.len() / 8));
         }
         #[cfg(debug_assertions)]
         let len_before = self.buf.len();
-        if prev.is_none() {
-            varint::put_varint(&mut self.buf, t);
-            self.free_bits = 0;
-        }
         let mut w = BitWriter::resume(&mut self.buf, u32::from(self.free_bits));
-        if let Some((delta, _)) = prev {
-            write_dod(&mut w, i64::from(delta) - i64::from(self.t_delta));
-            self.t_delta = delta;
-        }
-        match z {
-            None => w.write_bits(STALE_CODE, 6),
-            Some(z) => write_value_code(&mut w, z),
+        write_dod(&mut w, i64::from(delta) - i64::from(self.t_delta));
+        self.t_delta = delta;
+        match code {
+            ValueCode::Zero => w.write_bit(false),
+            ValueCode::Stale => w.write_bits(STALE_CODE, 14),
+            ValueCode::Fit(b) => {
+                w.write_bits(0b10, 2);
+                w.write_bits(b, u32::from(self.width));
+            }
+            ValueCode::New { shift, width, b } => {
+                w.write_bits(0b11 << 12 | u64::from(shift) << 6 | u64::from(width & 63), 14);
+                w.write_bits(b, u32::from(width));
+                (self.shift, self.width) = (shift, width);
+            }
         }
         self.free_bits = w.free_bits() as u8;
         #[cfg(debug_assertions)]
         debug_assert_eq!(self.buf.len() - len_before, bytes, "the room reserved is what the sample took");
-        self.num += 1;
-        self.buf[..2].copy_from_slice(&self.num.to_be_bytes());
+        let n = self.num_samples() + 1;
+        self.buf[..2].copy_from_slice(&n.to_be_bytes());
     }
 }
 
-/// The value code's bucket for `z`: 0 for zero, else the first whose payload holds it.
-#[inline]
-fn value_bucket(z: u64) -> usize {
-    if z == 0 {
-        return 0;
+/// How one value is written (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ValueCode {
+    Zero,
+    Stale,
+    /// In the current window: `z >> shift`.
+    Fit(u64),
+    /// A new window and `z >> shift`.
+    New { shift: u8, width: u8, b: u64 },
+}
+
+impl ValueCode {
+    /// The code for `z` given the window `(shift, width)`: in it when it fits and is not 10 bits too
+    /// wide, else a new window (see below).
+    #[inline]
+    fn of(z: u64, shift: u8, width: u8) -> ValueCode {
+        if z == 0 {
+            return ValueCode::Zero;
+        }
+        let (lo, hi) = (z.trailing_zeros(), 64 - z.leading_zeros());
+        let (s, w) = (u32::from(shift), u32::from(width));
+        if lo >= s && hi <= s + w {
+            if w < hi - s + NARROW_BITS {
+                return ValueCode::Fit(z >> s);
+            }
+            // Too wide: narrowed to the bits up to z's highest.
+            return ValueCode::New { shift, width: (hi - s) as u8, b: z >> s };
+        }
+        // Down to z's lowest bit (a counter's odd increment puts the window at bit 0 for good), up to the
+        // higher of z's and the window's top, unless the window's is 10 bits above z's.
+        let s2 = if w == 0 { lo } else { lo.min(s) };
+        let hi2 = if w == 0 || s + w < hi + NARROW_BITS { hi.max(s + w) } else { hi };
+        ValueCode::New { shift: s2 as u8, width: (hi2 - s2) as u8, b: z >> s2 }
     }
-    VALUE_BITS[1..].iter().position(|&b| b == 64 || z < 1u64 << b).expect("the last bucket holds 64 bits") + 1
+
+    /// Bits the code takes with the current window width.
+    #[inline]
+    fn bits(self, width: u8) -> u32 {
+        match self {
+            ValueCode::Zero => 1,
+            ValueCode::Stale => 14,
+            ValueCode::Fit(_) => 2 + u32::from(width),
+            ValueCode::New { width, .. } => 14 + u32::from(width),
+        }
+    }
 }
 
-/// Bits of `z`'s value code.
-#[inline]
-fn value_code_bits(z: u64) -> u32 {
-    let b = value_bucket(z);
-    if b == 0 { 1 } else { b as u32 + 1 + VALUE_BITS[b] }
-}
-
-/// Bits of a time code (XOR's buckets, [`write_dod`]).
+/// Bits of a time code.
 #[inline]
 fn dod_bits(dod: i64) -> u32 {
-    let fits = |n: u32| -(1i64 << (n - 1)) < dod && dod <= 1i64 << (n - 1);
-    if dod == 0 {
-        1
-    } else if fits(14) {
-        16
-    } else if fits(17) {
-        20
-    } else if fits(20) {
-        24
-    } else {
-        68
+    match dod_bucket(dod) {
+        0 => 1,
+        1 => 2 + 7,
+        2 => 3 + 14,
+        3 => 4 + 20,
+        _ => 4 + 64,
     }
 }
 
+/// Whether `x` fits `n` bits of two's complement the way the time codes take them: [-(2^(n-1) - 1),
+/// 2^(n-1)] (the most negative value reads back as the most positive).
 #[inline]
-fn write_value_code(w: &mut BitWriter<'_>, z: u64) {
-    let bucket = value_bucket(z);
-    if bucket == 0 {
-        w.write_bit(false);
-        return;
+fn fits(x: i64, n: u32) -> bool {
+    let half = 1i64 << (n - 1);
+    -(half - 1) <= x && x <= half
+}
+
+#[inline]
+fn dod_bucket(dod: i64) -> u8 {
+    if dod == 0 {
+        0
+    } else if fits(dod, 7) {
+        1
+    } else if fits(dod, 14) {
+        2
+    } else if fits(dod, 20) {
+        3
+    } else {
+        4
     }
-    let ones = bucket as u32;
-    // `ones` ones then a zero ('10', '110', …), except the 64-bit bucket's '111110' which is that too.
-    w.write_bits((1u64 << (ones + 1)) - 2, ones + 1);
-    w.write_bits(z, VALUE_BITS[bucket]);
+}
+
+/// Writes a time code (see the module docs).
+#[inline]
+fn write_dod(w: &mut BitWriter<'_>, dod: i64) {
+    let d = dod as u64;
+    match dod_bucket(dod) {
+        0 => w.write_bit(false),
+        1 => w.write_bits(0b10 << 7 | (d & 0x7f), 9),
+        2 => w.write_bits(0b110 << 14 | (d & 0x3fff), 17),
+        3 => w.write_bits(0b1110 << 20 | (d & 0xf_ffff), 24),
+        _ => {
+            w.write_bits(0b1111, 4);
+            w.write_bits(d, 64);
+        }
+    }
+}
+
+/// Reads a time code into `t_delta`.
+#[inline]
+fn read_dod(br: &mut BitReader<'_>, t_delta: &mut u64) -> Option<()> {
+    let ones = (!(br.peek_bits(4) << 60)).leading_zeros();
+    br.skip_bits((ones + 1).min(4))?;
+    let size = [0, 7, 14, 20, 64][ones as usize];
+    if size == 0 {
+        return Some(());
+    }
+    let mut bits = br.read_bits(size)?;
+    if size < 64 && bits > 1 << (size - 1) {
+        bits = bits.wrapping_sub(1 << size);
+    }
+    *t_delta = t_delta.wrapping_add(bits);
+    Some(())
 }
 
 /// Walks an open decimal chunk: `f(t, (m, stale))` for every sample the header counts, in order. Checks
@@ -323,23 +417,41 @@ fn for_each_integer(data: &[u8], mut f: impl FnMut(i64, (i64, bool))) -> Result<
     }
     let (t0, rest) = varint::read_varint(&data[DECIMAL_OPEN_HEADER_BYTES..])
         .map_err(|_| ChunkError::Truncated { offset: DECIMAL_OPEN_HEADER_BYTES })?;
+    let (v0, rest) = varint::read_uvarint(rest).map_err(|_| ChunkError::Truncated { offset: data.len() - rest.len() })?;
     let base = data.len() - rest.len();
+    let (mut t, mut t_delta, mut m) = (t0, 0u64, varint::zigzag_decode(v0 >> 1));
+    if m.unsigned_abs() > MAX_M as u64 {
+        return Err(crate::dense::corrupt(base - 1, "decimal integer above 2^53"));
+    }
+    f(t, (m, v0 & 1 == 1));
     let mut br = BitReader::new(rest);
     let at = |br: &BitReader<'_>| base + br.bit_position() / 8;
-    let (mut t, mut t_delta, mut m) = (t0, 0u64, 0i64);
-    for i in 0..n {
-        if i > 0 {
-            read_dod_bits(&mut br, &mut t_delta).ok_or_else(|| ChunkError::Truncated { offset: at(&br) })?;
-            t = t.wrapping_add(t_delta as i64);
-        }
-        let code = br.peek_bits(6);
-        let ones = (!(code << 58)).leading_zeros();
-        let stale = ones == 6;
-        if stale {
-            br.skip_bits(6).ok_or_else(|| ChunkError::Truncated { offset: at(&br) })?;
+    let (mut shift, mut width) = (0u32, 0u32);
+    let truncated = |br: &BitReader<'_>| ChunkError::Truncated { offset: at(br) };
+    for _ in 1..n {
+        read_dod(&mut br, &mut t_delta).ok_or_else(|| truncated(&br))?;
+        t = t.wrapping_add(t_delta as i64);
+        let mut stale = false;
+        let code = br.peek_bits(2);
+        let z = if code < 0b10 {
+            br.skip_bits(1).ok_or_else(|| truncated(&br))?;
+            0
         } else {
-            br.skip_bits(ones + 1).ok_or_else(|| ChunkError::Truncated { offset: at(&br) })?;
-            let z = br.read_bits(VALUE_BITS[ones as usize]).ok_or_else(|| ChunkError::Truncated { offset: at(&br) })?;
+            br.skip_bits(2).ok_or_else(|| truncated(&br))?;
+            if code == 0b11 {
+                let sw = br.read_bits(12).ok_or_else(|| truncated(&br))? as u32;
+                if sw == 0xfff {
+                    stale = true;
+                } else {
+                    (shift, width) = (sw >> 6, if sw & 63 == 0 { 64 } else { sw & 63 });
+                    if shift + width > 64 {
+                        return Err(crate::dense::corrupt(at(&br), "value window past 64 bits"));
+                    }
+                }
+            }
+            if stale { 0 } else { br.read_bits(width).ok_or_else(|| truncated(&br))? << shift }
+        };
+        if !stale {
             m = m.wrapping_add(varint::zigzag_decode(z));
             if m.unsigned_abs() > MAX_M as u64 {
                 return Err(crate::dense::corrupt(at(&br), "decimal integer above 2^53"));
@@ -417,13 +529,18 @@ mod tests {
         ];
         let a = append_all(&s).expect("decimals");
         assert_eq!(a.exponent(), 2);
-        // n = 4, k = 2 (1.75 rescaled the chunk from k = 1), t0 = 1000 (zigzag varint d0 0f), then bits:
-        // m0 = 150, zigzag 300: '110' + 13 bits  1100000100101100
-        // dod 10000: '110' + 17 bits             11000010011100010000
-        // +25, zigzag 50: '10' + 6 bits          10110010
-        // dod 0 '0', stale '111111'              0111111
-        // dod 0 '0', +0 '0'                      00 (then zero padding)
-        assert_eq!(a.bytes(), [0x00, 0x04, 0x02, 0xd0, 0x0f, 0xc1, 0x2c, 0xc2, 0x71, 0x0b, 0x27, 0xe0].as_slice(), "{:02x?}", a.bytes());
+        // n = 4, k = 2 (1.75 rescaled the chunk from k = 1), t0 = 1000 (zigzag varint d0 0f), m0 = 150
+        // (zigzag 300, shifted: 600 = uvarint d8 04), then bits:
+        // dod 10000: '1110' + 20 bits                                    1110 00000010011100010000
+        // +25, z = 50 = 25 << 1: a new window (shift 1, width 5)         11 000001 000101 11001
+        // dod 0, a stale marker                                          0 11111111111111
+        // dod 0, +0                                                      0 0 (then zero padding)
+        assert_eq!(
+            a.bytes(),
+            [0x00, 0x04, 0x02, 0xd0, 0x0f, 0xd8, 0x04, 0xe0, 0x27, 0x10, 0xc1, 0x17, 0x2f, 0xff, 0xc0].as_slice(),
+            "{:02x?}",
+            a.bytes()
+        );
         assert_eq!(bits(&decoded(a.bytes())), bits(&s));
     }
 
@@ -447,6 +564,34 @@ mod tests {
         let mut c = append_all(&[Sample { t: 1, v: 9_000_000_000_000_000.0 }]).expect("integer");
         assert!(!c.append(1, 9_000_000_000_000_000f64.to_bits(), 2, 0.5));
         assert_eq!(c.num_samples(), 1);
+    }
+
+    #[test]
+    fn the_appender_is_32_bytes() {
+        // A head series holds one in its open-chunk slot beside XOR's 40-byte appender.
+        assert!(std::mem::size_of::<DecimalAppender>() <= 32, "{}", std::mem::size_of::<DecimalAppender>());
+    }
+
+    #[test]
+    fn windows_fit_counters_widen_for_what_does_not_fit_and_narrow_after_a_spike() {
+        // A CPU counter's centiseconds: increments 300..900, z 600..1800 (11 bits): 2 + 11 bits a value.
+        let c = |z: u64| ValueCode::of(z, 0, 11);
+        assert_eq!(c(1500), ValueCode::Fit(1500));
+        assert_eq!(c(0), ValueCode::Zero);
+        // Bytes in 4 KiB pages: z = 8192 j keeps 13 low zero bits.
+        assert_eq!(ValueCode::of(8192 * 37, 13, 6), ValueCode::Fit(37));
+        // Not fitting: widened to hold both.
+        assert_eq!(ValueCode::of(8192 * 37 + 2, 13, 6), ValueCode::New { shift: 1, width: 18, b: (8192 * 37 + 2) >> 1 });
+        assert_eq!(ValueCode::of(1 << 20, 0, 11), ValueCode::New { shift: 0, width: 21, b: 1 << 20 });
+        // A spike widened the window to 40 bits: the next small difference narrows it.
+        assert_eq!(ValueCode::of(1500, 0, 40), ValueCode::New { shift: 0, width: 11, b: 1500 });
+        // Far above a small window: up to it.
+        assert_eq!(ValueCode::of(1 << 40, 0, 11), ValueCode::New { shift: 0, width: 41, b: 1 << 40 });
+        // Below a window far above: the window's top comes down to the difference's.
+        assert_eq!(ValueCode::of(3, 2, 40), ValueCode::New { shift: 0, width: 2, b: 3 });
+        // The stale code is no window a difference gets.
+        assert_eq!(ValueCode::of(1 << 63, 0, 0), ValueCode::New { shift: 63, width: 1, b: 1 });
+        assert_eq!(ValueCode::of(u64::MAX, 0, 0), ValueCode::New { shift: 0, width: 64, b: u64::MAX });
     }
 
     #[test]

@@ -123,8 +123,8 @@ pub const OPEN_CHUNK_BYTES: usize = 96;
 /// …and holds at least this many samples.
 pub const OPEN_CHUNK_MIN_SAMPLES: usize = 8;
 /// An open decimal chunk ([`OpenChunk::Decimal`]) is closed as a Decimal chunk by the sample that takes
-/// it to this many bytes (with [`OPEN_CHUNK_MIN_SAMPLES`]): ~14 samples of a noisy counter, what an XOR
-/// chunk holds at [`OPEN_CHUNK_BYTES`]…
+/// it to this many bytes (with [`OPEN_CHUNK_MIN_SAMPLES`]): ~20 samples of a centisecond CPU counter, where
+/// an XOR chunk held ~14 at [`OPEN_CHUNK_BYTES`]…
 pub const OPEN_DECIMAL_BYTES: usize = 40;
 /// …in a buffer of this many bytes (glibc's 64-byte chunk; an XOR chunk's took 144), which one more sample
 /// of up to 16 bytes does not outgrow.
@@ -1585,13 +1585,13 @@ mod tests {
             spans
         };
         let merged = fill(i64::MIN);
-        // The open decimal chunk closes at its byte cap (~18 samples of this counter, see
+        // The open decimal chunk closes at its byte cap (21 samples of this counter, see
         // `open_chunks_of_short_decimals_close_at_their_byte_cap_and_others_at_120_samples`); runs of four
-        // merge into the chunk before them until it would pass 480 samples: [0, 4690) of 469, [4690,
-        // 9310) of 462, then one growing chunk, two closed since, and the open one (3 samples).
+        // merge into the chunk before them until it would pass 480 samples: [0, 4680) of 468, [4680,
+        // 9300) of 462, then one growing chunk, two closed since, and the open one (18 samples).
         assert_eq!(
             merged.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(),
-            vec![(0, 4680), (4690, 9300), (9310, 11600), (11610, 11780), (11790, 11960)]
+            vec![(0, 4670), (4680, 9290), (9300, 11390), (11400, 11600), (11610, 11810)]
         );
         assert!(merged.iter().all(|c| c.2 == ChunkEncoding::Decimal));
         // A cut in progress raised the minimum valid time to 2400 (inside the window): chunks starting
@@ -1677,10 +1677,14 @@ mod tests {
         let mut kinds = Vec::new();
         for t in 0..200i64 {
             h.apply_st(0, Sample::new(t * 15_000, v(t)), 0, Verdict::InOrder);
-            kinds.push(h.series(0).expect("exists").open.encoding());
+            let s = h.series(0).expect("exists");
+            kinds.push((s.open.encoding(), s.open_n()));
         }
-        assert!(kinds[..15].iter().all(|&e| e == ChunkEncoding::DecimalOpen), "{kinds:?}");
-        assert_eq!(kinds[15], ChunkEncoding::Xor);
+        assert!(kinds[..15].iter().all(|&(e, _)| e == ChunkEncoding::DecimalOpen), "{kinds:?}");
+        // The chunk the other value met held samples of its own: they went to XOR with it.
+        assert_eq!(kinds[15].0, ChunkEncoding::Xor);
+        assert!(kinds[15].1 > 1 && kinds[14].1 == kinds[15].1 - 1, "{kinds:?}");
+        let kinds: Vec<ChunkEncoding> = kinds.iter().map(|k| k.0).collect();
         assert_eq!(*kinds.last().expect("200"), ChunkEncoding::DecimalOpen);
         let s = h.series(0).expect("exists");
         let mut back = Vec::new();
@@ -1692,10 +1696,10 @@ mod tests {
         }
         let want: Vec<(i64, u64)> = (0..200).map(|t| (t * 15_000, v(t).to_bits())).collect();
         assert_eq!(back.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>(), want);
-        // The closed ones: the XOR chunk (to 120 samples), then Decimal chunks.
-        let closed: Vec<ChunkEncoding> = s.chunks.to_vec().iter().map(|c| c.encoding).collect();
-        assert_eq!(closed[0], ChunkEncoding::Xor, "{closed:?}");
-        assert!(closed[1..].iter().all(|&e| e == ChunkEncoding::Decimal), "{closed:?}");
+        // The closed ones: Decimal, but the XOR chunk (to 120 samples).
+        let closed: Vec<(ChunkEncoding, u16)> = s.chunks.to_vec().iter().map(|c| (c.encoding, c.samples)).collect();
+        assert_eq!(closed.iter().filter(|c| c.0 == ChunkEncoding::Xor).collect::<Vec<_>>(), [&(ChunkEncoding::Xor, 120)], "{closed:?}");
+        assert!(closed.iter().all(|c| matches!(c.0, ChunkEncoding::Xor | ChunkEncoding::Decimal)), "{closed:?}");
     }
 
     #[test]
