@@ -123,11 +123,12 @@ pub const OPEN_CHUNK_BYTES: usize = 96;
 /// …and holds at least this many samples.
 pub const OPEN_CHUNK_MIN_SAMPLES: usize = 8;
 /// An open decimal chunk ([`OpenChunk::Decimal`]) is closed as a Decimal chunk by the sample that takes
-/// it to this many bytes (with [`OPEN_CHUNK_MIN_SAMPLES`]): ~20 samples of a centisecond CPU counter, where
-/// an XOR chunk held ~14 at [`OPEN_CHUNK_BYTES`]…
-pub const OPEN_DECIMAL_BYTES: usize = 40;
+/// it to this many bytes (with [`OPEN_CHUNK_MIN_SAMPLES`]): ~25 samples of a centisecond CPU counter, where
+/// an XOR chunk held ~14 at [`OPEN_CHUNK_BYTES`] (at 40 bytes the head's chunk files took a quarter more
+/// for the fleet stream's hour, RAM the same)…
+pub const OPEN_DECIMAL_BYTES: usize = 48;
 /// …in a buffer of this many bytes (glibc's 64-byte chunk; an XOR chunk's took 144), which one more sample
-/// of up to 16 bytes does not outgrow.
+/// of up to 8 bytes does not outgrow (a larger one grows it until the chunk closes).
 pub const OPEN_DECIMAL_CAPACITY: usize = 56;
 
 /// A series' open chunk: XOR, or XorSt once the series has carried a start timestamp, or a native
@@ -1585,21 +1586,22 @@ mod tests {
             spans
         };
         let merged = fill(i64::MIN);
-        // The open decimal chunk closes at its byte cap (21 samples of this counter, see
+        // The open decimal chunk closes at its byte cap (26 samples of this counter, see
         // `open_chunks_of_short_decimals_close_at_their_byte_cap_and_others_at_120_samples`); runs of four
-        // merge into the chunk before them until it would pass 480 samples: [0, 4680) of 468, [4680,
-        // 9300) of 462, then one growing chunk, two closed since, and the open one (18 samples).
+        // merge into the chunk before them until it would pass 480 samples: [0, 4360) of 436, [4360,
+        // 8670) of 431, then one growing chunk, two closed since, and the open one (19 samples).
         assert_eq!(
             merged.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(),
-            vec![(0, 4670), (4680, 9290), (9300, 11390), (11400, 11600), (11610, 11810)]
+            vec![(0, 4350), (4360, 8660), (8670, 11280), (11290, 11540), (11550, 11800)]
         );
         assert!(merged.iter().all(|c| c.2 == ChunkEncoding::Decimal));
         // A cut in progress raised the minimum valid time to 2400 (inside the window): chunks starting
         // below it are never merged (with one another or with later ones); one closed at its cap may
         // still reach past the fence.
         let fenced = fill(2400);
-        assert!(fenced.iter().all(|c| c.0 >= 2400 || c.1 - c.0 < 240), "{fenced:?}");
-        assert!(fenced.iter().any(|c| c.0 < 2400 && c.1 > 2400 - 240), "{fenced:?}");
+        // (A chunk closed at its cap spans ~260 here, four merged ~1,000.)
+        assert!(fenced.iter().all(|c| c.0 >= 2400 || c.1 - c.0 < 480), "{fenced:?}");
+        assert!(fenced.iter().any(|c| c.0 < 2400 && c.1 > 2400 - 480), "{fenced:?}");
         assert!(fenced.iter().any(|c| c.0 >= 2400 && c.1 - c.0 > 2400), "merged above the fence: {fenced:?}");
     }
 
@@ -1623,7 +1625,7 @@ mod tests {
             max_open = max_open.max(e.bytes().len());
             max_cap = max_cap.max(e.size_bytes());
         }
-        assert!(max_open < OPEN_DECIMAL_BYTES + 16, "{max_open}");
+        assert!(max_open < OPEN_DECIMAL_BYTES + 8, "{max_open}");
         assert_eq!(max_cap, OPEN_DECIMAL_CAPACITY, "the open buffer never grows");
         let read = |h: &Head, r: u32| {
             let s = h.series(r).expect("exists");
