@@ -228,8 +228,8 @@ impl BlockWriter {
             )));
         }
         if c.encoding == ChunkEncoding::DecimalOpen {
-            // The head's open decimal chunks never go into blocks as such (a head hands them out as XOR
-            // for a block): as XOR, which runs join and recode.
+            // The head's open decimal chunks (a cut or snapshot takes the open chunk as it is) never go into
+            // blocks as such: as XOR, which runs join and recode.
             for x in tessera_encoding::to_xor_chunks(c, usize::from(u16::MAX)).map_err(|e| Error::Other(format!("write_block: {e}")))? {
                 self.add_chunk(&x)?;
             }

@@ -252,6 +252,8 @@ impl OpenChunk {
         match self {
             OpenChunk::Xor(e) => e.append(last_t, last_bits, t, v),
             OpenChunk::Decimal(e) => {
+                // The head cuts chunks at `SAMPLES_PER_CHUNK`, far below a count the XOR chunk could not take.
+                debug_assert!(e.num_samples() < u16::MAX, "an open chunk below the count limit");
                 if !e.append(last_t, last_bits, t, v) {
                     self.make_xor();
                     self.append(last_t, last_bits, t, st, v);
@@ -266,9 +268,9 @@ impl OpenChunk {
     /// The samples of an open decimal chunk.
     fn decimal_samples(e: &DecimalAppender) -> Vec<Sample> {
         let mut samples = Vec::with_capacity(usize::from(e.num_samples()));
-        // The appender wrote every byte: it decodes.
-        let decoded = tessera_encoding::decode_decimal_open_into(e.bytes(), &mut samples);
-        debug_assert!(decoded.is_ok(), "an open decimal chunk decodes: {decoded:?}");
+        // The appender wrote every byte, and the tests hold its decoder to it: a failure here is a bug
+        // that must not pass silently (it would drop the chunk's samples).
+        tessera_encoding::decode_decimal_open_into(e.bytes(), &mut samples).expect("an open decimal chunk decodes");
         samples
     }
 
