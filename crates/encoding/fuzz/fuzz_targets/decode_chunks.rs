@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tessera_encoding::{XorEncoder, XorIter, decode_decimal_into, decode_dense_into, decode_xor_into};
+use tessera_encoding::{XorEncoder, XorIter, decode_decimal_into, decode_decimal_open_into, decode_dense_into, decode_xor_into};
 
 fuzz_target!(|data: &[u8]| {
     let mut out = Vec::new();
@@ -32,6 +32,10 @@ fuzz_target!(|data: &[u8]| {
     }
     out.clear();
     if decode_decimal_into(data, &mut out).is_err() {
+        assert!(out.is_empty());
+    }
+    out.clear();
+    if decode_decimal_open_into(data, &mut out).is_err() {
         assert!(out.is_empty());
     }
 });
