@@ -13,7 +13,8 @@
 //!
 //! Run: `cargo bench -p tessera-encoding --bench decimal`
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
 use tessera_encoding::{DecimalAppender, XorEncoder, decode_decimal_into, decode_decimal_open_into, decode_decimal_range_into, decode_xor_into, encode_decimal};
@@ -82,19 +83,7 @@ fn bench(c: &mut Criterion) {
         let dec: Vec<Vec<u8>> = samples.chunks(720).map(|c| encode_decimal(c).expect("exact decimals")).collect();
         let size = |cs: &[Vec<u8>]| cs.iter().map(Vec::len).sum::<usize>() as f64 / N as f64;
         eprintln!("{name}: xor {:.3} bytes/sample, decimal {:.3}", size(&xor), size(&dec));
-        type Decode = fn(&[u8], &mut Vec<Sample>) -> Result<(), tessera_encoding::ChunkError>;
-        for (id, chunks, decode) in [("xor_decode", &xor, decode_xor_into as Decode), ("decimal_decode", &dec, decode_decimal_into)] {
-            g.bench_with_input(BenchmarkId::new(id, name), chunks, |b, cs| {
-                let mut out = Vec::with_capacity(N);
-                b.iter(|| {
-                    out.clear();
-                    for c in cs {
-                        decode(c, &mut out).expect("valid");
-                    }
-                    black_box(out.len())
-                })
-            });
-        }
+        decodes(&mut g, name, [("xor_decode", &xor, decode_xor_into), ("decimal_decode", &dec, decode_decimal_into)]);
     }
     g.finish();
     // A rule's five minutes at the end of each 2 h block chunk (the last 30 of 720 samples): the samples
@@ -104,6 +93,24 @@ fn bench(c: &mut Criterion) {
     // of each, as a refresh's newest step reads the newest closed chunk.
     last_5m(c, "decimal_head_last_5m", 120, ["cpu_counter", "small_steps", "gauge_2dec"]);
     open_chunks(c);
+}
+
+type Decode = fn(&[u8], &mut Vec<Sample>) -> Result<(), tessera_encoding::ChunkError>;
+
+/// Decoding every chunk of each set into one vector (elements/s = samples/s).
+fn decodes(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, sets: [(&str, &Vec<Vec<u8>>, Decode); 2]) {
+    for (id, chunks, decode) in sets {
+        g.bench_with_input(BenchmarkId::new(id, name), chunks, |b, cs| {
+            let mut out = Vec::with_capacity(N);
+            b.iter(|| {
+                out.clear();
+                for c in cs {
+                    decode(c, &mut out).expect("valid");
+                }
+                black_box(out.len())
+            })
+        });
+    }
 }
 
 /// The head's open chunks: 16-sample pieces appended one sample at a time and decoded, XOR against open
@@ -138,19 +145,7 @@ fn open_chunks(c: &mut Criterion) {
         eprintln!("{name}, {OPEN}-sample open chunks: xor {:.3} bytes/sample, open decimal {:.3}", size(&xs), size(&os));
         g.bench_with_input(BenchmarkId::new("xor_append", name), &samples, |b, s| b.iter(|| s.chunks(OPEN).map(|c| xor(c).len()).sum::<usize>()));
         g.bench_with_input(BenchmarkId::new("open_append", name), &samples, |b, s| b.iter(|| s.chunks(OPEN).map(|c| open(c).len()).sum::<usize>()));
-        type Decode = fn(&[u8], &mut Vec<Sample>) -> Result<(), tessera_encoding::ChunkError>;
-        for (id, chunks, decode) in [("xor_decode", &xs, decode_xor_into as Decode), ("open_decode", &os, decode_decimal_open_into)] {
-            g.bench_with_input(BenchmarkId::new(id, name), chunks, |b, cs| {
-                let mut out = Vec::with_capacity(N);
-                b.iter(|| {
-                    out.clear();
-                    for c in cs {
-                        decode(c, &mut out).expect("valid");
-                    }
-                    black_box(out.len())
-                })
-            });
-        }
+        decodes(&mut g, name, [("xor_decode", &xs, decode_xor_into), ("open_decode", &os, decode_decimal_open_into)]);
     }
     g.finish();
 }
