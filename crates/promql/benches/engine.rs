@@ -20,6 +20,39 @@ fn scale() -> usize {
     std::env::var("TESSERA_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
 }
 
+/// node_exporter's CPU counters: `n` series of `node_cpu_seconds_total` (16 cpus × 8 modes a host) over
+/// `points` scrapes `step_ms` apart, growing by whole centiseconds; with `jitter_ms`, every host's
+/// scrape times stray by up to that much from the grid (all series of a host share them, as a scrape's
+/// samples do).
+fn cpu_counters(n: usize, points: usize, step_ms: i64, jitter_ms: i64) -> MemStorage {
+    let mut st = MemStorage::new(4);
+    let mut r = Rng(7);
+    let hosts = n.div_ceil(128);
+    for h in 0..hosts {
+        let times: Vec<i64> = (0..points)
+            .map(|k| k as i64 * step_ms + if jitter_ms > 0 { (r.unit() * jitter_ms as f64) as i64 } else { 0 })
+            .collect();
+        for s in 0..128.min(n - h * 128) {
+            let l = Labels::from_pairs([
+                ("__name__", "node_cpu_seconds_total".to_string()),
+                ("cpu", (s / 8).to_string()),
+                ("instance", format!("host-{h}")),
+                ("mode", ["idle", "iowait", "irq", "nice", "softirq", "steal", "system", "user"][s % 8].to_string()),
+            ]);
+            let mut v = 1e5 + (s * 1000) as f64;
+            let samples: Vec<Sample> = times
+                .iter()
+                .map(|&t| {
+                    v += (r.unit() * 1000.0).floor() / 100.0;
+                    Sample::new(t, v)
+                })
+                .collect();
+            st.add_series(l, &samples);
+        }
+    }
+    st
+}
+
 fn counters(n: usize, points: usize, step_ms: i64) -> MemStorage {
     let mut st = MemStorage::new(4);
     for i in 0..n {
@@ -162,6 +195,18 @@ fn bench(c: &mut Criterion) {
         })
     });
     drop(st);
+    // B3's heaviest dashboard panel: a range query over 3 h at 15 s (720 steps) of counters scraped
+    // every 10 s, the rates folded by an ordered aggregation; on the grid and with scrape jitter.
+    for (name, jitter) in [("regular", 0), ("jitter25ms", 25)] {
+        let st = cpu_counters(4_096 / scale(), 1_080, 10_000, jitter);
+        g.bench_function(format!("avg_by_instance_mode_rate5m_4k_series_3h_step15s_{name}"), |b| {
+            b.iter(|| {
+                let q = "avg by (instance, mode) (rate(node_cpu_seconds_total[5m]))";
+                let r = engine.range(&st, q, 600_000, 3 * hour, 15_000).expect("query runs");
+                std::hint::black_box(r);
+            })
+        });
+    }
     let st = counters(100_000 / scale(), 5, 15_000);
     g.bench_function("sum_by_job_100k_series_instant", |b| {
         b.iter(|| {

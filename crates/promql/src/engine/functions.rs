@@ -208,6 +208,7 @@ pub(crate) fn extrapolated_rates(
         // Every column sized for one row a step; rows are written in place (`rows <= i < n`), not pushed,
         // and only the first `rows` are read.
         let n = eff.len();
+        c.memo.reset_unless(range_ms, is_rate);
         for v in [&mut c.to_start, &mut c.to_end, &mut c.sampled, &mut c.n1, &mut c.first_v, &mut c.result] {
             v.resize(n, 0.0);
         }
@@ -236,6 +237,16 @@ pub(crate) fn extrapolated_rates(
                 }
             }
             let e = eff[i];
+            // The factor depends on the window's times only; series scraped together (a target's)
+            // or on a regular grid meet the same times again and again. Where the memo proves that
+            // upstream's zero bound would not apply (see `RateFactor::zero_safe`), the answer is
+            // `result * factor`, bit for bit what the columns would give.
+            let (ts_ms, te_ms, n1) = (first.t - (e - range_ms), e - last.t, (hi - lo - 1) as u32);
+            let f = c.memo.get(ts_ms, te_ms, n1, range_ms, is_rate);
+            if !(is_counter && result > 0.0 && first.v >= 0.0) || (f.zero_safe && first.v >= result) {
+                vals[i] = Some(result * f.factor);
+                return;
+            }
             c.step[rows] = i as u32;
             c.to_start[rows] = (first.t - (e - range_ms)) as f64;
             c.to_end[rows] = (e - last.t) as f64;
@@ -276,6 +287,75 @@ pub(crate) struct RateCols {
     first_v: Vec<f64>,
     result: Vec<f64>,
     out: Vec<f64>,
+    memo: FactorMemo,
+}
+
+/// The extrapolation factor of a window, from its times alone: `(sampled + to_start + to_end) /
+/// sampled` (1 if nothing was sampled), divided by the range in seconds for `rate`, with `to_start`
+/// and `to_end` clamped to half the average interval as upstream `extrapolatedRate` does.
+#[derive(Clone, Copy)]
+struct RateFactor {
+    ts_ms: i64,
+    te_ms: i64,
+    /// Samples minus one; 0 marks an empty slot (a window with a factor has at least two samples).
+    n1: u32,
+    /// `sampled >= to_start` (seconds, `to_start` clamped). Then a counter whose first value is at
+    /// least its increase keeps `to_start`: `first / result >= 1` rounds to at least 1, so upstream's
+    /// `durationToZero = sampled * (first / result)` rounds to at least `sampled`, never below `to_start`.
+    zero_safe: bool,
+    factor: f64,
+}
+
+/// A direct-mapped memo of [`RateFactor`]s for one range and function, kept from series to series on
+/// a thread (the series of a target share their scrape times).
+#[derive(Default)]
+struct FactorMemo {
+    range_ms: i64,
+    is_rate: bool,
+    slots: Vec<RateFactor>,
+}
+
+const FACTOR_SLOTS: usize = 1024;
+
+impl FactorMemo {
+    /// Empties the memo when the range or the function differs from the one it was filled for.
+    fn reset_unless(&mut self, range_ms: i64, is_rate: bool) {
+        if self.slots.is_empty() || self.range_ms != range_ms || self.is_rate != is_rate {
+            let empty = RateFactor { ts_ms: 0, te_ms: 0, n1: 0, zero_safe: false, factor: 0.0 };
+            self.slots.clear();
+            self.slots.resize(FACTOR_SLOTS, empty);
+            (self.range_ms, self.is_rate) = (range_ms, is_rate);
+        }
+    }
+
+    /// The factor of a window whose first sample is `ts_ms` after the range's start and whose last is
+    /// `te_ms` before its end, with `n1 + 1` samples; on a miss computed as [`extrapolate_columns`]
+    /// computes it, operation for operation.
+    #[inline]
+    fn get(&mut self, ts_ms: i64, te_ms: i64, n1: u32, range_ms: i64, is_rate: bool) -> RateFactor {
+        let h = (ts_ms as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ (te_ms as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+            ^ (n1 as u64).wrapping_mul(0x1656_67B1_9E37_79F9);
+        let slot = &mut self.slots[(h >> 54) as usize & (FACTOR_SLOTS - 1)];
+        if slot.n1 == n1 && slot.ts_ms == ts_ms && slot.te_ms == te_ms {
+            return *slot;
+        }
+        // `range - ts - te` is the last sample's time minus the first's.
+        let sampled = (range_ms - ts_ms - te_ms) as f64 / 1000.0;
+        let avg = sampled / n1 as f64;
+        let threshold = avg * 1.1;
+        let half = avg / 2.0;
+        let to_start = ts_ms as f64 / 1000.0;
+        let to_start = if to_start >= threshold { half } else { to_start };
+        let to_end = te_ms as f64 / 1000.0;
+        let to_end = if to_end >= threshold { half } else { to_end };
+        let mut factor = if sampled != 0.0 { (sampled + to_start + to_end) / sampled } else { 1.0 };
+        if is_rate {
+            factor /= range_ms as f64 / 1000.0;
+        }
+        *slot = RateFactor { ts_ms, te_ms, n1, zero_safe: sampled >= to_start, factor };
+        *slot
+    }
 }
 
 thread_local! {
@@ -1993,34 +2073,74 @@ mod tests {
             if let Some(b) = back.filter(|b| *b < eff.len()) {
                 eff[b] = eff[b].saturating_sub(3 * step);
             }
-            let drops = Drops::find(&samples);
-            for (is_counter, is_rate) in [(true, true), (true, false), (false, false)] {
-                let mut got = vec![None; eff.len()];
-                let n = extrapolated_rates(|| Ok(()), &samples, &drops, &eff, range, is_counter, is_rate, &mut got).expect("no deadline");
-                let mut want = vec![None; eff.len()];
-                let mut want_n = 0;
-                for_each_window_idx(&samples, &eff, range, |lo, hi, i| {
-                    if lo == hi {
-                        return;
-                    }
-                    want_n += hi - lo;
-                    let w = Window {
-                        s: &samples[lo..hi],
-                        range_start: eff[i] - range,
-                        range_end: eff[i],
-                        range_ms: range,
-                        step_t: eff[i],
-                        params: &[],
-                        sts: &[],
-                        drops: is_counter.then(|| Drops::within(&drops, lo, hi)),
-                    };
-                    want[i] = extrapolated_rate(&w, is_counter, is_rate);
-                });
-                let bits = |v: &[Option<f64>]| v.iter().map(|x| x.map(f64::to_bits)).collect::<Vec<_>>();
-                proptest::prop_assert_eq!(bits(&got), bits(&want), "counter {} rate {}", is_counter, is_rate);
-                proptest::prop_assert_eq!(n, want_n);
+            // A second series scraped with the first (its times, other values: a counter from zero
+            // growing faster than the first) meets the factors the first left in the memo.
+            let mut acc2 = 0.0;
+            let twin: Vec<Sample> = samples.iter().zip(vals.iter().rev()).map(|(s, v)| {
+                acc2 = if counter && !v.is_nan() && *v > 100.0 { acc2 + v * 3.0 } else { *v };
+                Sample { t: s.t, v: acc2 }
+            }).collect();
+            for samples in [samples.clone(), twin, samples] {
+                let drops = Drops::find(&samples);
+                for (is_counter, is_rate) in [(true, true), (true, false), (false, false)] {
+                    let mut got = vec![None; eff.len()];
+                    let n = extrapolated_rates(|| Ok(()), &samples, &drops, &eff, range, is_counter, is_rate, &mut got).expect("no deadline");
+                    let mut want = vec![None; eff.len()];
+                    let mut want_n = 0;
+                    for_each_window_idx(&samples, &eff, range, |lo, hi, i| {
+                        if lo == hi {
+                            return;
+                        }
+                        want_n += hi - lo;
+                        let w = Window {
+                            s: &samples[lo..hi],
+                            range_start: eff[i] - range,
+                            range_end: eff[i],
+                            range_ms: range,
+                            step_t: eff[i],
+                            params: &[],
+                            sts: &[],
+                            drops: is_counter.then(|| Drops::within(&drops, lo, hi)),
+                        };
+                        want[i] = extrapolated_rate(&w, is_counter, is_rate);
+                    });
+                    let bits = |v: &[Option<f64>]| v.iter().map(|x| x.map(f64::to_bits)).collect::<Vec<_>>();
+                    proptest::prop_assert_eq!(bits(&got), bits(&want), "counter {} rate {}", is_counter, is_rate);
+                    proptest::prop_assert_eq!(n, want_n);
+                }
             }
         }
+    }
+
+    /// A window whose clamped `to_start` is just above its sampled interval, on a counter whose first
+    /// value is barely above its increase: upstream's zero bound (10.204 s) cuts `to_start` (10.5 s),
+    /// so the memoised factor must not be used, even when the memo holds the window's times.
+    #[test]
+    fn memoised_rate_factor_leaves_the_zero_bound_to_upstream() {
+        let s = [Sample::new(1_000, 10.0), Sample::new(11_000, 19.8)];
+        let (e, range) = (11_000, 20_500);
+        for _ in 0..2 {
+            for (is_counter, is_rate) in [(true, true), (true, false), (false, false)] {
+                let mut got = [None];
+                extrapolated_rates(|| Ok(()), &s, &[], &[e], range, is_counter, is_rate, &mut got).expect("no deadline");
+                let w = Window {
+                    s: &s,
+                    range_start: e - range,
+                    range_end: e,
+                    range_ms: range,
+                    step_t: e,
+                    params: &[],
+                    sts: &[],
+                    drops: is_counter.then(|| Drops::within(&[], 0, 2)),
+                };
+                let want = extrapolated_rate(&w, is_counter, is_rate);
+                assert_eq!(got[0].map(f64::to_bits), want.map(f64::to_bits), "counter {is_counter} rate {is_rate}");
+            }
+        }
+        // The bound applied: increase = 9.8 * (10 + 10.204 + 0) / 10, not 9.8 * 20.5 / 10.
+        let mut got = [None];
+        extrapolated_rates(|| Ok(()), &s, &[], &[e], range, true, false, &mut got).expect("no deadline");
+        assert!((got[0].expect("two samples") - 9.8 * (10.0 + 10.0 / 9.8 * 10.0) / 10.0).abs() < 1e-9, "{got:?}");
     }
 
     #[test]
