@@ -199,8 +199,10 @@ pub fn extrapolate(
 /// inputs are gathered into columns first and [`extrapolate_columns`] runs the same operations in the same
 /// order without branches, so that the compiler can use packed divisions: the answers are the same to the
 /// bit (IEEE division, addition and multiplication round the same way packed or not; a property test
-/// compares the two). Returns the number of samples in the windows, for the query's sample count;
-/// `check` (the query's deadline) is asked every 1,024 steps.
+/// compares the two). Before that, a window whose factor the thread's [`FactorMemo`] holds (its times
+/// met before, in this series or another scraped with it) and whose counter cannot meet upstream's zero
+/// bound is answered as `result * factor` at once. Returns the number of samples in the windows, for the
+/// query's sample count; `check` (the query's deadline) is asked every 1,024 steps.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn extrapolated_rates(
     check: impl Fn() -> Result<(), EngineError>,
