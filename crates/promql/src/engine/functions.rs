@@ -199,10 +199,11 @@ pub fn extrapolate(
 /// inputs are gathered into columns first and [`extrapolate_columns`] runs the same operations in the same
 /// order without branches, so that the compiler can use packed divisions: the answers are the same to the
 /// bit (IEEE division, addition and multiplication round the same way packed or not; a property test
-/// compares the two). Before that, a window whose factor the thread's [`FactorMemo`] holds (its times
-/// met before, in this series or another scraped with it) and whose counter cannot meet upstream's zero
-/// bound is answered as `result * factor` at once. Returns the number of samples in the windows, for the
-/// query's sample count; `check` (the query's deadline) is asked every 1,024 steps.
+/// compares the two). Before that, a window whose counter cannot meet upstream's zero bound is answered
+/// as `result * factor` at once, the factor from the thread's [`FactorMemo`] (its times met before, in
+/// this series or another scraped with it). The windows and their factors are planned once for a run of
+/// series with the same times ([`WindowPlan`]: a target's series, one after another). Returns the number
+/// of samples in the windows, for the query's sample count; `check` (the query's deadline) is asked every 1,024 steps.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn extrapolated_rates(
     check: impl Fn() -> Result<(), EngineError>,
@@ -223,21 +224,21 @@ pub(crate) fn extrapolated_rates(
             v.resize(n, 0.0);
         }
         c.step.resize(n, 0);
+        // The windows and their factors depend on the series' times alone: a series scraped with the
+        // one before (a target's series come one after another in label order) reuses its plan.
+        let RateCols { plan, memo, .. } = &mut *c;
+        if !plan.fits(samples, eff, range_ms, is_rate) {
+            plan.build(samples, eff, range_ms, is_rate, memo);
+        }
         let (mut rows, mut window_samples) = (0usize, 0usize);
-        let mut err = None;
-        for_each_window_idx(samples, eff, range_ms, |lo, hi, i| {
-            if err.is_some() || lo == hi {
-                return;
+        for (i, w) in c.plan.windows.iter().enumerate() {
+            if i % 1024 == 1023 {
+                check()?;
             }
-            if i % 1024 == 1023
-                && let Err(e) = check()
-            {
-                err = Some(e);
-                return;
-            }
+            let (lo, hi) = (w.lo, w.hi);
             window_samples += hi - lo;
             if hi - lo < 2 {
-                return;
+                continue;
             }
             let (first, last) = (samples[lo], samples[hi - 1]);
             let mut result = last.v - first.v;
@@ -246,17 +247,14 @@ pub(crate) fn extrapolated_rates(
                     result += samples[g as usize - 1].v;
                 }
             }
-            let e = eff[i];
-            // The factor depends on the window's times only; series scraped together (a target's)
-            // or on a regular grid meet the same times again and again. Where the memo proves that
-            // upstream's zero bound would not apply (see `RateFactor::zero_safe`), the answer is
-            // `result * factor`, bit for bit what the columns would give.
-            let (ts_ms, te_ms, n1) = (first.t - (e - range_ms), e - last.t, (hi - lo - 1) as u32);
-            let f = c.memo.get(ts_ms, te_ms, n1, range_ms, is_rate);
-            if !(is_counter && result > 0.0 && first.v >= 0.0) || (f.zero_safe && first.v >= result) {
-                vals[i] = Some(result * f.factor);
-                return;
+            // Where the memo proved that upstream's zero bound would not apply (see
+            // `RateFactor::zero_safe`), the answer is `result * factor`, bit for bit what the columns
+            // would give.
+            if !(is_counter && result > 0.0 && first.v >= 0.0) || (w.zero_safe && first.v >= result) {
+                vals[i] = Some(result * w.factor);
+                continue;
             }
+            let e = eff[i];
             c.step[rows] = i as u32;
             c.to_start[rows] = (first.t - (e - range_ms)) as f64;
             c.to_end[rows] = (e - last.t) as f64;
@@ -265,9 +263,6 @@ pub(crate) fn extrapolated_rates(
             c.first_v[rows] = first.v;
             c.result[rows] = result;
             rows += 1;
-        });
-        if let Some(e) = err {
-            return Err(e);
         }
         c.step.truncate(rows);
         let range_s = range_ms as f64 / 1000.0;
@@ -298,6 +293,64 @@ pub(crate) struct RateCols {
     result: Vec<f64>,
     out: Vec<f64>,
     memo: FactorMemo,
+    plan: WindowPlan,
+}
+
+/// One step's window of a [`WindowPlan`]: the samples `lo..hi`, and (with two or more) the window's
+/// [`RateFactor`] and whether it is zero-safe.
+#[derive(Clone, Copy)]
+struct PlannedWindow {
+    lo: usize,
+    hi: usize,
+    zero_safe: bool,
+    factor: f64,
+}
+
+/// The windows of one series' steps (what [`for_each_window_idx`] finds) with their factors, kept for
+/// the next series on the thread: they depend on the sample times, the steps, the range and the
+/// function only, so a series with the same times (scraped with the last one) takes them as they are,
+/// after a comparison of its times, instead of walking its samples and looking up the memo per step.
+#[derive(Default)]
+struct WindowPlan {
+    valid: bool,
+    range_ms: i64,
+    is_rate: bool,
+    times: Vec<i64>,
+    eff: Vec<i64>,
+    windows: Vec<PlannedWindow>,
+}
+
+impl WindowPlan {
+    /// Whether the plan is that of a series with `samples`' times over these steps and range.
+    fn fits(&self, samples: &[Sample], eff: &[i64], range_ms: i64, is_rate: bool) -> bool {
+        self.valid
+            && self.range_ms == range_ms
+            && self.is_rate == is_rate
+            && self.times.len() == samples.len()
+            && self.eff == eff
+            && self.times.iter().zip(samples).all(|(&t, s)| t == s.t)
+    }
+
+    /// Plans `samples`' windows over `eff`, the factors from (and into) `memo`.
+    fn build(&mut self, samples: &[Sample], eff: &[i64], range_ms: i64, is_rate: bool, memo: &mut FactorMemo) {
+        self.valid = false;
+        self.times.clear();
+        self.times.extend(samples.iter().map(|s| s.t));
+        self.eff.clear();
+        self.eff.extend_from_slice(eff);
+        self.windows.clear();
+        self.windows.reserve(eff.len());
+        for_each_window_idx(samples, eff, range_ms, |lo, hi, i| {
+            let mut w = PlannedWindow { lo, hi, zero_safe: false, factor: 0.0 };
+            if hi - lo >= 2 {
+                let (first, last, e) = (samples[lo], samples[hi - 1], eff[i]);
+                let f = memo.get(first.t - (e - range_ms), e - last.t, (hi - lo - 1) as u32, range_ms, is_rate);
+                (w.zero_safe, w.factor) = (f.zero_safe, f.factor);
+            }
+            self.windows.push(w);
+        });
+        (self.range_ms, self.is_rate, self.valid) = (range_ms, is_rate, true);
+    }
 }
 
 /// The extrapolation factor of a window, from its times alone: `(sampled + to_start + to_end) /
@@ -2090,14 +2143,24 @@ mod tests {
                 acc2 = if counter && !v.is_nan() && *v > 100.0 { acc2 + v * 3.0 } else { *v };
                 Sample { t: s.t, v: acc2 }
             }).collect();
-            for samples in [samples.clone(), twin, samples] {
-                let drops = Drops::find(&samples);
-                for (is_counter, is_rate) in [(true, true), (true, false), (false, false)] {
+            // One with the twin's values whose middle sample comes a millisecond later (where the
+            // next one leaves room): the twin's windows must not be taken for its own.
+            let mut shifted = twin.clone();
+            let mid = shifted.len() / 2;
+            if shifted.get(mid + 1).is_none_or(|next| next.t > shifted[mid].t + 1) {
+                shifted[mid].t += 1;
+            }
+            // Function by function, series after series: each series meets what the one before it
+            // left in the thread's memo and window plan.
+            let all = [samples.clone(), twin, shifted, samples];
+            for (is_counter, is_rate) in [(true, true), (true, false), (false, false)] {
+                for samples in &all {
+                    let drops = Drops::find(samples);
                     let mut got = vec![None; eff.len()];
-                    let n = extrapolated_rates(|| Ok(()), &samples, &drops, &eff, range, is_counter, is_rate, &mut got).expect("no deadline");
+                    let n = extrapolated_rates(|| Ok(()), samples, &drops, &eff, range, is_counter, is_rate, &mut got).expect("no deadline");
                     let mut want = vec![None; eff.len()];
                     let mut want_n = 0;
-                    for_each_window_idx(&samples, &eff, range, |lo, hi, i| {
+                    for_each_window_idx(samples, &eff, range, |lo, hi, i| {
                         if lo == hi {
                             return;
                         }
