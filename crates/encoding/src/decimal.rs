@@ -328,6 +328,58 @@ pub fn decode_decimal_range_into(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &
     r
 }
 
+/// The samples of a run of regular timestamps (`delta` apart) whose value differences (or differences
+/// of differences, with `dods`) are `xs`, each times `g`, appended to `out` after the state `(t, dm,
+/// m)`; returns the state at the last of them, exactly as stepping sample by sample leaves it. In
+/// three passes over at most a frame: the integers (the running sums, kept in registers), then the
+/// values (independent divisions, which the compiler packs two or more to an instruction: IEEE
+/// division rounds the same either way), then the samples.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn packed_run(
+    xs: &[i64],
+    t: i64,
+    delta: i64,
+    mut dm: i64,
+    mut m: i64,
+    g: i64,
+    dods: bool,
+    k: u8,
+    p: f64,
+    out: &mut Vec<Sample>,
+) -> (i64, i64, i64) {
+    let n = xs.len().min(crate::bitpack::FRAME);
+    let xs = &xs[..n];
+    let mut vs = [0f64; crate::bitpack::FRAME];
+    let vs = &mut vs[..n];
+    let mut ms = [0i64; crate::bitpack::FRAME];
+    let ms = &mut ms[..n];
+    if dods {
+        for (mj, &x) in ms.iter_mut().zip(xs) {
+            dm = dm.wrapping_add(x.wrapping_mul(g));
+            m = m.wrapping_add(dm);
+            *mj = m;
+        }
+    } else {
+        for (mj, &x) in ms.iter_mut().zip(xs) {
+            dm = x.wrapping_mul(g);
+            m = m.wrapping_add(dm);
+            *mj = m;
+        }
+    }
+    if k == 0 {
+        for (v, &mj) in vs.iter_mut().zip(ms.iter()) {
+            *v = mj as f64;
+        }
+    } else {
+        for (v, &mj) in vs.iter_mut().zip(ms.iter()) {
+            *v = mj as f64 / p;
+        }
+    }
+    out.extend(vs.iter().enumerate().map(|(j, &v)| Sample { t: t.wrapping_add((j as i64).wrapping_add(1).wrapping_mul(delta)), v }));
+    (t.wrapping_add((n as i64).wrapping_mul(delta)), dm, m)
+}
+
 fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
     let off = |rest: &[u8]| data.len() - rest.len();
     let vi = |e, at| crate::dense::varint_err(e, at, data.len());
@@ -491,13 +543,7 @@ fn decode_inner(data: &[u8], mint_ms: i64, maxt_ms: i64, out: &mut Vec<Sample>) 
                 _ => {
                     let buf = packed.buffered()?;
                     take = take.min(buf.len());
-                    out.extend(buf[..take].iter().map(|&x| {
-                        t = t.wrapping_add(delta);
-                        let step = x.wrapping_mul(g);
-                        dm = if dods { dm.wrapping_add(step) } else { step };
-                        m = m.wrapping_add(dm);
-                        Sample { t, v: value(m, k, p) }
-                    }));
+                    (t, dm, m) = packed_run(&buf[..take], t, delta, dm, m, g, dods, k, p, out);
                     packed.consume(take);
                 }
             }
