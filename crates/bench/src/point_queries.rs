@@ -13,6 +13,12 @@
 //! Reported per client count: answered queries per second, the p50 / p99 / p99.9 latency of the
 //! answered (HTTP 200) queries, errors (any other status or an I/O error; the first of each client
 //! count is printed), and answers with an empty result (a sign of a wrong `--time`).
+//!
+//! CPU per answered query: the harness' own (user + system time of this process, from
+//! `/proc/self/stat`) and, given `--pid`, the server's (the same of that process). The clients run on
+//! the machine they measure, so their CPU bounds the queries/s any server can reach here:
+//! `cores / (client CPU + server CPU per query)`; the server's figure compares systems' work per query
+//! where queries/s alone would compare the sum.
 
 use crate::http::{Client, Url};
 use crate::nodegen::Rng;
@@ -52,6 +58,28 @@ pub struct Args {
     /// Per-request timeout.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// The server's process id: its CPU per query is reported too (Linux, `/proc/<pid>/stat`).
+    #[arg(long)]
+    pub pid: Option<u32>,
+}
+
+/// User + system CPU seconds of a process so far, from `/proc/<pid>/stat` (fields 14 and 15, in the
+/// kernel's `USER_HZ` ticks, 100 a second on Linux for every architecture's user interface). `None`
+/// where there is no such file.
+pub fn process_cpu_s(pid: &str) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_cpu_s(&s)
+}
+
+/// [`process_cpu_s`]' parsing: the command name (field 2) is in parentheses and may hold blanks and
+/// parentheses itself, so the fields are counted from the last `)`.
+fn parse_stat_cpu_s(stat: &str) -> Option<f64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After the name: state (field 3) is the first, so utime (14) and stime (15) are the 12th and 13th.
+    let mut f = rest.split_ascii_whitespace().skip(11);
+    let utime: u64 = f.next()?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
 }
 
 /// One instance label value quoted for a PromQL string literal.
@@ -100,10 +128,33 @@ struct Figures {
     max_ms: f64,
     errors: u64,
     empty: u64,
+    /// CPU seconds the harness and (given `--pid`) the server spent during the run.
+    client_cpu_s: Option<f64>,
+    server_cpu_s: Option<f64>,
 }
 
-fn run_clients(url: &Url, paths: &Arc<Vec<String>>, clients: usize, duration: Duration, timeout: Duration) -> anyhow::Result<Figures> {
+impl Figures {
+    /// CPU microseconds per answered query.
+    fn per_query_us(&self, cpu_s: Option<f64>) -> String {
+        match cpu_s {
+            Some(s) if self.answered > 0 => format!("{:.1}", s * 1e6 / self.answered as f64),
+            _ => "—".to_string(),
+        }
+    }
+}
+
+fn run_clients(
+    url: &Url,
+    paths: &Arc<Vec<String>>,
+    clients: usize,
+    duration: Duration,
+    timeout: Duration,
+    pid: Option<u32>,
+) -> anyhow::Result<Figures> {
     let shown = Arc::new(AtomicBool::new(false));
+    let server = pid.map(|p| p.to_string());
+    let cpu = || (process_cpu_s("self"), server.as_deref().and_then(process_cpu_s));
+    let (client0, server0) = cpu();
     let start = Instant::now();
     let deadline = start + duration;
     let mut handles = Vec::with_capacity(clients);
@@ -157,6 +208,8 @@ fn run_clients(url: &Url, paths: &Arc<Vec<String>>, clients: usize, duration: Du
         empty += r.empty;
     }
     let wall_s = start.elapsed().as_secs_f64();
+    let (client1, server1) = cpu();
+    let spent = |a: Option<f64>, b: Option<f64>| Some(b? - a?);
     let mut ms: Vec<f64> = lat.iter().map(|us| *us as f64 / 1000.0).collect();
     ms.sort_by(f64::total_cmp);
     Ok(Figures {
@@ -169,6 +222,8 @@ fn run_clients(url: &Url, paths: &Arc<Vec<String>>, clients: usize, duration: Du
         max_ms: percentile(&ms, 1.0),
         errors,
         empty,
+        client_cpu_s: spent(client0, client1),
+        server_cpu_s: spent(server0, server1),
     })
 }
 
@@ -198,6 +253,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(n) = args.instances {
         command += &format!(" --instances {n}");
     }
+    if args.pid.is_some() {
+        command += " --pid PID";
+    }
     println!(
         "b6: {} at time {eval_ms} ({}): {} of {present} instances × {} queries, {} s per client count",
         args.url,
@@ -212,16 +270,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     println!("b6: {command}");
     let mut rows = Vec::new();
     for &c in &args.clients {
-        let f = run_clients(&url, &paths, c, args.duration, args.timeout)?;
+        let f = run_clients(&url, &paths, c, args.duration, args.timeout, args.pid)?;
         eprintln!("b6: {c} clients: {:.0} queries/s, p99 {:.2} ms, {} errors", f.answered as f64 / f.wall_s, f.p99_ms, f.errors);
         rows.push(f);
     }
     println!();
-    println!("| clients | queries/s | p50 ms | p99 ms | p99.9 ms | max ms | answered | errors | empty answers |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| clients | queries/s | p50 ms | p99 ms | p99.9 ms | max ms | answered | errors | empty answers | client CPU µs/query | server CPU µs/query |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for f in &rows {
         println!(
-            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {} | {} |",
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {} | {} | {} | {} |",
             f.clients,
             f.answered as f64 / f.wall_s,
             f.p50_ms,
@@ -230,7 +288,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             f.max_ms,
             f.answered,
             f.errors,
-            f.empty
+            f.empty,
+            f.per_query_us(f.client_cpu_s),
+            f.per_query_us(f.server_cpu_s)
         );
     }
     println!("\nlatency of answered (HTTP 200) queries, {:.0} s per row; command: {command}", args.duration.as_secs_f64());
@@ -250,6 +310,17 @@ mod tests {
         assert!(p[2].contains("device%3D%22eth0%22"));
         let q: Vec<(String, String)> = form_urlencoded::parse(p[3].split_once('?').expect("query").1.as_bytes()).into_owned().collect();
         assert_eq!(q[0].1, r#"node_load1{instance="we\"ird"}"#);
+    }
+
+    #[test]
+    fn stat_cpu_counts_fields_after_the_last_parenthesis() {
+        // utime 250 and stime 50 ticks; the name holds a blank and a parenthesis.
+        let stat = "4242 (tessera (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 5 0 100 0 0";
+        assert_eq!(parse_stat_cpu_s(stat), Some(3.0));
+        assert_eq!(parse_stat_cpu_s("4242 (short) S 1"), None);
+        assert_eq!(parse_stat_cpu_s("no parenthesis"), None);
+        let own = process_cpu_s("self").expect("/proc/self/stat on Linux");
+        assert!(own >= 0.0);
     }
 
     #[test]
@@ -304,12 +375,16 @@ mod tests {
         });
         let url = Url::parse(&format!("http://{addr}")).expect("url");
         let paths = Arc::new(query_paths("/api/v1/query", &["a".to_string()], 0));
-        let f = run_clients(&url, &paths, 2, Duration::from_millis(300), Duration::from_secs(5)).expect("run");
+        let f = run_clients(&url, &paths, 2, Duration::from_millis(300), Duration::from_secs(5), Some(std::process::id())).expect("run");
         assert!(f.answered > 10, "{} answered", f.answered);
         assert!(f.errors > 0 && f.empty > 0);
         // Per connection the answers cycle ok, empty, error: errors ≈ empty ≈ answered / 2.
         assert!(f.errors.abs_diff(f.empty) <= 2, "{} errors, {} empty", f.errors, f.empty);
         assert!((f.answered as u64).abs_diff(2 * f.empty) <= 4, "{} answered, {} empty", f.answered, f.empty);
         assert!(f.p50_ms <= f.p99_ms && f.p99_ms <= f.p999_ms && f.p999_ms <= f.max_ms);
+        // The "server" is this process: both CPU figures are read, and the harness' includes it.
+        let (client, server) = (f.client_cpu_s.expect("client CPU"), f.server_cpu_s.expect("server CPU"));
+        assert!(client >= 0.0 && (client - server).abs() < 0.05, "{client} vs {server}");
+        assert_ne!(f.per_query_us(f.client_cpu_s), "—");
     }
 }
