@@ -463,3 +463,37 @@ fn plan_and_trace() {
     t.write_json(&mut js);
     assert!(js.starts_with(r#"{"op":"/","expr":"#), "{js}");
 }
+
+/// A "many" series whose partner changes from step to step (and back) goes to the output of each pair
+/// in turn: the binary operator's per-series memo of the last pair's output must notice the change.
+#[test]
+fn a_series_matched_to_changing_partners_fills_each_pairs_output() {
+    let mut st = MemStorage::new(2);
+    let at = |k: i64, v: f64| Sample::new(k * 15_000, v);
+    st.add_series(Labels::from_pairs([("__name__", "a"), ("x", "1")]), &(0..10).map(|k| at(k, 10.0 + k as f64)).collect::<Vec<_>>());
+    // Partner v="p" at steps 0-2 and 7-9, v="q" at steps 3-6; a 1 s lookback keeps each to its steps.
+    let p: Vec<Sample> = [0, 1, 2, 7, 8, 9].iter().map(|&k| at(k, 2.0)).collect();
+    let q: Vec<Sample> = (3..7).map(|k| at(k, 3.0)).collect();
+    st.add_series(Labels::from_pairs([("__name__", "b"), ("x", "1"), ("v", "p")]), &p);
+    st.add_series(Labels::from_pairs([("__name__", "b"), ("x", "1"), ("v", "q")]), &q);
+    let e = Engine::default();
+    let qo = QueryOptions { lookback_delta_ms: Some(1_000), ..Default::default() };
+    for (expr, want) in [
+        // many-to-one: the output takes the partner's `v`, so each partner has its own output series.
+        ("a * on (x) group_left (v) b", [("p", vec![0, 1, 2, 7, 8, 9], 2.0), ("q", vec![3, 4, 5, 6], 3.0)]),
+        // the "many" side on the right.
+        ("b * on (x) group_right (v) a", [("p", vec![0, 1, 2, 7, 8, 9], 2.0), ("q", vec![3, 4, 5, 6], 3.0)]),
+    ] {
+        let parsed = tessera_promql::engine::parse(expr).expect("parses");
+        let got = match e.range_expr(&st, &parsed, 0, 135_000, 15_000, &qo).expect("runs").value {
+            Value::Matrix(m) => m,
+            other => panic!("{expr}: matrix expected, got {other:?}"),
+        };
+        assert_eq!(got.len(), 2, "{expr}: {got:?}");
+        for ((v, steps, factor), s) in want.iter().zip(&got) {
+            assert_eq!(s.labels.get("v"), *v, "{expr}: {got:?}");
+            let expect: Vec<(i64, f64)> = steps.iter().map(|&k| (k * 15_000, (10.0 + k as f64) * factor)).collect();
+            assert_eq!(s.points, expect, "{expr}, v={v}");
+        }
+    }
+}

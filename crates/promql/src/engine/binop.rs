@@ -400,6 +400,12 @@ fn vector_vector(
     // Upstream applies the fill modifiers after swapping sides for group_right: `fill_left` fills the
     // "many" side and `fill_right` the "one" side, whichever operand they are.
     let (fill_many, fill_one) = (m.fill_lhs, m.fill_rhs);
+    // The output series each "many" series went to last, with the partner it had (`pair_out`'s key
+    // and value), and each "one" series' filled output: a pair mostly stays the same from step to step,
+    // so most steps find their output here instead of hashing the pair again (the hashing was a fifth
+    // of `1 - a / b` over 424 series × 241 steps).
+    let mut last_out: Vec<(usize, usize)> = vec![(usize::MAX, 0); many.len()];
+    let mut fill_out: Vec<usize> = vec![usize::MAX; if fill_many.is_some() { one.len() } else { 0 }];
     let one_side = if swapped { "left" } else { "right" };
     for i in 0..steps {
         if i % 1024 == 0 {
@@ -478,8 +484,8 @@ fn vector_vector(
                 continue;
             };
             let key = (k, j.map(|j| j + 1).unwrap_or(0));
-            let o = match pair_out.get(&key) {
-                Some(o) => *o,
+            let o = match (last_out[k].0 == key.1).then_some(last_out[k].1).or_else(|| pair_out.get(&key).copied()) {
+                Some(o) => o,
                 None => {
                     // A filled-in "one" side carries the "many" series' match-group labels (upstream
                     // `VectorBinop`: `ls.Metric.MatchLabels(...)`), which `group_x` labels may copy.
@@ -495,6 +501,7 @@ fn vector_vector(
                     o
                 }
             };
+            last_out[k] = (key.1, o);
             if out[o].has(i) {
                 return Err(EngineError::Execution(if m.card == VectorMatchCardinality::OneToOne {
                     "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into()
@@ -540,8 +547,8 @@ fn vector_vector(
                     continue;
                 };
                 let key = (usize::MAX - j, 0);
-                let o = match pair_out.get(&key) {
-                    Some(o) => *o,
+                let o = match (fill_out[j] != usize::MAX).then_some(fill_out[j]).or_else(|| pair_out.get(&key).copied()) {
+                    Some(o) => o,
                     None => {
                         // A filled-in "many" side has no labels of its own but the match-group labels
                         // of the present side (upstream `VectorBinop`: `rs.Metric.MatchLabels(...)`), then
@@ -555,6 +562,7 @@ fn vector_vector(
                         o
                     }
                 };
+                fill_out[j] = o;
                 if out[o].has(i) {
                     return Err(EngineError::Execution(
                         "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into(),
