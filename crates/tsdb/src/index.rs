@@ -52,20 +52,21 @@ pub fn intersect(a: &[SeriesRef], b: &[SeriesRef]) -> Vec<SeriesRef> {
         }
         return out;
     }
-    // A merge without branches on the comparisons (which a merge of two postings lists mispredicts
-    // about every other element): each step writes its candidate where the next match goes and moves
-    // the cursor or both that hold the smaller value; only the equal ones advance the write position.
-    // A match is never written past the small list's length, so the buffer starts as its copy.
-    out.extend_from_slice(small);
-    let (mut i, mut j, mut k) = (0, 0, 0);
+    // A plain merge: its branches predict well where one list is several times the other (a metric
+    // name's series of one instance), and a merge without branches (tried: the comparisons turned
+    // into cursor increments) ran 1.3–1.8× slower on such lists, its loop bound by the chain of loads.
+    let (mut i, mut j) = (0, 0);
     while i < small.len() && j < large.len() {
-        let (x, y) = (small[i], large[j]);
-        out[k] = x;
-        k += usize::from(x == y);
-        i += usize::from(x <= y);
-        j += usize::from(y <= x);
+        match small[i].cmp(&large[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(small[i]);
+                i += 1;
+                j += 1;
+            }
+        }
     }
-    out.truncate(k);
     out
 }
 
