@@ -254,8 +254,9 @@ mod tests {
     #[test]
     fn every_width_unpacks_with_and_without_bytes_after_the_frame() {
         // Per width, frames of lengths around the groups of eight, holding 0 and the widest value (so
-        // that frames of four values or more take exactly that width); the stream alone (the last frame has no bytes after it) and followed by a frame of
-        // all-ones bits (which must not leak into the values).
+        // that frames of four values or more take exactly that width); the stream alone (the last
+        // frame has no bytes after it) and followed by a frame of all-ones bits (which must not leak
+        // into the values).
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
         for w in 0..=64u32 {
             for len in [1usize, 7, 8, 9, 15, 16, 17, 63, 64, 100, 127, 128, 129, 300] {

@@ -401,11 +401,11 @@ fn vector_vector(
     // "many" side and `fill_right` the "one" side, whichever operand they are.
     let (fill_many, fill_one) = (m.fill_lhs, m.fill_rhs);
     // The output series each "many" series went to last, with the partner it had (`pair_out`'s key
-    // and value), and each "one" series' filled output: a pair mostly stays the same from step to step,
-    // so most steps find their output here instead of hashing the pair again (the hashing was a fifth
-    // of `1 - a / b` over 424 series × 241 steps).
+    // and value): a pair mostly stays the same from step to step, so most steps find their output here
+    // instead of hashing the pair again (hashing took ~7% of the CPU of `1 - a / b` over 424 series).
+    // A "one" series filled in for a missing "many" one always goes to the same output: `fill_out`.
     let mut last_out: Vec<(usize, usize)> = vec![(usize::MAX, 0); many.len()];
-    let mut fill_out: Vec<usize> = vec![usize::MAX; if fill_many.is_some() { one.len() } else { 0 }];
+    let mut fill_out: Vec<Option<usize>> = vec![None; if fill_many.is_some() { one.len() } else { 0 }];
     let one_side = if swapped { "left" } else { "right" };
     for i in 0..steps {
         if i % 1024 == 0 {
@@ -546,8 +546,7 @@ fn vector_vector(
                 } else {
                     continue;
                 };
-                let key = (usize::MAX - j, 0);
-                let o = match (fill_out[j] != usize::MAX).then_some(fill_out[j]).or_else(|| pair_out.get(&key).copied()) {
+                let o = match fill_out[j] {
                     Some(o) => o,
                     None => {
                         // A filled-in "many" side has no labels of its own but the match-group labels
@@ -558,11 +557,10 @@ fn vector_vector(
                             out.push(Series { hists: None, labels: lbls, vals: vec![None; steps], drop_name: false });
                             out.len() - 1
                         });
-                        pair_out.insert(key, o);
+                        fill_out[j] = Some(o);
                         o
                     }
                 };
-                fill_out[j] = o;
                 if out[o].has(i) {
                     return Err(EngineError::Execution(
                         "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into(),
