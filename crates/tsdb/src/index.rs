@@ -7,6 +7,8 @@
 //! the label). Regexes that reduce to a finite set of literals are answered by look-ups, and regexes with a
 //! literal prefix by a prefix range of the sorted values, before any scan.
 
+use std::borrow::Cow;
+
 use tessera_model::{MatchOp, Matcher};
 
 /// A series reference inside one index (head: dense ids; block: ids in label order). Postings lists are
@@ -24,6 +26,12 @@ pub trait IndexReader {
     /// Sorted postings of the series with label `name` = `value` (empty when there are none).
     fn postings(&self, name: &str, value: &str) -> IndexResult<Vec<SeriesRef>>;
 
+    /// [`Self::postings`], borrowed where the index keeps the list as it is (the head's): a point query
+    /// intersects an instance's list without copying it first.
+    fn postings_ref(&self, name: &str, value: &str) -> IndexResult<Cow<'_, [SeriesRef]>> {
+        self.postings(name, value).map(Cow::Owned)
+    }
+
     /// Sorted, unique values of label `name` that start with `prefix` ("" for all values).
     fn label_values(&self, name: &str, prefix: &str) -> IndexResult<Vec<String>>;
 
@@ -33,6 +41,21 @@ pub trait IndexReader {
 
 /// Intersection of two sorted lists.
 pub fn intersect(a: &[SeriesRef], b: &[SeriesRef]) -> Vec<SeriesRef> {
+    // Only the span both lists cover can hold common refs. Refs follow creation order in the head (an
+    // instance's series come in together, a near-contiguous run) and label order in a block (a metric
+    // name's series are adjacent), so a point query's lists often overlap in a few refs: clipping each
+    // to the other's first and last ref leaves those, for four binary searches.
+    let (a, b) = match (a.first(), a.last(), b.first(), b.last()) {
+        (Some(&a0), Some(&a1), Some(&b0), Some(&b1)) => {
+            let (lo, hi) = (a0.max(b0), a1.min(b1));
+            if lo > hi {
+                return Vec::new();
+            }
+            let clip = |l: &'_ [SeriesRef]| -> std::ops::Range<usize> { l.partition_point(|&x| x < lo)..l.partition_point(|&x| x <= hi) };
+            (&a[clip(a)], &b[clip(b)])
+        }
+        _ => return Vec::new(),
+    };
     let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
     let mut out = Vec::with_capacity(small.len());
     // Galloping through the larger list pays when sizes differ a lot.
@@ -112,8 +135,9 @@ pub fn postings_for_matchers(ix: &dyn IndexReader, matchers: &[Matcher]) -> Inde
     // A label that some matcher forces to be set: then `l!="x"` can be answered as "minus l=x".
     let must_be_set = |name: &str| matchers.iter().any(|m| m.name == name && !m.matches_empty());
 
-    let mut its: Vec<Vec<SeriesRef>> = Vec::new();
-    let mut not_its: Vec<Vec<SeriesRef>> = Vec::new();
+    // Lists to intersect, borrowed from the index where it can lend them.
+    let mut its: Vec<Cow<'_, [SeriesRef]>> = Vec::new();
+    let mut not_its: Vec<Cow<'_, [SeriesRef]>> = Vec::new();
     for m in matchers {
         if m.op == MatchOp::Regex && m.is_match_all_regex() {
             continue; // `l=~".*"` matches every series, set or not.
@@ -126,24 +150,27 @@ pub fn postings_for_matchers(ix: &dyn IndexReader, matchers: &[Matcher]) -> Inde
                 not_its.push(postings_for_matcher(ix, &inverse(m)?)?);
             } else if is_not {
                 // l!="" / l!~"" : the set values that the inverse rejects.
-                its.push(inverse_postings_for_matcher(ix, &inverse(m)?)?);
+                its.push(Cow::Owned(inverse_postings_for_matcher(ix, &inverse(m)?)?));
             } else {
                 its.push(postings_for_matcher(ix, m)?);
             }
         } else {
             // The matcher accepts unset labels: remove the series whose (set) value the matcher rejects.
-            not_its.push(inverse_postings_for_matcher(ix, m)?);
+            not_its.push(Cow::Owned(inverse_postings_for_matcher(ix, m)?));
         }
         if its.last().is_some_and(|p| p.is_empty()) {
             return Ok(Vec::new());
         }
     }
     if its.is_empty() {
-        its.push(ix.all_postings()?);
+        its.push(Cow::Owned(ix.all_postings()?));
     }
     its.sort_by_key(|p| p.len());
-    let mut it = its.swap_remove(0);
-    for p in &its {
+    let mut it = match its.len() {
+        1 => its.swap_remove(0).into_owned(),
+        _ => intersect(&its[0], &its[1]),
+    };
+    for p in its.iter().skip(2) {
         it = intersect(&it, p);
     }
     for n in &not_its {
@@ -166,16 +193,16 @@ fn inverse(m: &Matcher) -> IndexResult<Matcher> {
 }
 
 /// Series whose value of `m.name` is set and accepted by `m` (Prometheus' `postingsForMatcher`).
-fn postings_for_matcher(ix: &dyn IndexReader, m: &Matcher) -> IndexResult<Vec<SeriesRef>> {
+fn postings_for_matcher<'a>(ix: &'a dyn IndexReader, m: &Matcher) -> IndexResult<Cow<'a, [SeriesRef]>> {
     match m.op {
-        MatchOp::Equal => return ix.postings(&m.name, &m.value),
+        MatchOp::Equal => return ix.postings_ref(&m.name, &m.value),
         MatchOp::Regex => {
             if let Some(set) = m.set_matches() {
                 let mut lists = Vec::with_capacity(set.len());
                 for v in set.iter().filter(|v| !v.is_empty()) {
                     lists.push(ix.postings(&m.name, v)?);
                 }
-                return Ok(union(lists));
+                return Ok(Cow::Owned(union(lists)));
             }
         }
         _ => {}
@@ -187,7 +214,7 @@ fn postings_for_matcher(ix: &dyn IndexReader, m: &Matcher) -> IndexResult<Vec<Se
             lists.push(ix.postings(&m.name, &v)?);
         }
     }
-    Ok(union(lists))
+    Ok(Cow::Owned(union(lists)))
 }
 
 /// Series whose value of `m.name` is set and rejected by `m` (Prometheus' `inversePostingsForMatcher`).
@@ -299,10 +326,13 @@ mod tests {
             a in proptest::collection::btree_set(0u32..3000, 0..400),
             b in proptest::collection::btree_set(0u32..3000, 0..400),
             sparse in proptest::collection::btree_set(0u32..3000, 0..12),
+            run in (0u32..3500, 0u32..700),
         ) {
             let (a, b, sparse): (Vec<u32>, Vec<u32>, Vec<u32>) =
                 (a.into_iter().collect(), b.into_iter().collect(), sparse.into_iter().collect());
-            for (x, y) in [(&a, &b), (&b, &a), (&sparse, &a), (&a, &sparse)] {
+            // A contiguous run (a head instance's series), overlapping the others in part, wholly or not at all.
+            let run: Vec<u32> = (run.0..run.0 + run.1).collect();
+            for (x, y) in [(&a, &b), (&b, &a), (&sparse, &a), (&a, &sparse), (&run, &a), (&sparse, &run), (&run, &run)] {
                 let want: Vec<u32> = x.iter().copied().filter(|v| y.binary_search(v).is_ok()).collect();
                 proptest::prop_assert_eq!(intersect(x, y), want);
             }

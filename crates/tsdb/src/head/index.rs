@@ -86,6 +86,10 @@ impl IndexReader for HeadIndex {
         Ok(self.postings.get(name).and_then(|v| v.get(value)).cloned().unwrap_or_default())
     }
 
+    fn postings_ref(&self, name: &str, value: &str) -> IndexResult<std::borrow::Cow<'_, [SeriesRef]>> {
+        Ok(self.postings.get(name).and_then(|v| v.get(value)).map_or(std::borrow::Cow::Borrowed(&[][..]), |p| std::borrow::Cow::Borrowed(&p[..])))
+    }
+
     fn label_values(&self, name: &str, prefix: &str) -> IndexResult<Vec<String>> {
         let Some(vals) = self.postings.get(name) else { return Ok(Vec::new()) };
         Ok(vals
@@ -113,6 +117,11 @@ mod tests {
         ix.add(2, &labels!("__name__" => "up", "job" => "b"));
         assert_eq!(ix.label_values("job", "ap").expect("ok"), vec!["api", "apx"]);
         assert_eq!(ix.postings("__name__", "up").expect("ok"), vec![0, 1, 2]);
+        // The borrowed list is the same list, and an absent name or value gives an empty one.
+        assert_eq!(&*ix.postings_ref("__name__", "up").expect("ok"), &[0, 1, 2]);
+        assert!(matches!(ix.postings_ref("__name__", "up").expect("ok"), std::borrow::Cow::Borrowed(_)));
+        assert!(ix.postings_ref("__name__", "down").expect("ok").is_empty());
+        assert!(ix.postings_ref("nope", "up").expect("ok").is_empty());
         ix.remove(1, labels!("__name__" => "up", "job" => "apx").iter().map(|l| (l.name, l.value)));
         assert_eq!(ix.label_values("job", "").expect("ok"), vec!["api", "b"]);
         assert_eq!(ix.all_postings().expect("ok"), vec![0, 2]);
