@@ -206,6 +206,18 @@ fn bench(c: &mut Criterion) {
                 std::hint::black_box(r);
             })
         });
+        if jitter > 0 {
+            continue;
+        }
+        // B3's `cpu_busy` panel: the rates summed in the shards (a decomposable fold), a row of 720
+        // accumulators a group.
+        g.bench_function("sum_by_instance_rate5m_busy_4k_series_3h_step15s", |b| {
+            b.iter(|| {
+                let q = r#"sum by (instance) (rate(node_cpu_seconds_total{mode!="idle"}[5m]))"#;
+                let r = engine.range(&st, q, 600_000, 3 * hour, 15_000).expect("query runs");
+                std::hint::black_box(r);
+            })
+        });
     }
     let st = counters(100_000 / scale(), 5, 15_000);
     g.bench_function("sum_by_job_100k_series_instant", |b| {

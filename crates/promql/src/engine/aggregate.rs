@@ -94,6 +94,36 @@ impl AggAcc {
         }
     }
 
+    /// [`Self::add`] of one series' values over a row of steps (`accs[i]` takes `vals[i]` where present).
+    /// `sum` (the rows that dashboards' `sum by` folds) adds inline: the same Kahan-Neumaier step as
+    /// [`kahan_inc`], its choices made by selects rather than branches so that the compiler keeps the row's
+    /// independent steps in flight; the other operations call [`Self::add`] a value.
+    #[inline]
+    pub fn add_row(op: AggregateOp, accs: &mut [AggAcc], vals: &[Option<f64>]) {
+        if op != AggregateOp::Sum {
+            for (acc, x) in accs.iter_mut().zip(vals) {
+                if let Some(x) = x {
+                    acc.add(op, *x);
+                }
+            }
+            return;
+        }
+        for (acc, x) in accs.iter_mut().zip(vals) {
+            if let Some(v) = *x {
+                // Upstream `aggregation` for SUM: the first sample starts the sum; the rest go through
+                // `kahansum.Inc`.
+                let first = acc.count == 0.0;
+                acc.count += 1.0;
+                let (sum, c) = (acc.sum, acc.c);
+                let t = sum + v;
+                let (a, b) = if sum.abs() >= v.abs() { (sum, v) } else { (v, sum) };
+                let nc = if t.is_infinite() { 0.0 } else { c + ((a - t) + b) };
+                acc.sum = if first { v } else { t };
+                acc.c = if first { 0.0 } else { nc };
+            }
+        }
+    }
+
     /// Combines two partials of the same group and step (the merge stage of pushdown).
     pub fn merge(&mut self, op: AggregateOp, o: &AggAcc) {
         if o.count == 0.0 {
@@ -283,12 +313,7 @@ pub fn eval_aggregate(ctx: &QueryCtx<'_>, a: &AggregateExpr, grid: &Grid) -> Res
     // accs[g * n + i]: the partial state of group g at step i.
     let mut accs = vec![AggAcc::default(); ng * n];
     for (s, &g) in v.iter().zip(&ids) {
-        let row = &mut accs[g * n..(g + 1) * n];
-        for (acc, x) in row.iter_mut().zip(&s.vals) {
-            if let Some(x) = x {
-                acc.add(op, *x);
-            }
-        }
+        AggAcc::add_row(op, &mut accs[g * n..(g + 1) * n], &s.vals);
     }
     // Histograms (upstream `aggregation`): counted by count and group, summed by sum and avg, ignored
     // with an info by the others. Only allocated when the input holds any.
@@ -505,11 +530,7 @@ impl Partial {
         });
         let g = &mut self.groups[gi];
         g.drop |= drop;
-        for (acc, x) in g.accs.iter_mut().zip(vals) {
-            if let Some(x) = x {
-                acc.add(op, *x);
-            }
-        }
+        AggAcc::add_row(op, &mut g.accs, vals);
         let Some(hs) = hists else { return true };
         match op {
             AggregateOp::Count | AggregateOp::Group => {
@@ -760,11 +781,7 @@ impl<'a> OrderedGroups<'a> {
             gl.len() - 1
         });
         self.drop[g] |= drop;
-        for (acc, x) in self.accs[g].iter_mut().zip(vals) {
-            if let Some(x) = x {
-                acc.add(a.op, *x);
-            }
-        }
+        AggAcc::add_row(a.op, &mut self.accs[g], vals);
     }
 
     /// The result, or `None` (releasing the samples the fold counted) when the fold gave up.
@@ -1644,6 +1661,29 @@ mod agg_acc_tests {
     }
 
     proptest! {
+        /// A row added at once ends in the same state, to the bit, as its values added one by one: every
+        /// operation, gaps (`None`) included, several series into one row.
+        #[test]
+        fn a_row_adds_as_its_values_do(rows in proptest::collection::vec(proptest::collection::vec(proptest::option::of(values()), 12), 1..6)) {
+            for op in OPS {
+                let mut by_row = vec![AggAcc::default(); 12];
+                let mut by_value = vec![AggAcc::default(); 12];
+                for r in &rows {
+                    AggAcc::add_row(op, &mut by_row, r);
+                    for (acc, x) in by_value.iter_mut().zip(r) {
+                        if let Some(x) = x {
+                            acc.add(op, *x);
+                        }
+                    }
+                }
+                for (a, b) in by_row.iter().zip(&by_value) {
+                    prop_assert_eq!(a.count, b.count);
+                    prop_assert!(same(a.sum, b.sum) && same(a.c, b.c), "{:?} {:?} {:?} {:?}", op, rows, a, b);
+                    prop_assert!(same(a.finish(op), b.finish(op)));
+                }
+            }
+        }
+
         /// The overlaid accumulator finishes to the same bits as the one-field-per-use one after the
         /// same additions and merges, overflows into the incremental mean and non-finite values included.
         #[test]
