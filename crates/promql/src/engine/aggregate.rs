@@ -95,9 +95,9 @@ impl AggAcc {
     }
 
     /// [`Self::add`] of one series' values over a row of steps (`accs[i]` takes `vals[i]` where present).
-    /// `sum` (the rows that dashboards' `sum by` folds) adds inline: the same Kahan-Neumaier step as
-    /// [`kahan_inc`], its choices made by selects rather than branches so that the compiler keeps the row's
-    /// independent steps in flight; the other operations call [`Self::add`] a value.
+    /// `sum` (the rows that dashboards' `sum by` folds) adds inline, [`kahan_inc`] with the first value's
+    /// start as selects, so that the compiler keeps the row's independent steps in flight; the other
+    /// operations call [`Self::add`] a value.
     #[inline]
     pub fn add_row(op: AggregateOp, accs: &mut [AggAcc], vals: &[Option<f64>]) {
         if op != AggregateOp::Sum {
@@ -114,12 +114,9 @@ impl AggAcc {
                 // `kahansum.Inc`.
                 let first = acc.count == 0.0;
                 acc.count += 1.0;
-                let (sum, c) = (acc.sum, acc.c);
-                let t = sum + v;
-                let (a, b) = if sum.abs() >= v.abs() { (sum, v) } else { (v, sum) };
-                let nc = if t.is_infinite() { 0.0 } else { c + ((a - t) + b) };
+                let (t, c) = kahan_inc(v, acc.sum, acc.c);
                 acc.sum = if first { v } else { t };
-                acc.c = if first { 0.0 } else { nc };
+                acc.c = if first { 0.0 } else { c };
             }
         }
     }

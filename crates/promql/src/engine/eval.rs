@@ -51,15 +51,19 @@ pub struct SeriesChecks {
 }
 
 impl SeriesChecks {
+    /// Series between two reads of the clock.
+    const SERIES: u32 = 16;
+    /// Samples and steps of work after which the clock is read sooner.
+    const WORK: usize = 1 << 14;
     /// Due at the next check.
     pub fn due() -> Self {
-        Self { series: 15, work: 0 }
+        Self { series: Self::SERIES - 1, work: 0 }
     }
     /// Counts a series and `work` (samples and steps); whether the clock is due now (then starts over).
     fn tick(&mut self, work: usize) -> bool {
         self.series += 1;
         self.work = self.work.saturating_add(work);
-        let due = self.series >= 16 || self.work >= 1 << 14;
+        let due = self.series >= Self::SERIES || self.work >= Self::WORK;
         if due {
             *self = Self::default();
         }

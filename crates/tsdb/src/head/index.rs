@@ -83,11 +83,11 @@ impl IndexReader for HeadIndex {
     }
 
     fn postings(&self, name: &str, value: &str) -> IndexResult<Vec<SeriesRef>> {
-        Ok(self.postings.get(name).and_then(|v| v.get(value)).cloned().unwrap_or_default())
+        self.postings_ref(name, value).map(std::borrow::Cow::into_owned)
     }
 
     fn postings_ref(&self, name: &str, value: &str) -> IndexResult<std::borrow::Cow<'_, [SeriesRef]>> {
-        Ok(self.postings.get(name).and_then(|v| v.get(value)).map_or(std::borrow::Cow::Borrowed(&[][..]), |p| std::borrow::Cow::Borrowed(&p[..])))
+        Ok(std::borrow::Cow::Borrowed(self.postings.get(name).and_then(|v| v.get(value)).map_or(&[][..], |p| &p[..])))
     }
 
     fn label_values(&self, name: &str, prefix: &str) -> IndexResult<Vec<String>> {
